@@ -1,0 +1,32 @@
+"""cuco: automatic compute-communication co-design of multi-GPU CUDA kernels.
+
+Importing cuco is cheap: heavy modules (the harness, the search, litellm, cupy) load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DesignSpace": "cuco.design_space",
+    "Directives": "cuco.design_space",
+    "Topology": "cuco.design_space",
+    "Candidate": "cuco.candidate",
+    "LevelResult": "cuco.candidate",
+    "CandidateDB": "cuco.db",
+    "Workload": "cuco.workload",
+    "CucoError": "cuco.errors",
+}
+
+__all__ = sorted(_LAZY) + ["__version__", "workloads"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "workloads":
+        return importlib.import_module("cuco.workloads")
+    raise AttributeError(f"module 'cuco' has no attribute {name!r}")

@@ -1,0 +1,245 @@
+"""Toolchain discovery: nvcc, one consistent NCCL install, cuBLASLt, the GPU arch; and nvcc invocations."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import attrs
+
+from cuco.errors import CucoError
+
+#: The NCCL device API (LSA, ncclDevComm) first shipped in 2.28.
+MIN_NCCL = (2, 28, 0)
+
+
+class ToolchainError(CucoError):
+    """A compiler or library is missing or too old; the message says how to install it."""
+
+
+@attrs.frozen
+class Library:
+    """A library found on disk: include dir, lib dir, the file to link, and its version."""
+
+    name: str
+    include: Path
+    libdir: Path
+    link_name: str          # passed as -l:<link_name>
+    version: str
+    origin: str             # 'wheel', 'env', 'system', 'toolkit'
+
+    def flags(self) -> list[str]:
+        return [f"-I{self.include}", f"-L{self.libdir}", f"-l:{self.link_name}", f"-Xlinker=-rpath,{self.libdir}"]
+
+
+@attrs.frozen
+class CompileResult:
+    ok: bool
+    output: Path
+    log: str
+    seconds: float
+    command: tuple[str, ...]
+
+
+def _site_dirs() -> list[Path]:
+    dirs = [Path(p) for p in sys.path if p and Path(p).is_dir()]
+    return [d for d in dirs if (d / "nvidia").is_dir()]
+
+
+def _first_lib(libdir: Path, stem: str) -> str | None:
+    """The best file to link for `stem` (e.g. 'libnccl.so') in libdir: unversioned, else highest version."""
+    if (libdir / stem).exists():
+        return stem
+    versions = sorted(libdir.glob(stem + ".*"), key=lambda p: len(p.name))
+    return versions[0].name if versions else None
+
+
+def _nccl_version(include: Path) -> str:
+    text = (include / "nccl.h").read_text(errors="replace")
+    parts = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    if not all(parts):
+        return "unknown"
+    return ".".join(m.group(1) for m in parts)  # type: ignore[union-attr]
+
+
+def find_nccl() -> Library:
+    """NCCL_HOME, else the pip wheel (nvidia-nccl-cu12/13), else the system install; headers and library
+    always from the same install."""
+    candidates: list[tuple[Path, Path, str]] = []
+    if os.environ.get("NCCL_HOME"):
+        home = Path(os.environ["NCCL_HOME"])
+        candidates.append((home / "include", home / "lib", "env"))
+    for site in _site_dirs():
+        candidates.append((site / "nvidia" / "nccl" / "include", site / "nvidia" / "nccl" / "lib", "wheel"))
+    candidates.append((Path("/usr/include"), Path("/usr/lib/x86_64-linux-gnu"), "system"))
+    for include, libdir, origin in candidates:
+        if not (include / "nccl.h").exists():
+            continue
+        link = _first_lib(libdir, "libnccl.so")
+        if link is None:
+            continue
+        version = _nccl_version(include)
+        if not (include / "nccl_device.h").exists():
+            raise ToolchainError(
+                f"NCCL {version} at {include} has no device API (nccl_device.h); cuco needs NCCL >= "
+                f"{'.'.join(map(str, MIN_NCCL))}: pip install 'nvidia-nccl-cu13>=2.28.9' (or cu12), or set NCCL_HOME"
+            )
+        return Library("nccl", include, libdir, link, version, origin)
+    raise ToolchainError(
+        "NCCL not found: pip install 'nvidia-nccl-cu13>=2.28.9' (CUDA 13) or 'nvidia-nccl-cu12>=2.28.9', "
+        "or set NCCL_HOME to an install with include/nccl.h and lib/libnccl.so"
+    )
+
+
+def find_cublaslt(cuda_home: Path | None) -> Library:
+    """cuBLASLt headers and library: CUBLAS_HOME, the pip wheel, or the CUDA toolkit."""
+    candidates: list[tuple[Path, Path, str]] = []
+    if os.environ.get("CUBLAS_HOME"):
+        home = Path(os.environ["CUBLAS_HOME"])
+        candidates.append((home / "include", home / "lib", "env"))
+    for site in _site_dirs():
+        for sub in ("cu13", "cu12", "cublas"):
+            candidates.append((site / "nvidia" / sub / "include", site / "nvidia" / sub / "lib", "wheel"))
+    if cuda_home is not None:
+        for lib in ("lib64", "targets/x86_64-linux/lib", "lib"):
+            candidates.append((cuda_home / "include", cuda_home / lib, "toolkit"))
+            candidates.append((cuda_home / "targets/x86_64-linux/include", cuda_home / lib, "toolkit"))
+    for include, libdir, origin in candidates:
+        if not (include / "cublasLt.h").exists():
+            continue
+        link = _first_lib(libdir, "libcublasLt.so")
+        if link:
+            return Library("cublasLt", include, libdir, link, "", origin)
+    raise ToolchainError(
+        "cuBLASLt not found: pip install nvidia-cublas (CUDA 13) or nvidia-cublas-cu12, "
+        "or set CUBLAS_HOME / CUDA_HOME to a toolkit with cublasLt.h and libcublasLt.so"
+    )
+
+
+def find_nvcc() -> Path:
+    for cand in (os.environ.get("CUCO_NVCC"),
+                 os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"),
+                 shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and Path(cand).exists():
+            return Path(cand)
+    raise ToolchainError(
+        "nvcc not found: install the CUDA toolkit (12.4 or newer; e.g. apt-get install cuda-nvcc-13-0) "
+        "or set CUDA_HOME or CUCO_NVCC"
+    )
+
+
+def detect_arch() -> str:
+    """CUCO_ARCH, else the first GPU's compute capability, else sm_90 (H100/H200)."""
+    if os.environ.get("CUCO_ARCH"):
+        return os.environ["CUCO_ARCH"]
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20).stdout.split()
+            if out:
+                major, minor = out[0].split(".")
+                arch = f"sm_{major}{minor}"
+                return "sm_90a" if arch == "sm_90" and os.environ.get("CUCO_ARCH_SUFFIX") == "a" else arch
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass
+    return "sm_90"
+
+
+@attrs.frozen
+class Toolchain:
+    """One consistent set of compiler and libraries, detected once per process."""
+
+    nvcc: Path
+    cuda_version: str
+    cuda_home: Path
+    nccl: Library
+    cublaslt: Library | None
+    arch: str
+
+    @classmethod
+    def detect(cls, arch: str | None = None, need_cublas: bool = True) -> "Toolchain":
+        nvcc = find_nvcc()
+        try:
+            text = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ToolchainError(f"nvcc at {nvcc} does not run ({exc}); reinstall the CUDA toolkit") from None
+        m = re.search(r"release (\d+\.\d+)", text)
+        cuda_home = nvcc.resolve().parent.parent
+        cublas = find_cublaslt(cuda_home) if need_cublas else None
+        return cls(nvcc, m.group(1) if m else "unknown", cuda_home, find_nccl(), cublas, arch or detect_arch())
+
+    def fingerprint(self) -> str:
+        """Identifies what a compiled artefact depends on, for content-hash caches."""
+        return f"nvcc{self.cuda_version}/nccl{self.nccl.version}@{self.nccl.include}/{self.arch}"
+
+    def base_flags(self) -> list[str]:
+        return ["-std=c++17", "-O3", f"-arch={self.arch}", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
+                "-diag-suppress", "177,550"]
+
+    def link_flags(self, libraries: Sequence[str] = ()) -> list[str]:
+        flags = self.nccl.flags()
+        if "cublasLt" in libraries:
+            if self.cublaslt is None:
+                raise ToolchainError("cuBLASLt is needed but was not detected")
+            flags += self.cublaslt.flags()
+        return flags
+
+    def compile(self, sources: Sequence[Path], output: Path, *, shared: bool = True,
+                include_dirs: Sequence[Path] = (), libraries: Sequence[str] = (),
+                extra: Sequence[str] = (), timeout_s: float = 600) -> CompileResult:
+        """Run nvcc; never raises on compile errors (they are in the result's log)."""
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+        cmd = [str(self.nvcc), *self.base_flags(), *(["-shared"] if shared else []),
+               *(f"-I{d}" for d in include_dirs), *map(str, sources), "-o", str(tmp),
+               *self.link_flags(libraries), *extra]
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            ok, log = proc.returncode == 0, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired:
+            ok, log = False, f"nvcc timed out after {timeout_s:.0f}s"
+        seconds = time.monotonic() - start
+        if ok:
+            os.replace(tmp, output)  # atomic: a cached artefact is never half-written
+        else:
+            tmp.unlink(missing_ok=True)
+        return CompileResult(ok, output, log, seconds, tuple(cmd))
+
+
+@functools.lru_cache(maxsize=4)
+def default_toolchain(arch: str | None = None) -> Toolchain:
+    return Toolchain.detect(arch)
+
+
+def content_hash(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def csrc_dir() -> Path:
+    """The harness sources: cuco/_csrc in an installed wheel, else <repo>/csrc."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / "_csrc", here.parent.parent / "csrc"):
+        if (cand / "include" / "cuco" / "abi.h").exists():
+            return cand
+    raise ToolchainError("cuco's csrc/ (the harness sources) is missing from this install; reinstall cuco")
+
+
+def cache_dir() -> Path:
+    """Where compiled artefacts are cached: $CUCO_CACHE_DIR or ~/.cache/cuco."""
+    d = Path(os.environ.get("CUCO_CACHE_DIR", Path.home() / ".cache" / "cuco"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -1,0 +1,86 @@
+"""Workload: the declarative description of one problem (a folder under cuco/workloads/).
+
+A workload never touches the core: it names its harness plugin source, its host-driven seed, its design
+space and how to render a device-initiated candidate from a design point. The harness, the cascade and
+the search consume only this object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import attrs
+
+from cuco.design_space import DesignSpace, Directives, Topology
+from cuco.errors import CucoError
+
+
+class ShapeError(CucoError, ValueError):
+    """A problem size that the workload cannot run (e.g. M not divisible by the world size)."""
+
+
+@attrs.frozen
+class Shape:
+    """Problem sizes, named by the workload's dim_names (e.g. M, K, N)."""
+
+    dims: tuple[int, ...] = attrs.field(converter=tuple)
+
+    def __str__(self) -> str:
+        return "x".join(map(str, self.dims))
+
+
+@attrs.frozen
+class Workload:
+    """Everything the harness, cascade and search need to know about one workload."""
+
+    name: str
+    description: str                     # prompt text: what is computed and communicated
+    dim_names: tuple[str, ...] = attrs.field(converter=tuple)
+    verify_shapes: tuple[Shape, ...] = attrs.field(converter=tuple)   # small, for L2
+    bench_shapes: tuple[Shape, ...] = attrs.field(converter=tuple)    # full sizes, for L3
+    folder: Path = attrs.field(converter=Path)
+    plugin_source: str                   # file name in `folder`: the harness workload plugin (.cu)
+    seed_source: str                     # file name in `folder`: the host-driven baseline in candidate-ABI form
+    space: Callable[[Topology], DesignSpace] = attrs.field(eq=False, repr=False)
+    render: Callable[[Directives], str] = attrs.field(eq=False, repr=False)
+    check_shape: Callable[[Shape, int], None] = attrs.field(eq=False, repr=False)
+    flops: Callable[[Shape, int], float] = attrs.field(eq=False, repr=False)        # per rank
+    comm_bytes: Callable[[Shape, int], float] = attrs.field(eq=False, repr=False)   # received per rank
+    libraries: tuple[str, ...] = ("cublasLt",)   # extra libraries candidates and the plugin link against
+    default_world: int = 2
+
+    def plugin_path(self) -> Path:
+        return self.folder / self.plugin_source
+
+    def seed_path(self) -> Path:
+        return self.folder / self.seed_source
+
+    def seed_code(self) -> str:
+        return self.seed_path().read_text()
+
+    def shapes_for(self, world: int, which: str = "bench") -> list[Shape]:
+        """The shapes of `which` ('bench' or 'verify') that this world size can run."""
+        shapes = self.bench_shapes if which == "bench" else self.verify_shapes
+        ok = []
+        for s in shapes:
+            try:
+                self.check_shape(s, world)
+            except ShapeError:
+                continue
+            ok.append(s)
+        return ok
+
+    def parse_shape(self, text: str | Sequence[int]) -> Shape:
+        """'8192,8192,8192' or '8192x8192x8192' -> Shape, with a clear error naming the dims."""
+        if isinstance(text, str):
+            parts = text.replace("x", ",").split(",")
+            try:
+                dims = tuple(int(p) for p in parts if p.strip())
+            except ValueError:
+                raise ShapeError(f"cannot read shape {text!r}; write {','.join(self.dim_names)} as integers") from None
+        else:
+            dims = tuple(int(d) for d in text)
+        if len(dims) != len(self.dim_names) or any(d <= 0 for d in dims):
+            raise ShapeError(f"{self.name} takes {len(self.dim_names)} positive sizes {','.join(self.dim_names)}; got {text!r}")
+        return Shape(dims)

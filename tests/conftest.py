@@ -1,0 +1,43 @@
+"""Test-suite wiring: GPU tests run only where NVIDIA GPUs are present, and say so when skipped."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_count() -> int:
+    """Number of NVIDIA GPUs visible here (0 without a driver); no CUDA library is imported."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        n = min(n, len([v for v in visible.split(",") if v.strip()]))
+    return n
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    n = gpu_count()
+    if n > 0:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU: none found here (run `pytest -m gpu` on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def gpus() -> int:
+    """GPU count, for tests that need a minimum (e.g. 2 for world size 2)."""
+    return gpu_count()

@@ -1,0 +1,114 @@
+"""The `cuco` command: run a workload's search, transform a host program, inspect spaces and toolchains."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from cuco.errors import CucoError
+
+
+def _cmd_workloads(args: argparse.Namespace) -> int:
+    from cuco import workloads
+
+    for name in workloads.available():
+        wl = workloads.get(name)
+        print(f"{name}: {wl.description.splitlines()[0]}")
+    return 0
+
+
+def _cmd_space(args: argparse.Namespace) -> int:
+    from cuco import workloads
+    from cuco.design_space import Topology
+
+    wl = workloads.get(args.workload)
+    space = wl.space(Topology(world=args.world))
+    print(space.prompt_text())
+    if args.list:
+        for p in space.points():
+            print(p.label())
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from cuco.harness.runner import gpu_count
+    from cuco.toolchain import Toolchain
+
+    tc = Toolchain.detect()
+    print(f"nvcc      {tc.nvcc} (CUDA {tc.cuda_version})")
+    print(f"NCCL      {tc.nccl.version} from {tc.nccl.origin}: {tc.nccl.include}")
+    if tc.cublaslt:
+        print(f"cuBLASLt  {tc.cublaslt.origin}: {tc.cublaslt.libdir / tc.cublaslt.link_name}")
+    print(f"arch      {tc.arch}")
+    print(f"GPUs      {gpu_count()}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from cuco.pipeline import RunOptions, run_workload
+
+    opts = RunOptions(
+        workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
+        run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
+        budget_usd=args.budget_usd, progress=not args.quiet,
+    )
+    summary = run_workload(opts)
+    print(summary.text())
+    return 0
+
+
+def _cmd_transform(args: argparse.Namespace) -> int:
+    from cuco.fastpath.cli import transform_main
+
+    argv = [args.source] + (["-o", args.output] if args.output else [])
+    return transform_main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cuco", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="fast path + search on a workload; prints the best verified kernel")
+    r.add_argument("workload", help="built-in workload name (see `cuco workloads`)")
+    r.add_argument("--world", type=int, default=2, help="ranks (GPUs) per evaluation (default 2)")
+    r.add_argument("--shape", default=None, help="problem size, e.g. 8192,8192,8192 (default: the workload's first)")
+    r.add_argument("--evals", type=int, default=40, help="evaluations after the fast path (default 40)")
+    r.add_argument("--run-dir", default=None, help="where the database and report go (default runs/<workload>-<time>)")
+    r.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    r.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
+    r.add_argument("--model", default=None, help="litellm model for LLM mutations (default: none, offline)")
+    r.add_argument("--budget-usd", type=float, default=5.0, help="LLM spending cap in USD (default 5)")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(fn=_cmd_run)
+
+    t = sub.add_parser("transform", help="host-driven CUDA+NCCL program -> device-initiated program")
+    t.add_argument("source")
+    t.add_argument("-o", "--output", default=None)
+    t.set_defaults(fn=_cmd_transform)
+
+    s = sub.add_parser("space", help="print a workload's design space")
+    s.add_argument("workload")
+    s.add_argument("--world", type=int, default=2)
+    s.add_argument("--list", action="store_true", help="also list every legal point")
+    s.set_defaults(fn=_cmd_space)
+
+    sub.add_parser("workloads", help="list built-in workloads").set_defaults(fn=_cmd_workloads)
+    sub.add_parser("doctor", help="show the detected compiler, NCCL, cuBLASLt, arch and GPUs").set_defaults(fn=_cmd_doctor)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except CucoError as exc:
+        print(f"cuco: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cuco: interrupted; `cuco run --resume --run-dir DIR` continues a run", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Torch anchors for GEMM+AllGather: host all_gather->matmul and torch's fused_all_gather_matmul.
+
+Launch one process per GPU:  python -m torch.distributed.run --nproc_per_node 2 benchmarks/torch_anchor.py OUT.json
+Times are medians of CUDA-event timings (warm-up first), max over ranks, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+SHAPES = [(8192, 8192, 8192), (16384, 8192, 3584), (4096, 4096, 4096), (32768, 8192, 8192)]
+
+
+def _median_ms(torch, dist, fn, iters: int = 30, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    local = torch.tensor([times[len(times) // 2]], device="cuda")
+    dist.all_reduce(local, op=dist.ReduceOp.MAX)
+    return float(local.item())
+
+
+def main(out_path: str) -> None:
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    group = dist.group.WORLD
+    symm_mem.enable_symm_mem_for_group(group.group_name)
+    rows = []
+    for m, k, n in SHAPES:
+        if m % world:
+            continue
+        a = torch.randn(m // world, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        full = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
+
+        def host():
+            dist.all_gather_into_tensor(full, a)
+            return full @ b
+
+        def fused():
+            return torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=group.group_name)
+
+        ref = host()
+        _, outs = fused()
+        ok = bool(torch.allclose(outs[0].float(), ref.float(), atol=1e-1, rtol=1e-2))
+        row = {"M": m, "K": k, "N": n, "world": world, "torch_host_ms": _median_ms(torch, dist, host),
+               "torch_fused_ms": _median_ms(torch, dist, fused), "torch_fused_matches_host": ok}
+        rows.append(row)
+        if rank == 0:
+            print(json.dumps(row), flush=True)
+    if rank == 0:
+        meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rows": rows}
+        with open(out_path, "w") as f:
+            json.dump(meta, f, indent=2)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "torch_anchor.json")

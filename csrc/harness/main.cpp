@@ -1,0 +1,99 @@
+// cuco-harness: runs candidates of one workload on `world` GPUs and writes the only result that counts.
+//
+// Exit codes: 0 every candidate was reached (each has its own status), 2 usage or setup error,
+// 3 hang (watchdog), 4 crash (sticky CUDA error), 5 aborted after a device-communicator failure.
+// Whatever candidates print is passed through and ignored.
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "errors.h"
+#include "group.h"
+#include "options.h"
+#include "plugins.h"
+#include "rank.h"
+#include "report.h"
+#include "watchdog.h"
+
+using namespace cuco_harness;
+
+namespace {
+
+std::vector<cuco_part> load_parts(const WorkloadPlugin& w) {
+  std::vector<cuco_part> parts;
+  if (!w.parts) return parts;
+  const cuco_part* p = nullptr;
+  int n = 0;
+  int rc = w.parts(&p, &n);
+  if (rc != 0) throw HarnessError("cuco_workload_parts returned " + std::to_string(rc), false);
+  if (n < 0 || n > CUCO_MAX_PARTS || (n > 0 && !p))
+    throw HarnessError("cuco_workload_parts gave " + std::to_string(n) + " parts (0.." +
+                           std::to_string(CUCO_MAX_PARTS) + " allowed)", false);
+  for (int i = 0; i < n; ++i) {
+    cuco_part q = p[i];
+    q.name[CUCO_NAME_LEN - 1] = '\0';
+    if (!q.launch) throw HarnessError(std::string("part '") + q.name + "' has no launch function", false);
+    parts.push_back(q);
+  }
+  return parts;
+}
+
+cuco_workload_desc describe(const WorkloadPlugin& w, const Options& o) {
+  cuco_workload_desc d{};
+  int rc = w.describe(o.dims.data(), static_cast<int>(o.dims.size()), o.world, &d);
+  d.error[sizeof d.error - 1] = '\0';
+  if (rc != 0)
+    throw HarnessError("the workload rejected dims/world: " + std::string(d.error[0] ? d.error : "(no reason given)") +
+                           " (cuco_workload_describe returned " + std::to_string(rc) + ")", false);
+  if (d.nbuffers < 0 || d.nbuffers > CUCO_MAX_BUFFERS)
+    throw HarnessError("cuco_workload_describe declared " + std::to_string(d.nbuffers) + " buffers (0.." +
+                           std::to_string(CUCO_MAX_BUFFERS) + " allowed)", false);
+  for (int i = 0; i < d.nbuffers; ++i) d.buffers[i].name[CUCO_NAME_LEN - 1] = '\0';
+  return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  try {
+    opts = parse_options(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuco-harness: %s\n", e.what());
+    return 2;
+  }
+  Report report(opts);
+  Watchdog watchdog(report, opts.timeout_s, opts.total_timeout_s);
+  watchdog.enter(Target::harness(), "init");
+
+  WorkloadPlugin workload;
+  cuco_workload_desc desc{};
+  std::vector<cuco_part> parts;
+  Launch launch;
+  try {
+    int ndev = 0;
+    CUCO_CK(cudaGetDeviceCount(&ndev));
+    for (int d : opts.devices)
+      if (d >= ndev)
+        throw HarnessError("device " + std::to_string(d) + " does not exist (" + std::to_string(ndev) +
+                               " visible); pass --devices with ordinals below " + std::to_string(ndev), false);
+    workload = load_workload(opts.workload);
+    desc = describe(workload, opts);
+    if (opts.parts) parts = load_parts(workload);
+    launch = make_launch(opts.devices);
+  } catch (const std::exception& e) {
+    report.fatal("error", e.what(), 2);
+  }
+  for (const cuco_part& p : parts) report.add_part(p.name, p.is_comm);
+
+  HostGroup group(launch.world);
+  Shared shared{opts, launch, group, report, watchdog, workload, desc, parts};
+  std::vector<std::thread> threads;
+  for (const LocalRank& r : launch.local_ranks)
+    threads.emplace_back([&shared, r] { Rank(shared, r).run(); });
+  for (auto& th : threads) th.join();
+  watchdog.stop();
+  return 0;
+}

@@ -1,0 +1,35 @@
+// Command line of cuco-harness.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cuco_harness {
+
+struct Options {
+  std::string workload;                 // --workload W.so
+  std::vector<std::string> candidates;  // --candidate C.so (repeatable, run in order)
+  std::vector<int64_t> dims;            // --dims 8192,8192,8192
+  int world = 0;                        // --world 2
+  std::vector<int> devices;             // --devices 0,1 (default 0..world-1)
+  std::vector<uint64_t> seeds{1, 2};    // --seeds 1,2
+  bool verify = true;                   // --verify 1
+  bool bench = true;                    // --bench 1
+  int warmup = 5;                       // --warmup 5
+  int iters = 30;                       // --iters 30
+  bool parts = false;                   // --parts 1: time the workload's parts (the bound)
+  double timeout_s = 120;               // --timeout-s: deadline of every phase
+  double total_timeout_s = 0;           // --total-timeout-s: deadline of the process (0: derived)
+  std::string out;                      // --out result.json
+
+  // The number of phases the watchdog may arm: bounds the process's lifetime.
+  double derived_total_timeout_s() const;
+};
+
+// Parses argv; throws std::invalid_argument with a message naming the bad flag and the fix.
+Options parse_options(int argc, char** argv);
+
+std::string usage();
+
+}  // namespace cuco_harness

@@ -1,0 +1,94 @@
+// One rank: its device, communicator, buffers and streams, and the life of every candidate on it.
+// All ranks walk the same sequence of steps; every step that can fail ends in a host-side agreement
+// (HostGroup::all_ok), so a failure on one rank never leaves another rank waiting in a collective.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cuco/abi.h"
+#include "errors.h"
+#include "group.h"
+#include "options.h"
+#include "plugins.h"
+#include "report.h"
+#include "watchdog.h"
+
+namespace cuco_harness {
+
+// What every rank of this process shares.
+struct Shared {
+  const Options& opts;
+  const Launch& launch;
+  HostGroup& group;
+  Report& report;
+  Watchdog& watchdog;
+  const WorkloadPlugin& workload;
+  const cuco_workload_desc& desc;
+  std::vector<cuco_part> parts;
+};
+
+// A candidate's per-rank resources (workspaces, device communicator).
+struct CandidateResources {
+  void* workspace = nullptr;
+  void* symmetric = nullptr;
+  ncclWindow_t symmetric_window = nullptr;
+  bool devcomm = false;
+};
+
+class Rank {
+ public:
+  Rank(Shared& shared, LocalRank who);
+  // The whole life of this rank: setup, parts, candidates, teardown.
+  void run();
+
+ private:
+  // rank_setup.cpp
+  void setup();
+  void teardown();
+  DeviceInfo device_info() const;
+  void alloc_local(const cuco_requirements& req, CandidateResources& res);
+  void register_symmetric(const cuco_requirements& req, CandidateResources& res);
+  void create_devcomm(const cuco_requirements& req);
+  std::string gin_unavailable_reason();
+  void release(CandidateResources& res);
+
+  // rank_run.cpp
+  void run_parts();
+  void run_candidate(int index);
+  bool verify(Target t, const CandidatePlugin& c);
+  bool bench(Target t, cuco_candidate_launch_fn launch);
+  // Forks the side stream, launches, joins it back; returns "" or why the launch failed.
+  std::string launch_joined(cuco_candidate_launch_fn launch, bool timed);
+  void fill_and_poison(uint64_t seed);
+
+  // Runs f; returns "" or the error's message. A sticky CUDA error ends the process as "crash".
+  template <typename F>
+  std::string attempt(Target t, F&& f);
+  // True iff `err` is empty on every rank; otherwise the leader records `status` for t.
+  bool agreed(Target t, const std::string& err, const std::string& status);
+  void enter(Target t, const std::string& phase);
+  bool leader() const { return me_.rank == 0; }
+
+  Shared& s_;
+  LocalRank me_;
+  cuco_ctx ctx_{};
+  cudaEvent_t fork_ = nullptr, join_ = nullptr, start_ = nullptr, stop_ = nullptr;
+};
+
+template <typename F>
+std::string Rank::attempt(Target /*t: the report's current target*/, F&& f) {
+  try {
+    f();
+    return "";
+  } catch (const HarnessError& e) {
+    if (e.sticky()) {
+      s_.report.fatal("crash", std::string("rank ") + std::to_string(me_.rank) + ": " + e.what(), 4);
+    }
+    return e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace cuco_harness

@@ -1,0 +1,236 @@
+// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench,
+// teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
+#include <cmath>
+#include <cstdio>
+
+#include "rank.h"
+
+namespace cuco_harness {
+
+void Rank::enter(Target t, const std::string& phase) {
+  if (leader()) s_.watchdog.enter(t, phase);
+}
+
+bool Rank::agreed(Target t, const std::string& err, const std::string& status) {
+  std::string why;
+  if (s_.group.all_ok(me_.rank, err.empty(), err, &why)) return true;
+  if (leader()) s_.report.set_status(t, status, why);
+  return false;
+}
+
+void Rank::run() {
+  Target h = Target::harness();
+  std::string err = attempt(h, [&] { setup(); });
+  std::string why;
+  if (!s_.group.all_ok(me_.rank, err.empty(), err, &why)) {
+    if (leader()) s_.report.fatal("error", "rank setup failed: " + why, 2);
+    s_.group.barrier();  // the leader ends the process; nobody goes on
+  }
+  if (s_.opts.parts) run_parts();
+  for (size_t i = 0; i < s_.opts.candidates.size(); ++i) run_candidate(static_cast<int>(i));
+  s_.group.barrier();
+  // The result is complete before teardown: a teardown that hangs cannot change it.
+  if (leader()) {
+    s_.report.finish();
+    s_.watchdog.enter(h, "shutdown");
+  }
+  s_.group.barrier();
+  err = attempt(h, [&] { teardown(); });
+  if (!err.empty()) std::fprintf(stderr, "cuco-harness: rank %d teardown: %s\n", me_.rank, err.c_str());
+}
+
+void Rank::fill_and_poison(uint64_t seed) {
+  int rc = s_.workload.fill(&ctx_, seed);
+  if (rc != 0) CUCO_FAIL("cuco_workload_fill returned " + std::to_string(rc));
+  CUCO_CK(cudaGetLastError());
+  for (int i = 0; i < s_.desc.nbuffers; ++i) {
+    int role = s_.desc.buffers[i].role;
+    if ((role == CUCO_BUF_OUTPUT || role == CUCO_BUF_SCRATCH) && ctx_.buffers[i].ptr)
+      CUCO_CK(cudaMemsetAsync(ctx_.buffers[i].ptr, 0xFF, ctx_.buffers[i].bytes, ctx_.stream));
+  }
+  CUCO_CK(cudaDeviceSynchronize());
+}
+
+std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed) {
+  CUCO_CK(cudaEventRecord(fork_, ctx_.stream));
+  CUCO_CK(cudaStreamWaitEvent(ctx_.side_stream, fork_, 0));
+  ctx_.iteration++;
+  if (timed) CUCO_CK(cudaEventRecord(start_, ctx_.stream));
+  int rc = launch(&ctx_);
+  cudaError_t launch_err = cudaGetLastError();
+  // The harness joins the side stream, so work a candidate put there is inside the measured interval.
+  CUCO_CK(cudaEventRecord(join_, ctx_.side_stream));
+  CUCO_CK(cudaStreamWaitEvent(ctx_.stream, join_, 0));
+  if (timed) CUCO_CK(cudaEventRecord(stop_, ctx_.stream));
+  if (launch_err != cudaSuccess) {
+    if (is_sticky(launch_err)) throw_cuda(launch_err, "the candidate's launch", __FILE__, __LINE__);
+    return std::string("a kernel launch failed: ") + cudaGetErrorName(launch_err) + " (" +
+           cudaGetErrorString(launch_err) + ")";
+  }
+  if (rc != 0) return "the launch entry point returned " + std::to_string(rc);
+  return "";
+}
+
+void Rank::run_parts() {
+  for (size_t k = 0; k < s_.parts.size(); ++k) {
+    Target t = Target::part(static_cast<int>(k));
+    enter(t, "bench");
+    ctx_.has_devcomm = 0;
+    bench(t, s_.parts[k].launch);
+  }
+}
+
+void Rank::run_candidate(int index) {
+  Target t = Target::candidate(index);
+  const std::string& path = s_.opts.candidates[index];
+  enter(t, "load");
+  CandidatePlugin c;
+  if (!agreed(t, attempt(t, [&] { c = load_candidate(path); }), "error")) return;
+
+  enter(t, "setup");
+  cuco_requirements req{};
+  std::string err = attempt(t, [&] {
+    int rc = c.requirements(&ctx_, &req);
+    if (rc != 0) CUCO_FAIL("cuco_candidate_requirements returned " + std::to_string(rc));
+    if (req.lsa_barrier_count < 0 || req.gin_signal_count < 0 || req.gin_counter_count < 0 ||
+        req.gin_context_count < 0)
+      CUCO_FAIL("cuco_candidate_requirements set a negative count");
+    if (req.uses_nvshmem) CUCO_FAIL("uses_nvshmem is reserved; this harness has no NVSHMEM backend");
+  });
+  if (!agreed(t, err, "error")) return;
+  // Collective allocations need the same sizes everywhere: take the maximum over ranks.
+  std::vector<int64_t> m = s_.group.max(
+      me_.rank, {req.lsa_barrier_count, req.gin_signal_count, req.gin_counter_count, req.gin_context_count,
+                 req.gin_required, static_cast<int64_t>(req.workspace_bytes),
+                 static_cast<int64_t>(req.symmetric_workspace_bytes)});
+  req.lsa_barrier_count = static_cast<int>(m[0]);
+  req.gin_signal_count = static_cast<int>(m[1]);
+  req.gin_counter_count = static_cast<int>(m[2]);
+  req.gin_context_count = static_cast<int>(m[3]);
+  req.gin_required = static_cast<int>(m[4]);
+  req.workspace_bytes = static_cast<size_t>(m[5]);
+  req.symmetric_workspace_bytes = static_cast<size_t>(m[6]);
+  if (leader())
+    s_.report.set_requirements(index, {{"lsa_barrier_count", m[0]}, {"gin_signal_count", m[1]},
+                                       {"gin_counter_count", m[2]}, {"gin_context_count", m[3]},
+                                       {"gin_required", m[4]}, {"workspace_bytes", m[5]},
+                                       {"symmetric_workspace_bytes", m[6]}});
+  if (req.gin_required) {
+    std::string reason;
+    err = attempt(t, [&] { reason = gin_unavailable_reason(); });
+    if (!agreed(t, err, "error")) return;
+    if (!agreed(t, reason, "unsupported")) return;
+  }
+
+  CandidateResources res;
+  bool ok = agreed(t, attempt(t, [&] { alloc_local(req, res); }), "error") &&
+            agreed(t, attempt(t, [&] { register_symmetric(req, res); }), "error");
+  if (ok) {
+    ctx_.workspace = res.workspace;
+    ctx_.workspace_bytes = req.workspace_bytes;
+    ctx_.symmetric_workspace = {res.symmetric, req.symmetric_workspace_bytes, res.symmetric_window};
+    ctx_.candidate_state = nullptr;
+    std::string why;
+    err = attempt(t, [&] { create_devcomm(req); });
+    if (!s_.group.all_ok(me_.rank, err.empty(), err, &why)) {
+      // A failed ncclDevCommCreate may leave the communicator unusable: end this process; the runner
+      // starts a fresh one for the candidates that were not reached.
+      std::string status = req.gin_required ? "unsupported" : "error";
+      if (leader()) s_.report.fatal(status, "ncclDevCommCreate failed: " + why, 5, "aborted");
+      s_.group.barrier();
+    }
+    ok = agreed(t, attempt(t, [&] {
+                  if (c.setup) {
+                    int rc = c.setup(&ctx_);
+                    if (rc != 0) CUCO_FAIL("cuco_candidate_setup returned " + std::to_string(rc));
+                  }
+                  CUCO_CK(cudaDeviceSynchronize());
+                }),
+                "error");
+    if (ok && s_.opts.verify) ok = verify(t, c);
+    if (ok && s_.opts.bench) ok = bench(t, c.launch);
+  }
+
+  enter(t, "teardown");
+  err = attempt(t, [&] {
+    if (c.teardown) {
+      int rc = c.teardown(&ctx_);
+      if (rc != 0) CUCO_FAIL("cuco_candidate_teardown returned " + std::to_string(rc));
+    }
+  });
+  ok = agreed(t, err, "error") && ok;
+  s_.group.barrier();  // nobody frees a window a peer may still read
+  ok = agreed(t, attempt(t, [&] { release(res); }), "error") && ok;
+  if (ok && leader()) s_.report.set_status(t, "ok", "");
+}
+
+bool Rank::verify(Target t, const CandidatePlugin& c) {
+  bool all_passed = true;
+  std::string failures;
+  for (uint64_t seed : s_.opts.seeds) {
+    enter(t, "verify seed " + std::to_string(seed));
+    if (!agreed(t, attempt(t, [&] { fill_and_poison(seed); }), "error")) return false;
+    std::string launch_err;
+    std::string err = attempt(t, [&] { launch_err = launch_joined(c.launch, false); });
+    if (err.empty()) err = launch_err;
+    // Agree before synchronising: if one rank's launch failed, the others' kernels may wait for it forever
+    // and the watchdog ends the process with this candidate already marked "error".
+    bool launched = agreed(t, err, "error");
+    // Only work ordered before the end of ctx->stream counts: sync that stream, not the device.
+    err = attempt(t, [&] { CUCO_CK(cudaStreamSynchronize(ctx_.stream)); });
+    if (!launched || !agreed(t, err, "error")) return false;
+
+    cuco_check_result r{};
+    err = attempt(t, [&] {
+      int rc = s_.workload.check(&ctx_, seed, &r);
+      if (rc != 0) CUCO_FAIL("cuco_workload_check returned " + std::to_string(rc));
+      CUCO_CK(cudaDeviceSynchronize());
+    });
+    if (!agreed(t, err, "error")) return false;
+    r.message[sizeof r.message - 1] = '\0';
+    CheckRecord rec{seed, me_.rank, r.passed != 0, r.max_abs_err, r.rel_l2_err, r.n_checked, r.n_bad, r.n_nan,
+                    r.message};
+    s_.report.add_check(t.index, rec);
+    std::string mine;
+    if (!r.passed) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "seed %llu: %lld of %lld elements wrong, %lld NaN/Inf, max_abs_err %.3g%s%s",
+                    static_cast<unsigned long long>(seed), static_cast<long long>(r.n_bad),
+                    static_cast<long long>(r.n_checked), static_cast<long long>(r.n_nan), r.max_abs_err,
+                    r.message[0] ? ": " : "", r.message);
+      mine = buf;
+    }
+    std::string why;
+    if (!s_.group.all_ok(me_.rank, mine.empty(), mine, &why)) {
+      all_passed = false;
+      failures += (failures.empty() ? "" : "; ") + why;
+    }
+  }
+  if (!all_passed && leader()) s_.report.set_status(t, "verify_failed", failures);
+  return all_passed;
+}
+
+bool Rank::bench(Target t, cuco_candidate_launch_fn launch) {
+  enter(t, "bench");
+  const Options& o = s_.opts;
+  std::vector<double> times;
+  std::string err;
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    // One agreement per iteration: it is the host barrier that lines the ranks up, and it stops
+    // every rank at the first failure on any of them.
+    if (!agreed(t, err, "error")) return false;
+    err = attempt(t, [&] {
+      std::string e = launch_joined(launch, true);
+      if (!e.empty()) CUCO_FAIL(e);
+      CUCO_CK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      CUCO_CK(cudaEventElapsedTime(&ms, start_, stop_));
+      if (it >= o.warmup) times.push_back(ms);
+    });
+  }
+  if (!agreed(t, err, "error")) return false;
+  s_.report.set_times(t, me_.rank, times);
+  return true;
+}
+
+}  // namespace cuco_harness

@@ -1,0 +1,45 @@
+// Deadlines for every phase and for the whole process. When one passes, the watchdog records "hang"
+// for the phase's target, writes the JSON and ends the process with exit code 3: a kernel that spins
+// forever cannot keep the harness alive, and the driver reclaims the GPUs when the process is gone.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "report.h"
+
+namespace cuco_harness {
+
+class Watchdog {
+ public:
+  Watchdog(Report& report, double phase_timeout_s, double total_timeout_s);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Enter a phase: the report names it, and its deadline starts now.
+  void enter(Target t, const std::string& phase);
+  // Like enter, with an explicit deadline (e.g. teardown after a hang elsewhere needs less).
+  void enter(Target t, const std::string& phase, double timeout_s);
+  void stop();
+
+ private:
+  void loop();
+
+  using Clock = std::chrono::steady_clock;
+  Report& report_;
+  double phase_timeout_s_;
+  Clock::time_point total_deadline_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Clock::time_point deadline_;
+  double armed_timeout_s_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace cuco_harness

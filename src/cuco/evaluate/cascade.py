@@ -1,0 +1,331 @@
+"""The measured evaluator: static -> compile -> verify -> bench, each level a LevelResult on the candidate.
+
+Batching: L0 runs per candidate; L1 compiles every survivor in parallel; L2 verifies the survivors at the
+small shape on several seeds in ONE harness process per GPU group (groups run concurrently); L3 times the
+survivors at the full shape in ONE harness process, serialised over the host (see executor.py). The
+harness runner re-runs the candidates left `not_run` after a hang or crash.
+
+Fitness is T_host / T_candidate. The workload's host seed is an extra candidate in EVERY L3 batch rather
+than a number cached per (shape, device): the ratio is then taken under the same clocks, thermal state,
+NCCL build and neighbours, so drift between runs cannot masquerade as speedup; the cost is one more
+timed program per batch. L3 also verifies at the full shape (first seed): races can hide at small sizes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import attrs
+
+from cuco.candidate import Candidate, LevelResult
+from cuco.errors import CucoError
+from cuco.evaluate.compile import Compiler
+from cuco.evaluate.executor import DeviceGroup, Executor
+from cuco.evaluate.static import check_static
+from cuco.toolchain import Toolchain
+from cuco.workload import Shape, ShapeError, Workload
+
+NO_GPU_REASON = "no GPU: not verified or timed"
+_STATUS_TEXT = {"verify_failed": "wrong result", "hang": "hang (killed at the timeout)", "crash": "crashed",
+                "error": "error", "unsupported": "unsupported here", "not_run": "not run"}
+
+
+class CascadeError(CucoError):
+    """The cascade itself cannot run (the workload plugin does not build, the harness is missing)."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly copy of harness result pieces (attrs objects, mappings, sequences)."""
+    if attrs.has(type(value)):
+        return _plain(attrs.asdict(value, recurse=False))
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _median_ms(obj: Any) -> float | None:
+    timing = getattr(obj, "timing", None)
+    value = getattr(timing, "max_median_ms", None)
+    return float(value) if value is not None else None
+
+
+def _run_reason(run: Any) -> str:
+    status = getattr(run, "status", "error")
+    message = (getattr(run, "message", "") or "").strip()
+    phase = getattr(run, "phase", "")
+    text = _STATUS_TEXT.get(status, status)
+    if phase and status not in ("unsupported", "verify_failed"):
+        text += f" in {phase}"
+    return f"{text}: {message}" if message else text
+
+
+class Cascade:
+    """Evaluator with kind 'measured' for one workload and world size (see the module docstring).
+
+    `parent_code(candidate)` returns the parent's source for the frozen-region check (None: skip it).
+    With no GPU group, L0 and L1 still run and L2/L3 are recorded as failed with NO_GPU_REASON.
+    """
+
+    kind = "measured"
+
+    def __init__(self, workload: Workload, world: int | None = None, toolchain: Toolchain | None = None,
+                 executor: Executor | None = None, compiler: Compiler | None = None,
+                 verify_shape: Shape | str | Sequence[int] | None = None,
+                 bench_shape: Shape | str | Sequence[int] | None = None, seeds: Sequence[int] = (1, 2),
+                 iters: int = 30, warmup: int = 5, timeout_s: float = 600.0, verify_timeout_s: float = 120.0,
+                 parent_code: Callable[[Candidate], str | None] | None = None, verify_at_bench: bool = True):
+        if not seeds:
+            raise ValueError("seeds must name at least one input seed, e.g. (1, 2)")
+        if iters < 1 or warmup < 0:
+            raise ValueError(f"iters must be >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
+        self.workload = workload
+        self.world = world if world is not None else workload.default_world
+        self.verify_shape = self._shape(verify_shape, "verify")
+        self.bench_shape = self._shape(bench_shape, "bench")
+        self.compiler = compiler if compiler is not None else Compiler(toolchain)
+        self.executor = executor if executor is not None else Executor(world=self.world)
+        if self.executor.world != self.world:
+            raise ValueError(f"the executor groups {self.executor.world} GPUs per run but world is {self.world}")
+        self.seeds = tuple(int(s) for s in seeds)
+        self.iters, self.warmup = iters, warmup
+        self.timeout_s, self.verify_timeout_s = timeout_s, verify_timeout_s
+        self.parent_code = parent_code
+        self.verify_at_bench = verify_at_bench
+        self._plugin_so: Path | None = None
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.executor.has_gpu
+
+    def _shape(self, given: Shape | str | Sequence[int] | None, which: str) -> Shape:
+        if given is None:
+            shapes = self.workload.shapes_for(self.world, which)
+            if not shapes:
+                raise ShapeError(f"{self.workload.name} has no {which} shape that world size {self.world} can run; "
+                                 f"pass {which}_shape=...")
+            return shapes[0]
+        shape = given if isinstance(given, Shape) else self.workload.parse_shape(given)
+        self.workload.check_shape(shape, self.world)
+        return shape
+
+    # -- the Evaluator protocol ------------------------------------------------------------------------
+    def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Run every level each candidate survives; results, metrics, fitness and feedback are set on the
+        returned copies (same order). Never raises for a bad candidate."""
+        out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
+        alive = self._static(out)
+        alive = self._compile(out, alive)
+        if alive and not self.has_gpu:
+            for i in alive:
+                for level in ("verify", "bench"):
+                    out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
+                                                            {"gpus": self.executor.describe()}))
+        elif alive:
+            alive = self._verify(out, alive)
+            if alive:
+                self._bench(out, alive)
+        return [c.evolve(feedback=self._feedback(c)) for c in out]
+
+    # -- L0 and L1 ---------------------------------------------------------------------------------------
+    def _static(self, out: list[Candidate]) -> list[int]:
+        alive = []
+        for i, c in enumerate(out):
+            if c.workload != self.workload.name:
+                result = LevelResult("static", False, f"candidate is for workload {c.workload!r}, this cascade "
+                                     f"evaluates {self.workload.name!r}")
+            else:
+                result = check_static(c.code, self.parent_code(c) if self.parent_code else None)
+            out[i] = c.with_result(result)
+            if result.passed:
+                alive.append(i)
+        return alive
+
+    def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
+        outcomes = self.compiler.compile_many([out[i].code for i in alive], self.workload.libraries)
+        survivors = []
+        for i, o in zip(alive, outcomes):
+            data = {"cached": o.cached, "key": o.key, "so_path": str(o.so_path) if o.so_path else None}
+            out[i] = out[i].with_result(LevelResult("compile", o.ok, o.log_excerpt, o.seconds, data))
+            if o.ok:
+                survivors.append(i)
+        return survivors
+
+    # -- harness runs (L2, L3) ---------------------------------------------------------------------------
+    def _plugin(self) -> Path:
+        if self._plugin_so is None:
+            source = self.workload.plugin_path()
+            if not source.exists():
+                raise CascadeError(f"workload {self.workload.name}: plugin source {source} is missing")
+            o = self.compiler.compile(source.read_text(), self.workload.libraries, include_dirs=(source.parent,))
+            if not o.ok:
+                raise CascadeError(f"workload {self.workload.name}: plugin {source.name} does not compile:\n"
+                                   f"{o.log_excerpt}")
+            self._plugin_so = o.so_path
+        return self._plugin_so  # type: ignore[return-value]
+
+    def _harness(self, sos: Sequence[Path], shape: Shape, *, bench: bool, verify: bool, seeds: Sequence[int],
+                 timeout_s: float, group: DeviceGroup) -> tuple[dict[str, Any], Any, float, str]:
+        """One harness process: ({str(so): CandidateRun}, HarnessResult or None, seconds, error text)."""
+        from cuco.harness.runner import HarnessRequest, run_harness  # heavy; only where a GPU exists
+
+        request = HarnessRequest(workload_plugin=self._plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
+                                 world=self.world, devices=tuple(group.devices), seeds=tuple(seeds),
+                                 verify=verify, bench=bench, warmup=self.warmup, iters=self.iters, parts=bench,
+                                 timeout_s=timeout_s)
+        start = time.monotonic()
+        try:
+            result = run_harness(request, toolchain=self.compiler.toolchain)
+        except CucoError as exc:
+            return {}, None, time.monotonic() - start, f"harness run failed: {exc}"
+        runs = {str(Path(r.path)): r for r in result.candidates}
+        return runs, result, time.monotonic() - start, ""
+
+    def _verify_job(self, sos: Sequence[Path], group: DeviceGroup) -> tuple[dict[str, Any], Any, float, str]:
+        return self._harness(sos, self.verify_shape, bench=False, verify=True, seeds=self.seeds,
+                             timeout_s=self.verify_timeout_s, group=group)
+
+    def _verify(self, out: list[Candidate], alive: list[int]) -> list[int]:
+        sos = list(dict.fromkeys(Path(out[i].results["compile"].data["so_path"]) for i in alive))
+        n = len(self.executor.groups)
+        chunks = [sos[k::n] for k in range(n) if sos[k::n]]
+        batches = self.executor.map([functools.partial(self._verify_job, c) for c in chunks])
+        runs: dict[str, Any] = {}
+        errors: dict[str, tuple[str, float]] = {}
+        for chunk, (chunk_runs, _result, seconds, error) in zip(chunks, batches):
+            runs.update(chunk_runs)
+            for so in chunk:
+                errors[str(so)] = (error or "the harness returned no result for this candidate", seconds / len(chunk))
+        survivors = []
+        for i in alive:
+            so = out[i].results["compile"].data["so_path"]
+            run = runs.get(so)
+            data = {"shape": str(self.verify_shape), "seeds": list(self.seeds)}
+            if run is None:
+                reason, seconds = errors[so]
+                out[i] = out[i].with_result(LevelResult("verify", False, reason, seconds, data))
+                continue
+            data.update(status=run.status, phase=getattr(run, "phase", ""), checks=_plain(getattr(run, "checks", None)))
+            seconds = float(getattr(run, "seconds", None) or errors[so][1])
+            ok = run.status == "ok"
+            out[i] = out[i].with_result(LevelResult("verify", ok, "" if ok else _run_reason(run), seconds, data))
+            if ok:
+                survivors.append(i)
+        return survivors
+
+    def _bench(self, out: list[Candidate], alive: list[int]) -> None:
+        seed = self.compiler.compile(self.workload.seed_code(), self.workload.libraries)
+        if not seed.ok:
+            for i in alive:
+                out[i] = out[i].with_result(LevelResult("bench", False, "the workload's host seed does not compile, "
+                                                        f"so there is no baseline:\n{seed.log_excerpt}"))
+            return
+        sos = list(dict.fromkeys([seed.so_path] + [Path(out[i].results["compile"].data["so_path"]) for i in alive]))
+        verify = self.verify_at_bench
+        runs, result, seconds, error = self.executor.submit_one(
+            lambda g: self._harness(sos, self.bench_shape, bench=True, verify=verify, seeds=self.seeds[:1],
+                                    timeout_s=self.timeout_s, group=g), exclusive=True)
+        host_run = runs.get(str(seed.so_path))
+        host_ms = _median_ms(host_run) if host_run is not None and host_run.status == "ok" else None
+        context = self._context(result, host_run, host_ms)
+        compute_ms, comm_ms = self._parts(result)
+        for i in alive:
+            run = runs.get(out[i].results["compile"].data["so_path"])
+            data = dict(context)
+            if run is None or run.status != "ok" or _median_ms(run) is None:
+                reason = _run_reason(run) if run is not None else (error or "the harness returned no result")
+                out[i] = out[i].with_result(LevelResult("bench", False, reason, seconds / len(sos), data))
+                continue
+            timing = run.timing
+            data["per_rank_median_ms"] = _plain(getattr(timing, "per_rank_median_ms", None))
+            metrics = self._metrics(_median_ms(run), host_ms, compute_ms, comm_ms, getattr(timing, "spread", None))
+            fitness = metrics.get("speedup")
+            out[i] = out[i].with_result(LevelResult("bench", True, "", float(getattr(run, "seconds", None) or
+                                                                             seconds / len(sos)), data))
+            out[i] = out[i].evolve(metrics=metrics, fitness=fitness)
+
+    def _context(self, result: Any, host_run: Any, host_ms: float | None) -> dict[str, Any]:
+        """What every figure of this run must carry: shape, device, versions, date, how the host was timed."""
+        data: dict[str, Any] = {
+            "shape": str(self.bench_shape), "world": self.world, "iters": self.iters, "warmup": self.warmup,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": _plain(getattr(result, "device", None)),
+            "nccl_version": _plain(getattr(result, "nccl_version", None)),
+            "cuda_version": _plain(getattr(result, "cuda_version", None)) or self.compiler.toolchain.cuda_version,
+            "host_timed_in_same_run": True,
+        }
+        if host_ms is None:
+            data["host_error"] = _run_reason(host_run) if host_run is not None else "host seed was not timed"
+        return data
+
+    @staticmethod
+    def _parts(result: Any) -> tuple[float | None, float | None]:
+        """(compute_ms, comm_ms) from the harness's parts (each part timed alone in the same run)."""
+        compute: list[float] = []
+        comm: list[float] = []
+        for name, part in (getattr(result, "parts", None) or {}).items():
+            ms = _median_ms(part)
+            if ms is not None:
+                (comm if getattr(part, "is_comm", name == "comm") else compute).append(ms)
+        return (sum(compute) if compute else None), (sum(comm) if comm else None)
+
+    @staticmethod
+    def _metrics(time_ms: float | None, host_ms: float | None, compute_ms: float | None, comm_ms: float | None,
+                 spread: float | None) -> dict[str, float]:
+        m: dict[str, float] = {}
+        if time_ms is not None:
+            m["time_ms"] = time_ms
+        if host_ms is not None:
+            m["host_ms"] = host_ms
+            if time_ms:
+                m["speedup"] = host_ms / time_ms
+        if compute_ms is not None:
+            m["compute_ms"] = compute_ms
+        if comm_ms is not None:
+            m["comm_ms"] = comm_ms
+        if compute_ms is not None and comm_ms is not None:
+            m["bound_ms"] = max(compute_ms, comm_ms)
+            if host_ms is not None and time_ms is not None and host_ms > m["bound_ms"]:
+                m["overlap_efficiency"] = (host_ms - time_ms) / (host_ms - m["bound_ms"])
+        if spread is not None:
+            m["spread"] = float(spread)
+        return m
+
+    # -- feedback ----------------------------------------------------------------------------------------
+    def _feedback(self, c: Candidate) -> str:
+        """A short summary for a person or an LLM: the first failure with its reason, or the timing."""
+        r = c.results
+        for level, head in (("static", "Rejected by the static check:"), ("compile", "Does not compile:"),
+                            ("verify", f"Verification at {self.verify_shape} (seeds {self._seeds()}) failed:"),
+                            ("bench", f"Benchmark at {self.bench_shape} failed:")):
+            res = r.get(level)
+            if res is None or res.passed:
+                continue
+            if res.reason == NO_GPU_REASON:
+                return f"Static check and compile passed; {NO_GPU_REASON} (no GPU on this machine)."
+            return f"{head}\n{res.reason}"
+        m = c.metrics
+        if "time_ms" not in m:
+            return ""
+        text = f"Correct at {self.verify_shape} (seeds {self._seeds()}); at {self.bench_shape}: {m['time_ms']:.3f} ms"
+        if "host_ms" in m:
+            text += f" vs host {m['host_ms']:.3f} ms (speedup {m['speedup']:.2f}x)"
+        else:
+            text += f" (host seed not timed: {r['bench'].data.get('host_error', 'unknown')})"
+        if "bound_ms" in m:
+            text += f"; bound {m['bound_ms']:.3f} ms (compute {m['compute_ms']:.3f}, comm {m['comm_ms']:.3f})"
+        if "overlap_efficiency" in m:
+            text += f"; overlap efficiency {m['overlap_efficiency']:.2f}"
+        if "spread" in m:
+            text += f"; spread {m['spread']:.3g}"
+        return text + "."
+
+    def _seeds(self) -> str:
+        return ",".join(map(str, self.seeds))

@@ -1,0 +1,206 @@
+"""Level 1: compile a candidate to a shared object with nvcc, cached by content hash, in parallel.
+
+The cache key covers the source, the flags, the toolchain fingerprint (nvcc, NCCL install, arch) and the
+cuco headers, so a hit is always safe to reuse. Failures are cached too: an identical broken program
+(a frequent LLM answer) costs nothing the second time. Compiler logs are trimmed to what a person or an
+LLM needs to fix the code: the first few errors with file:line and the offending source line.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import time
+from pathlib import Path
+from typing import Sequence
+
+import attrs
+
+from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
+    csrc_dir, find_cublaslt
+
+#: Name the candidate's source gets on disk, so compiler messages read "candidate.cu(12): error ...".
+SOURCE_NAME = "candidate.cu"
+#: An undefined symbol must fail here, not later when the harness loads the object.
+DEFAULT_FLAGS = ("-Xlinker=--no-undefined",)
+MAX_ERRORS = 5
+MAX_EXCERPT_CHARS = 3000
+
+_HEADER = re.compile(r"^(?P<file>[^\s(:][^(:\n]*?)(?:\((?P<line>\d+)\)|:(?P<gline>\d+)(?::\d+)?):\s*"
+                     r"(?P<kind>(?:catastrophic |fatal )?error|warning|remark|note)\b", re.IGNORECASE)
+_OTHER_ERROR = re.compile(r"^(ptxas|nvlink|nvcc|/usr/bin/ld|ld|collect2)\b.*\b(error|fatal)\b"
+                          r"|undefined reference to|^ptxas fatal", re.IGNORECASE)
+_NOISE = re.compile(r"detected during|instantiation of|^\s*Remark: The warnings can be suppressed|"
+                    r"^\s*In file included from|^\s*from\s|Compilation terminated|^\d+ errors? detected",
+                    re.IGNORECASE)
+_ABS_PATH = re.compile(r"(?:/[\w.+\-]+)+/([\w.+\-]+)")
+
+
+@attrs.frozen
+class CompileOutcome:
+    """The result of compiling one candidate."""
+
+    ok: bool
+    so_path: Path | None       # the shared object when ok
+    log_excerpt: str           # trimmed errors when not ok; empty when ok
+    seconds: float             # wall time of this call (a cache hit is near zero)
+    cached: bool
+    key: str = ""              # content hash: the cache entry's name
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in version.split("."))
+    except ValueError:
+        return ()
+
+
+def _detect(arch: str | None) -> Toolchain:
+    """nvcc and NCCL are required; cuBLASLt only by workloads that link it (link_flags says so then)."""
+    toolchain = Toolchain.detect(arch, need_cublas=False)
+    try:
+        return attrs.evolve(toolchain, cublaslt=find_cublaslt(toolchain.cuda_home))
+    except ToolchainError:
+        return toolchain
+
+
+def _dir_hash(directory: Path) -> str:
+    files = sorted(p for p in Path(directory).glob("*") if p.suffix in (".h", ".cuh", ".hpp") and p.is_file())
+    return content_hash(str(directory), *(p.name + p.read_text(errors="replace") for p in files))
+
+
+def _shorten(line: str) -> str:
+    return _ABS_PATH.sub(lambda m: m.group(1), line)
+
+
+def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int = MAX_EXCERPT_CHARS) -> str:
+    """The first `max_errors` errors of an nvcc log, each with its source line; warnings and template
+    instantiation notes dropped; absolute paths shortened to the file name."""
+    src_lines = source.splitlines()
+    lines = log.splitlines()
+    errors: list[list[str]] = []
+    total = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        header = _HEADER.match(line.strip())
+        if header:
+            # nvcc prints the offending source line and a caret under a header: take them with it.
+            context = []
+            j = i + 1
+            while j < len(lines) and lines[j].startswith((" ", "\t")) and not _HEADER.match(lines[j].strip()):
+                if lines[j].strip() and not _NOISE.search(lines[j]):
+                    context.append(lines[j].rstrip())
+                j += 1
+            i = j
+            if "error" not in header.group("kind").lower():
+                continue
+            total += 1
+            if len(errors) >= max_errors:
+                continue
+            shown: list[str] = []
+            if len(context) >= 2 and context[-1].strip() == "^":
+                shown = context[-2:]       # nvcc's copy of the source line and the caret under it
+                context = context[:-2]
+            lineno = int(header.group("line") or header.group("gline"))
+            if Path(header.group("file")).name == SOURCE_NAME and 1 <= lineno <= len(src_lines):
+                # The candidate's own line, as written (nvcc shows it after macro rewriting).
+                shown = ["    " + src_lines[lineno - 1].strip()]
+            errors.append([_shorten(line.strip()), *(_shorten(c) for c in context[:3]), *shown])
+            continue
+        if _OTHER_ERROR.search(line) and not _NOISE.search(line):
+            total += 1
+            if len(errors) < max_errors:
+                errors.append([_shorten(line.strip())])
+        i += 1
+    if not errors:
+        # Not a format we know: keep the tail, which is where compilers put the verdict.
+        kept = [_shorten(l) for l in lines if l.strip() and not _NOISE.search(l)]
+        text = "\n".join(kept[-12:]) or "nvcc failed without output"
+        return text[-max_chars:]
+    text = "\n".join("\n".join(e) for e in errors)
+    if total > len(errors):
+        text += f"\n... and {total - len(errors)} more errors"
+    if len(text) > max_chars:
+        text = text[:max_chars - 20] + "\n... (truncated)"
+    return text
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(text)}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Compiler:
+    """Compiles candidates (and workload plugins) to shared objects for one toolchain, with a disk cache.
+
+    `arch` overrides the toolchain's detected arch (e.g. 'sm_90a'); `jobs` bounds parallel nvcc runs.
+    """
+
+    def __init__(self, toolchain: Toolchain | None = None, cache_dir: Path | None = None, jobs: int | None = None,
+                 arch: str | None = None, extra_flags: Sequence[str] = (), timeout_s: float = 600.0):
+        toolchain = toolchain if toolchain is not None else _detect(arch)
+        if arch is not None and arch != toolchain.arch:
+            toolchain = attrs.evolve(toolchain, arch=arch)
+        found = _version_tuple(toolchain.nccl.version)
+        if found and found < MIN_NCCL:
+            raise ToolchainError(
+                f"NCCL {toolchain.nccl.version} at {toolchain.nccl.include} is too old: cuco needs NCCL >= "
+                f"{'.'.join(map(str, MIN_NCCL))} for the device API; pip install 'nvidia-nccl-cu13>=2.28.9' "
+                "(or cu12), or set NCCL_HOME")
+        self.toolchain = toolchain
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "candidates"
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be >= 1, got {self.jobs}")
+        self.extra_flags = DEFAULT_FLAGS + tuple(extra_flags)
+        self.timeout_s = timeout_s
+        self.include_dir = csrc_dir() / "include"
+        # Header contents are part of the key: an ABI change must not reuse old objects.
+        headers = sorted(p for p in self.include_dir.rglob("*") if p.is_file())
+        self._headers_hash = content_hash(*(p.relative_to(self.include_dir).as_posix() + p.read_text(errors="replace")
+                                            for p in headers))
+
+    def key(self, code: str, libraries: Sequence[str] = (), include_dirs: Sequence[Path] = ()) -> str:
+        """The cache key of one compilation."""
+        return content_hash(code, self.toolchain.fingerprint(), " ".join(self.toolchain.base_flags()),
+                            " ".join(self.extra_flags), ",".join(sorted(libraries)),
+                            *(_dir_hash(d) for d in include_dirs), self._headers_hash)
+
+    def compile(self, candidate_code: str, libraries: Sequence[str] = (),
+                include_dirs: Sequence[Path] = ()) -> CompileOutcome:
+        """Compile one program to a shared object (or return the cached one). Never raises on a compile
+        error: the trimmed log is in the outcome."""
+        start = time.monotonic()
+        key = self.key(candidate_code, libraries, include_dirs)
+        entry = self.cache_dir / key
+        so_path, fail_path = entry / "candidate.so", entry / "error.txt"
+        if so_path.exists():
+            return CompileOutcome(True, so_path, "", time.monotonic() - start, True, key)
+        if fail_path.exists():
+            return CompileOutcome(False, None, fail_path.read_text(), time.monotonic() - start, True, key)
+        entry.mkdir(parents=True, exist_ok=True)
+        source = entry / SOURCE_NAME
+        _write_atomic(source, candidate_code)
+        result = self.toolchain.compile([source], so_path, shared=True,
+                                        include_dirs=[self.include_dir, *include_dirs], libraries=libraries,
+                                        extra=self.extra_flags, timeout_s=self.timeout_s)
+        if result.ok:
+            return CompileOutcome(True, so_path, "", time.monotonic() - start, False, key)
+        excerpt = trim_log(result.log, candidate_code)
+        _write_atomic(entry / "full_log.txt", result.log)
+        if "timed out" not in result.log:  # a timeout may pass on a less loaded machine: do not cache it
+            _write_atomic(fail_path, excerpt)
+        return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
+
+    def compile_many(self, codes: Sequence[str], libraries: Sequence[str] = (),
+                     include_dirs: Sequence[Path] = ()) -> list[CompileOutcome]:
+        """Compile several programs in parallel (at most `jobs` nvcc at once); results in input order.
+        Identical programs are compiled once."""
+        unique = list(dict.fromkeys(codes))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(self.jobs, max(1, len(unique)))) as pool:
+            outcomes = dict(zip(unique, pool.map(lambda c: self.compile(c, libraries, include_dirs), unique)))
+        return [outcomes[c] for c in codes]

@@ -1,0 +1,244 @@
+// cuco fast path: LSA device kernels, one per collective, at the conservative design point
+// (placement=deferred, sync_scope=world, issuer=cta, chunk=whole buffer).
+//
+// Protocol shared by every kernel: each rank publishes a descriptor (window id, offset, bytes, sequence
+// number) of the memory its peers must read into each peer's symmetric mailbox, all CTAs meet at an LSA
+// barrier, each rank pulls from its peers through ncclGetLsaPointer, and a final barrier keeps every rank
+// from overwriting its buffers while a peer may still read them. Descriptors make the kernels correct for
+// any buffer layout (in-place calls, offsets that differ per rank, AlltoAllv displacements).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <nccl.h>
+#include <nccl_device.h>
+
+namespace cucofp {
+
+constexpr int kCtas = 32;          // CTAs per communication kernel == LSA barriers needed
+constexpr int kThreads = 512;
+constexpr int kMaxWindows = 64;    // windows one communicator can address (mailbox included)
+constexpr int kMaxSlots = 16;      // descriptors one sender may post to one receiver per kernel
+constexpr int kMaxP2p = 64;        // send/recv operations merged into one kernel
+
+struct Desc {                      // 32 bytes, written by the sender into the receiver's mailbox
+  unsigned long long offset, bytes;
+  unsigned int win, seq;
+  unsigned long long pad;
+};
+struct Ref { unsigned int win; unsigned long long offset; };   // memory as (window id, offset)
+struct Windows { ncclWindow_t w[kMaxWindows]; };
+
+inline size_t mailboxBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
+
+struct Launch {                    // what every kernel gets
+  ncclDevComm dc;
+  Windows wins;
+  Ref mailbox;
+  unsigned int seq;                // same on every rank for the same operation
+};
+
+enum Kind { kAllGather = 0, kAlltoAll, kReduceScatter, kAllReduce, kBroadcast, kP2p };
+enum Op { kSum = 0, kProd, kMax, kMin, kAvg };
+
+struct Coll {
+  Ref send;                        // what peers read (window + offset), or the recv buffer for Broadcast
+  Ref recvRef;                     // AllReduce: the recv buffer, read by peers in the gather phase
+  const void* sendLocal;
+  void* recv;
+  unsigned long long count;        // elements (per rank for AllGather/AlltoAll/ReduceScatter)
+  int elemBytes, op, root;
+};
+
+struct P2pOp { int peer, slot, isSend; unsigned long long bytes; Ref ref; void* recv; };
+struct P2p { int n; P2pOp ops[kMaxP2p]; };
+
+// ---- building blocks ------------------------------------------------------------------------------
+__device__ inline void* lsaPtr(const Launch& L, Ref r, int peer) {
+  return ncclGetLsaPointer(L.wins.w[r.win], (size_t)r.offset, peer);
+}
+
+__device__ inline void barrier(const Launch& L) {
+  ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), L.dc, ncclTeamLsa(L.dc), L.dc.lsaBarrier, blockIdx.x);
+  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+}
+
+// Post `what` into `peer`'s mailbox at [my rank][slot]. Every CTA writes the same value, so each CTA's
+// own barrier arrival orders the write before any peer CTA that passes the matching barrier reads it.
+__device__ inline void publish(const Launch& L, int peer, int slot, Ref what, unsigned long long bytes) {
+  if (threadIdx.x == 0) {
+    Ref box = L.mailbox;
+    box.offset += ((size_t)L.dc.lsaRank * kMaxSlots + slot) * sizeof(Desc);
+    volatile Desc* d = (volatile Desc*)lsaPtr(L, box, peer);
+    d->offset = what.offset; d->bytes = bytes; d->win = what.win; d->seq = L.seq;
+    __threadfence_system();
+  }
+}
+
+// Read the descriptor `sender` posted to me at `slot`; traps on a sequence mismatch (ranks disagree on
+// the order of operations), which would otherwise read stale memory silently.
+__device__ inline Desc received(const Launch& L, int sender, int slot) {
+  Ref box = L.mailbox;
+  box.offset += ((size_t)sender * kMaxSlots + slot) * sizeof(Desc);
+  volatile Desc* v = (volatile Desc*)lsaPtr(L, box, L.dc.lsaRank);
+  Desc d; d.offset = v->offset; d.bytes = v->bytes; d.win = v->win; d.seq = v->seq;
+  if (d.seq != L.seq || d.win >= (unsigned)kMaxWindows) {
+    if (threadIdx.x == 0)
+      printf("cuco fast path: rank %d expected operation %u from rank %d, found %u: ranks issue different "
+             "operation sequences\n", L.dc.lsaRank, L.seq, sender, d.seq);
+    __trap();
+  }
+  return d;
+}
+
+__device__ inline void* peerPtr(const Launch& L, const Desc& d, int peer, size_t extra) {
+  return ncclGetLsaPointer(L.wins.w[d.win], (size_t)d.offset + extra, peer);
+}
+
+// Grid-strided copy; 16-byte accesses when everything is aligned.
+__device__ inline void copyBytes(void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+  if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0) {
+    uint4* d = (uint4*)dst; const uint4* s = (const uint4*)src;
+    for (size_t i = tid; i < bytes / 16; i += nth) d[i] = s[i];
+  } else if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 3) == 0) {
+    uint32_t* d = (uint32_t*)dst; const uint32_t* s = (const uint32_t*)src;
+    for (size_t i = tid; i < bytes / 4; i += nth) d[i] = s[i];
+  } else {
+    char* d = (char*)dst; const char* s = (const char*)src;
+    for (size_t i = tid; i < bytes; i += nth) d[i] = s[i];
+  }
+}
+
+template <class T> struct Acc { typedef T type; };
+template <> struct Acc<float> { typedef float type; };
+template <> struct Acc<__half> { typedef float type; };
+template <> struct Acc<__nv_bfloat16> { typedef float type; };
+template <class T> __device__ inline typename Acc<T>::type load(const T* p) { return (typename Acc<T>::type)(*p); }
+template <> __device__ inline float load<__half>(const __half* p) { return __half2float(*p); }
+template <> __device__ inline float load<__nv_bfloat16>(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+template <class T, class A> __device__ inline T store(A v) { return (T)v; }
+template <> __device__ inline __half store<__half, float>(float v) { return __float2half_rn(v); }
+template <> __device__ inline __nv_bfloat16 store<__nv_bfloat16, float>(float v) { return __float2bfloat16_rn(v); }
+
+template <class A> __device__ inline A combine(int op, A a, A b) {
+  switch (op) {
+    case kProd: return a * b;
+    case kMax: return a > b ? a : b;
+    case kMin: return a < b ? a : b;
+    default: return a + b;   // kSum, kAvg (divided at the end)
+  }
+}
+
+// out[k] = op over ranks p of src_p[k] for k in [0, n); element k is always handled by thread k mod
+// (grid size), in every kernel, so a per-CTA barrier orders producer and consumer of each element.
+template <class T>
+__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
+  typedef typename Acc<T>::type A;
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+  int nr = L.dc.lsaSize;
+  for (size_t k = tid; k < n; k += nth) {
+    A acc = load<T>((const T*)peerPtr(L, d[0], 0, byteOff) + k);
+    for (int p = 1; p < nr; ++p) acc = combine<A>(op, acc, load<T>((const T*)peerPtr(L, d[p], p, byteOff) + k));
+    if (op == kAvg) acc = acc / (A)nr;
+    out[k] = store<T, A>(acc);
+  }
+}
+
+// ---- kernels ----------------------------------------------------------------------------------------
+// recv[p*count + i] = send_p[i]
+__global__ void __launch_bounds__(kThreads) allgatherKernel(Launch L, Coll c) {
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  size_t bytes = c.count * c.elemBytes;
+  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes);
+  barrier(L);
+  for (int p = 0; p < nr; ++p) {
+    Desc d = received(L, p, 0);
+    const void* src = p == me ? c.sendLocal : peerPtr(L, d, p, 0);
+    copyBytes((char*)c.recv + (size_t)p * bytes, src, bytes);
+  }
+  barrier(L);
+}
+
+// recv[p*count + i] = send_p[me*count + i]
+__global__ void __launch_bounds__(kThreads) alltoallKernel(Launch L, Coll c) {
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  size_t bytes = c.count * c.elemBytes;
+  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes * nr);
+  barrier(L);
+  for (int p = 0; p < nr; ++p) {
+    Desc d = received(L, p, 0);
+    const void* src = p == me ? (const char*)c.sendLocal + (size_t)me * bytes : peerPtr(L, d, p, (size_t)me * bytes);
+    copyBytes((char*)c.recv + (size_t)p * bytes, src, bytes);
+  }
+  barrier(L);
+}
+
+// recv[i] = op_p send_p[me*count + i]
+template <class T>
+__global__ void __launch_bounds__(kThreads) reducescatterKernel(Launch L, Coll c) {
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * nr * sizeof(T));
+  barrier(L);
+  Desc d[64];
+  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+  reduceRange<T>(L, d, (size_t)me * c.count * sizeof(T), (T*)c.recv, c.count, c.op);
+  barrier(L);
+}
+
+// Reduce-scatter into my slice of recv, barrier, then gather the other slices from peers' recv. Safe
+// in place: in each phase a rank writes only elements no peer reads in that phase.
+template <class T>
+__global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  for (int p = 0; p < nr; ++p) { publish(L, p, 0, c.send, c.count * sizeof(T)); publish(L, p, 1, c.recvRef, c.count * sizeof(T)); }
+  barrier(L);
+  Desc d[64];
+  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+  size_t lo = c.count * me / nr, hi = c.count * (me + 1) / nr;
+  reduceRange<T>(L, d, lo * sizeof(T), (T*)c.recv + lo, hi - lo, c.op);
+  barrier(L);
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+  for (int p = 0; p < nr; ++p) {
+    if (p == me) continue;
+    Desc r = received(L, p, 1);
+    size_t plo = c.count * p / nr, phi = c.count * (p + 1) / nr;
+    const T* src = (const T*)peerPtr(L, r, p, plo * sizeof(T));
+    T* dst = (T*)c.recv + plo;
+    for (size_t k = tid; k < phi - plo; k += nth) dst[k] = src[k];   // same element->thread map as phase 1
+  }
+  barrier(L);
+}
+
+// The root copies send into its own recv, then every rank pulls the root's recv.
+__global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  size_t bytes = c.count * c.elemBytes;
+  if (me == c.root) {
+    for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes);
+    copyBytes(c.recv, c.sendLocal, bytes);
+  }
+  barrier(L);
+  if (me != c.root) copyBytes(c.recv, peerPtr(L, received(L, c.root, 0), c.root, 0), bytes);
+  barrier(L);
+}
+
+// A group of sends and receives: senders post descriptors, receivers pull. The k-th receive from a peer
+// matches that peer's k-th send to me, as in NCCL.
+__global__ void __launch_bounds__(kThreads) p2pKernel(Launch L, P2p g) {
+  for (int i = 0; i < g.n; ++i)
+    if (g.ops[i].isSend) publish(L, g.ops[i].peer, g.ops[i].slot, g.ops[i].ref, g.ops[i].bytes);
+  barrier(L);
+  for (int i = 0; i < g.n; ++i) {
+    if (g.ops[i].isSend) continue;
+    Desc d = received(L, g.ops[i].peer, g.ops[i].slot);
+    unsigned long long n = d.bytes < g.ops[i].bytes ? d.bytes : g.ops[i].bytes;
+    copyBytes(g.ops[i].recv, peerPtr(L, d, g.ops[i].peer, 0), n);
+  }
+  barrier(L);
+}
+
+}  // namespace cucofp

@@ -1,0 +1,400 @@
+// cuco fast path: host side of the LSA collectives. Drop-in replacements of the NCCL host calls with the
+// same signatures (cucoAllGather for ncclAllGather, ...). Calls between cucoGroupStart/cucoGroupEnd are
+// queued and issued at the group's end, like NCCL groups; the first issue on a communicator creates its
+// symmetric mailbox, registers every symmetric allocation (cucoSymAlloc) as a window in allocation order
+// (the same on every rank of an SPMD program) and creates the device communicator.
+#pragma once
+#include <algorithm>
+#include <mutex>
+#include <vector>
+#include "lsa_kernels.cuh"
+
+namespace cucofp {
+
+#define CUCOFP_FAIL(code, ...) do { fprintf(stderr, "cuco fast path: " __VA_ARGS__); fprintf(stderr, "\n"); return code; } while (0)
+#define CUCOFP_CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) CUCOFP_FAIL(ncclUnhandledCudaError, "%s failed: %s", #x, cudaGetErrorString(e_)); } while (0)
+#define CUCOFP_NCCL(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) CUCOFP_FAIL(r_, "%s failed: %s", #x, ncclGetErrorString(r_)); } while (0)
+
+struct Alloc { void* base; size_t bytes; int device; };
+struct Win { void* base; size_t bytes; ncclWindow_t win; bool live; };
+struct CommState {
+  ncclComm_t comm = nullptr;
+  int device = 0, rank = 0, nranks = 0;
+  bool owned = true;               // false: devcomm and windows belong to the cuco harness
+  bool ready = false;
+  ncclDevComm dc;
+  void* mailbox = nullptr;         // owned mode only
+  size_t mailboxOffset = 0;
+  std::vector<Win> wins;           // index = window id; 0 is the mailbox
+  std::vector<void*> registered;   // allocation bases already registered (owned mode)
+  unsigned int seq = 0;
+  cudaStream_t last = nullptr;
+  cudaEvent_t ev = nullptr;
+};
+struct Pending {
+  int kind; ncclComm_t comm; cudaStream_t stream;
+  const void* send; void* recv; size_t count; ncclDataType_t dt; int op, root, peer;
+};
+struct Registry {
+  std::mutex mu;
+  std::vector<Alloc> allocs;
+  std::vector<CommState*> comms;
+};
+inline Registry& registry() { static Registry r; return r; }
+inline std::vector<Pending>& pending() { thread_local std::vector<Pending> p; return p; }
+inline int& groupDepth() { thread_local int d = 0; return d; }
+
+inline int dtypeBytes(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 1;   // fp8 and newer types: moved as bytes, never reduced here
+  }
+}
+
+inline CommState* findState(ncclComm_t comm) {
+  for (CommState* s : registry().comms) if (s->comm == comm) return s;
+  return nullptr;
+}
+
+inline ncclResult_t newState(ncclComm_t comm, CommState** out) {
+  CommState* s = new CommState();
+  s->comm = comm;
+  CUCOFP_NCCL(ncclCommCuDevice(comm, &s->device));
+  CUCOFP_NCCL(ncclCommUserRank(comm, &s->rank));
+  CUCOFP_NCCL(ncclCommCount(comm, &s->nranks));
+  if (s->nranks > 64) CUCOFP_FAIL(ncclInvalidUsage, "communicator of %d ranks: the LSA kernels handle at most 64", s->nranks);
+  registry().comms.push_back(s);
+  *out = s;
+  return ncclSuccess;
+}
+
+inline ncclResult_t checkLsa(CommState* s) {
+  if (s->dc.lsaSize != s->nranks || s->dc.lsaRank != s->rank)
+    CUCOFP_FAIL(ncclInvalidUsage, "rank %d: only %d of %d ranks share an NVLink (LSA) domain; the LSA fast path "
+                "needs all ranks of the communicator on one node", s->rank, s->dc.lsaSize, s->nranks);
+  return ncclSuccess;
+}
+
+// Owned mode: create mailboxes, register new symmetric allocations, create device communicators. Every
+// step is collective, so it runs for all communicators of the flush inside one NCCL group. Runs without
+// the registry lock (other threads' ranks must reach the same collective calls); a communicator's state
+// is only touched by the thread that issues on it, as NCCL requires.
+inline ncclResult_t prepare(std::vector<CommState*>& states) {
+  std::vector<Alloc> allocs;
+  { std::lock_guard<std::mutex> lock(registry().mu); allocs = registry().allocs; }
+  for (CommState* s : states) {
+    if (!s->owned || s->mailbox) continue;
+    CUCOFP_CUDA(cudaSetDevice(s->device));
+    CUCOFP_NCCL(ncclMemAlloc(&s->mailbox, mailboxBytes(s->nranks)));
+    CUCOFP_CUDA(cudaMemset(s->mailbox, 0, mailboxBytes(s->nranks)));
+    CUCOFP_CUDA(cudaEventCreateWithFlags(&s->ev, cudaEventDisableTiming));
+  }
+  std::vector<std::pair<CommState*, Alloc>> todo;
+  for (CommState* s : states) {
+    if (!s->owned) continue;
+    if (s->wins.empty()) todo.push_back({s, Alloc{s->mailbox, mailboxBytes(s->nranks), s->device}});
+    for (const Alloc& a : allocs)
+      if (a.device == s->device && std::find(s->registered.begin(), s->registered.end(), a.base) == s->registered.end())
+        todo.push_back({s, a});
+  }
+  std::vector<ncclWindow_t> handles(todo.size(), nullptr);
+  if (!todo.empty()) {
+    CUCOFP_NCCL(ncclGroupStart());
+    for (size_t i = 0; i < todo.size(); ++i) {
+      CUCOFP_CUDA(cudaSetDevice(todo[i].first->device));
+      CUCOFP_NCCL(ncclCommWindowRegister(todo[i].first->comm, todo[i].second.base, todo[i].second.bytes, &handles[i],
+                                         NCCL_WIN_COLL_SYMMETRIC));
+    }
+    CUCOFP_NCCL(ncclGroupEnd());
+  }
+  for (size_t i = 0; i < todo.size(); ++i) {
+    CommState* s = todo[i].first;
+    if (s->wins.size() >= (size_t)kMaxWindows)
+      CUCOFP_FAIL(ncclInvalidUsage, "more than %d symmetric buffers on one communicator", kMaxWindows - 1);
+    s->wins.push_back(Win{todo[i].second.base, todo[i].second.bytes, handles[i], true});
+    if (todo[i].second.base != s->mailbox) s->registered.push_back(todo[i].second.base);
+  }
+  bool create = false;
+  for (CommState* s : states) create |= s->owned && !s->ready;
+  if (create) {
+    CUCOFP_NCCL(ncclGroupStart());
+    for (CommState* s : states) {
+      if (!s->owned || s->ready) continue;
+      CUCOFP_CUDA(cudaSetDevice(s->device));
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
+      ncclDevCommRequirements req = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else
+      ncclDevCommRequirements req = {};
+#endif
+      req.lsaBarrierCount = kCtas;
+      CUCOFP_NCCL(ncclDevCommCreate(s->comm, &req, &s->dc));
+    }
+    CUCOFP_NCCL(ncclGroupEnd());
+    for (CommState* s : states) {
+      if (!s->owned || s->ready) continue;
+      s->ready = true;
+      ncclResult_t r = checkLsa(s);
+      if (r != ncclSuccess) return r;
+    }
+  }
+  return ncclSuccess;
+}
+
+inline ncclResult_t resolve(CommState* s, const void* p, const char* what, Ref* out) {
+  for (size_t i = 0; i < s->wins.size(); ++i) {
+    const Win& w = s->wins[i];
+    if (w.live && p >= w.base && (const char*)p < (const char*)w.base + w.bytes) {
+      *out = Ref{(unsigned)i, (unsigned long long)((const char*)p - (const char*)w.base)};
+      return ncclSuccess;
+    }
+  }
+  CUCOFP_FAIL(ncclInvalidUsage, "rank %d: the %s buffer %p is not symmetric memory; allocate it with ncclMemAlloc "
+              "(cucoSymAlloc) so that peers can read it", s->rank, what, p);
+}
+
+inline Launch makeLaunch(CommState* s) {
+  Launch L;
+  L.dc = s->dc;
+  for (int i = 0; i < kMaxWindows; ++i) L.wins.w[i] = i < (int)s->wins.size() ? s->wins[i].win : nullptr;
+  L.mailbox = Ref{0u, (unsigned long long)s->mailboxOffset};
+  L.seq = ++s->seq;
+  return L;
+}
+
+// Order this launch after the previous one on the same communicator (its barriers and mailbox are shared).
+inline ncclResult_t join(CommState* s, cudaStream_t from, cudaStream_t to) {
+  if (from == to) return ncclSuccess;
+  CUCOFP_CUDA(cudaEventRecord(s->ev, from));
+  CUCOFP_CUDA(cudaStreamWaitEvent(to, s->ev, 0));
+  return ncclSuccess;
+}
+
+template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
+  if (kind == kAllReduce) allreduceKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
+  else reducescatterKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
+}
+
+inline ncclResult_t launchReduceTyped(int kind, ncclDataType_t dt, const Launch& L, const Coll& c, cudaStream_t st) {
+  switch (dt) {
+    case ncclInt8: launchReduce<int8_t>(kind, L, c, st); break;
+    case ncclUint8: launchReduce<uint8_t>(kind, L, c, st); break;
+    case ncclInt32: launchReduce<int32_t>(kind, L, c, st); break;
+    case ncclUint32: launchReduce<uint32_t>(kind, L, c, st); break;
+    case ncclInt64: launchReduce<int64_t>(kind, L, c, st); break;
+    case ncclUint64: launchReduce<uint64_t>(kind, L, c, st); break;
+    case ncclFloat16: launchReduce<__half>(kind, L, c, st); break;
+    case ncclBfloat16: launchReduce<__nv_bfloat16>(kind, L, c, st); break;
+    case ncclFloat32: launchReduce<float>(kind, L, c, st); break;
+    case ncclFloat64: launchReduce<double>(kind, L, c, st); break;
+    default: CUCOFP_FAIL(ncclInvalidArgument, "reduction on data type %d is not supported by the fast path", (int)dt);
+  }
+  return ncclSuccess;
+}
+
+inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
+  if (o.op < 0 || o.op > kAvg) CUCOFP_FAIL(ncclInvalidArgument, "custom reduction operators are not supported");
+  Coll c = {};
+  c.sendLocal = o.send; c.recv = o.recv; c.count = o.count; c.elemBytes = dtypeBytes(o.dt);
+  c.op = o.op; c.root = o.root;
+  ncclResult_t r = ncclSuccess;
+  if (o.kind == kBroadcast) r = resolve(s, o.recv, "receive", &c.send);
+  else r = resolve(s, o.send, "send", &c.send);
+  if (r == ncclSuccess && o.kind == kAllReduce) r = resolve(s, o.recv, "receive", &c.recvRef);
+  if (r != ncclSuccess) return r;
+  if (o.kind == kAlltoAll && o.send == o.recv) CUCOFP_FAIL(ncclInvalidArgument, "in-place AlltoAll is not supported");
+  if (o.kind == kBroadcast && o.root == s->rank) c.sendLocal = o.send;
+  if ((r = join(s, s->last ? s->last : o.stream, o.stream)) != ncclSuccess) return r;
+  Launch L = makeLaunch(s);
+  switch (o.kind) {
+    case kAllGather: allgatherKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
+    case kAlltoAll: alltoallKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
+    case kBroadcast: broadcastKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
+    default: if ((r = launchReduceTyped(o.kind, o.dt, L, c, o.stream)) != ncclSuccess) return r;
+  }
+  CUCOFP_CUDA(cudaGetLastError());
+  s->last = o.stream;
+  return ncclSuccess;
+}
+
+inline ncclResult_t launchP2p(CommState* s, const std::vector<Pending>& ops) {
+  P2p g = {};
+  std::vector<int> sent(s->nranks, 0), got(s->nranks, 0);
+  if (ops.size() > (size_t)kMaxP2p) CUCOFP_FAIL(ncclInvalidUsage, "more than %d sends/receives in one group", kMaxP2p);
+  for (const Pending& o : ops) {
+    if (o.peer < 0 || o.peer >= s->nranks) CUCOFP_FAIL(ncclInvalidArgument, "peer %d out of range", o.peer);
+    P2pOp& p = g.ops[g.n++];
+    p.peer = o.peer; p.isSend = o.kind == -1; p.bytes = o.count * dtypeBytes(o.dt); p.recv = o.recv;
+    p.slot = p.isSend ? sent[o.peer]++ : got[o.peer]++;
+    if (p.slot >= kMaxSlots) CUCOFP_FAIL(ncclInvalidUsage, "more than %d messages to one peer in one group", kMaxSlots);
+    if (p.isSend) { ncclResult_t r = resolve(s, o.send, "send", &p.ref); if (r != ncclSuccess) return r; }
+  }
+  cudaStream_t st = ops[0].stream;
+  ncclResult_t r = join(s, s->last ? s->last : st, st);
+  for (const Pending& o : ops) if (r == ncclSuccess) r = join(s, o.stream, st);
+  if (r != ncclSuccess) return r;
+  Launch L = makeLaunch(s);
+  p2pKernel<<<kCtas, kThreads, 0, st>>>(L, g);
+  CUCOFP_CUDA(cudaGetLastError());
+  for (const Pending& o : ops) if ((r = join(s, st, o.stream)) != ncclSuccess) return r;
+  s->last = st;
+  return ncclSuccess;
+}
+
+inline ncclResult_t flush() {
+  std::vector<Pending> ops;
+  ops.swap(pending());
+  if (ops.empty()) return ncclSuccess;
+  int dev0 = 0;
+  CUCOFP_CUDA(cudaGetDevice(&dev0));
+  std::vector<CommState*> states;
+  ncclResult_t r = ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    for (const Pending& o : ops) {
+      CommState* s = findState(o.comm);
+      if (!s && (r = newState(o.comm, &s)) != ncclSuccess) return r;
+      if (std::find(states.begin(), states.end(), s) == states.end()) states.push_back(s);
+    }
+  }
+  if ((r = prepare(states)) != ncclSuccess) return r;
+  for (CommState* s : states) {
+    if (!s->ready) CUCOFP_FAIL(ncclInvalidUsage, "communicator %p has no device communicator (candidate not bound)", (void*)s->comm);
+    CUCOFP_CUDA(cudaSetDevice(s->device));
+    std::vector<Pending> p2p;
+    for (const Pending& o : ops) if (o.comm == s->comm && o.kind < 0) p2p.push_back(o);
+    bool p2pDone = false;
+    for (const Pending& o : ops) {
+      if (o.comm != s->comm) continue;
+      if (o.kind >= 0) r = launchCollective(s, o);
+      else if (!p2pDone) { r = launchP2p(s, p2p); p2pDone = true; }
+      if (r != ncclSuccess) return r;
+    }
+  }
+  CUCOFP_CUDA(cudaSetDevice(dev0));
+  return ncclSuccess;
+}
+
+inline ncclResult_t enqueue(const Pending& o) {
+  pending().push_back(o);
+  return groupDepth() > 0 ? ncclSuccess : flush();
+}
+
+inline bool windowed(void* base) {   // caller holds the registry lock
+  for (CommState* s : registry().comms)
+    for (const Win& w : s->wins) if (w.live && w.base == base) return true;
+  return false;
+}
+
+// Free symmetric memory. Memory still registered as a window is freed when its communicator is released,
+// in the order NCCL expects (device communicator, windows, memory, communicator).
+inline ncclResult_t freeSym(void* base) {
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    Registry& R = registry();
+    for (Alloc& a : R.allocs)
+      if (a.base == base && windowed(base)) { a.device = -1; return ncclSuccess; }   // -1: freed by the program
+    R.allocs.erase(std::remove_if(R.allocs.begin(), R.allocs.end(), [&](const Alloc& a) { return a.base == base; }), R.allocs.end());
+  }
+  return ncclMemFree(base);
+}
+
+inline ncclResult_t release(ncclComm_t comm) {
+  CommState* s = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    Registry& R = registry();
+    s = findState(comm);
+    if (!s) return ncclSuccess;
+    R.comms.erase(std::remove(R.comms.begin(), R.comms.end(), s), R.comms.end());
+  }
+  if (s->owned) {
+    CUCOFP_CUDA(cudaSetDevice(s->device));
+    CUCOFP_CUDA(cudaDeviceSynchronize());
+    if (s->ready) CUCOFP_NCCL(ncclDevCommDestroy(comm, &s->dc));
+    for (Win& w : s->wins) if (w.live) CUCOFP_NCCL(ncclCommWindowDeregister(comm, w.win));
+    if (s->mailbox) CUCOFP_NCCL(ncclMemFree(s->mailbox));
+    if (s->ev) CUCOFP_CUDA(cudaEventDestroy(s->ev));
+    std::vector<void*> dead;
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      Registry& R = registry();
+      for (const Alloc& a : R.allocs) if (a.device == -1 && !windowed(a.base)) dead.push_back(a.base);
+      R.allocs.erase(std::remove_if(R.allocs.begin(), R.allocs.end(), [&](const Alloc& a) {
+        return std::find(dead.begin(), dead.end(), a.base) != dead.end(); }), R.allocs.end());
+    }
+    for (void* p : dead) CUCOFP_NCCL(ncclMemFree(p));
+  }
+  delete s;
+  return ncclSuccess;
+}
+
+}  // namespace cucofp
+
+// ---- drop-in replacements -------------------------------------------------------------------------
+template <class T>
+static cudaError_t cucoSymAlloc(T** ptr, size_t bytes) {
+  void* p = nullptr;
+  ncclResult_t r = ncclMemAlloc(&p, bytes);
+  if (r != ncclSuccess) { fprintf(stderr, "cuco fast path: ncclMemAlloc(%zu) failed: %s\n", bytes, ncclGetErrorString(r)); return cudaErrorMemoryAllocation; }
+  int dev = 0;
+  cudaGetDevice(&dev);
+  { std::lock_guard<std::mutex> lock(cucofp::registry().mu); cucofp::registry().allocs.push_back(cucofp::Alloc{p, bytes, dev}); }
+  *ptr = (T*)p;
+  return cudaSuccess;
+}
+static inline cudaError_t cucoSymFree(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  return cucofp::freeSym(ptr) == ncclSuccess ? cudaSuccess : cudaErrorInvalidValue;
+}
+static inline ncclResult_t cucoGroupStart() { ++cucofp::groupDepth(); return ncclSuccess; }
+static inline ncclResult_t cucoGroupEnd() {
+  if (cucofp::groupDepth() <= 0) CUCOFP_FAIL(ncclInvalidUsage, "cucoGroupEnd without cucoGroupStart");
+  return --cucofp::groupDepth() == 0 ? cucofp::flush() : ncclSuccess;
+}
+static inline ncclResult_t cucoCommDestroy(ncclComm_t comm) {
+  ncclResult_t r = cucofp::release(comm);
+  return r != ncclSuccess ? r : ncclCommDestroy(comm);
+}
+static inline ncclResult_t cucoCommFinalize(ncclComm_t comm) {
+  ncclResult_t r = cucofp::release(comm);
+  return r != ncclSuccess ? r : ncclCommFinalize(comm);
+}
+static inline ncclResult_t cucoAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t dt,
+                                         ncclComm_t comm, cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{cucofp::kAllGather, comm, st, send, recv, sendcount, dt, 0, 0, 0});
+}
+static inline ncclResult_t cucoAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t dt,
+                                        ncclComm_t comm, cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{cucofp::kAlltoAll, comm, st, send, recv, count, dt, 0, 0, 0});
+}
+static inline ncclResult_t cucoReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t dt,
+                                             ncclRedOp_t op, ncclComm_t comm, cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{cucofp::kReduceScatter, comm, st, send, recv, recvcount, dt, (int)op, 0, 0});
+}
+static inline ncclResult_t cucoAllReduce(const void* send, void* recv, size_t count, ncclDataType_t dt,
+                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{cucofp::kAllReduce, comm, st, send, recv, count, dt, (int)op, 0, 0});
+}
+static inline ncclResult_t cucoBroadcast(const void* send, void* recv, size_t count, ncclDataType_t dt, int root,
+                                         ncclComm_t comm, cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{cucofp::kBroadcast, comm, st, send, recv, count, dt, 0, root, 0});
+}
+static inline ncclResult_t cucoBcast(void* buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
+                                     cudaStream_t st) {
+  return cucoBroadcast(buff, buff, count, dt, root, comm, st);
+}
+static inline ncclResult_t cucoSend(const void* send, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+                                    cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{-1, comm, st, send, nullptr, count, dt, 0, 0, peer});
+}
+static inline ncclResult_t cucoRecv(void* recv, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+                                    cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{-2, comm, st, nullptr, recv, count, dt, 0, 0, peer});
+}
+static inline ncclResult_t cucoSymAllocNccl(void** ptr, size_t bytes) {
+  return cucoSymAlloc(ptr, bytes) == cudaSuccess ? ncclSuccess : ncclSystemError;
+}
+static inline ncclResult_t cucoSymFreeNccl(void* ptr) { return cucofp::freeSym(ptr); }

@@ -1,0 +1,213 @@
+"""Value objects of the host-program analysis (what the analyzer finds, with exact line numbers)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import attrs
+
+from cuco.errors import CucoError
+
+#: NCCL host calls the fast path knows, by the kind of rule that rewrites them.
+COLLECTIVE_KINDS = {
+    "ncclAllGather": "allgather",
+    "ncclAlltoAll": "alltoall",
+    "ncclReduceScatter": "reducescatter",
+    "ncclAllReduce": "allreduce",
+    "ncclBroadcast": "broadcast",
+    "ncclBcast": "broadcast",
+    "ncclSend": "send",
+    "ncclRecv": "recv",
+}
+
+#: Parameter names of each known call, in NCCL's order.
+SIGNATURES = {
+    "ncclAllGather": ("sendbuff", "recvbuff", "count", "datatype", "comm", "stream"),
+    "ncclAlltoAll": ("sendbuff", "recvbuff", "count", "datatype", "comm", "stream"),
+    "ncclReduceScatter": ("sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"),
+    "ncclAllReduce": ("sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"),
+    "ncclBroadcast": ("sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"),
+    "ncclBcast": ("recvbuff", "count", "datatype", "root", "comm", "stream"),
+    "ncclSend": ("sendbuff", "count", "datatype", "peer", "comm", "stream"),
+    "ncclRecv": ("recvbuff", "count", "datatype", "peer", "comm", "stream"),
+}
+
+
+class FastPathError(CucoError):
+    """The fast path cannot take this program; the message names the line and the fix."""
+
+
+@attrs.frozen
+class Span:
+    """A byte range of the source (for rewrites)."""
+
+    start: int
+    end: int
+
+
+@attrs.frozen
+class Loop:
+    kind: str           # for / while / do
+    line: int
+    end_line: int
+    header: str         # e.g. 'for (int it = 0; it < iters; ++it)'
+
+
+@attrs.frozen
+class Collective:
+    name: str                       # ncclAllGather, ...
+    kind: str                       # allgather, alltoall, reducescatter, allreduce, broadcast, send, recv
+    line: int
+    end_line: int
+    args: Mapping[str, str]         # parameter name -> argument text
+    send_buffer: str                # root variable of the send buffer ('' if none)
+    recv_buffer: str
+    in_place: bool
+    comm: str                       # root of the communicator expression
+    stream: str
+    function: str
+    loop: Loop | None
+    group: int | None               # index into Analysis.groups
+    macro: str                      # wrapping macro, e.g. NCCLCHECK ('' if none)
+    name_span: Span = attrs.field(eq=False, repr=False)
+    rank_dependent: bool = False    # inside an `if` whose condition mentions the rank
+
+    @property
+    def where(self) -> str:
+        return f"{self.name}@L{self.line}"
+
+
+@attrs.frozen
+class Allocation:
+    api: str             # cudaMalloc, cudaMallocAsync, cudaMallocManaged, ncclMemAlloc
+    variable: str
+    size: str
+    line: int
+    name_span: Span = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen
+class Free:
+    api: str             # cudaFree, cudaFreeAsync, ncclMemFree
+    variable: str
+    line: int
+    name_span: Span = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen
+class KernelParam:
+    name: str
+    type: str
+    is_pointer: bool
+    is_const: bool
+    written: bool        # the kernel body assigns through it
+    read: bool           # the kernel body uses it other than as a store target
+
+
+@attrs.frozen
+class KernelDef:
+    name: str
+    line: int
+    end_line: int
+    params: tuple[KernelParam, ...]
+    span: Span = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen
+class KernelLaunch:
+    kernel: str
+    line: int
+    grid: str
+    block: str
+    smem: str
+    stream: str
+    args: tuple[str, ...]
+    reads: tuple[str, ...]          # buffer roots read (by the kernel's parameter const-ness / body)
+    writes: tuple[str, ...]
+    function: str
+    loop: Loop | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.kernel}<<<>>>@L{self.line}"
+
+
+@attrs.frozen
+class SyncPoint:
+    api: str             # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventRecord, cudaStreamWaitEvent, ...
+    args: tuple[str, ...]
+    line: int
+    function: str
+    loop: Loop | None
+
+
+@attrs.frozen
+class GroupSpan:
+    start_line: int
+    end_line: int
+    members: tuple[int, ...]        # indices into Analysis.collectives
+    other_nccl: tuple[str, ...]     # other NCCL calls inside (e.g. ncclCommInitRank): the group stays NCCL's
+    start_span: Span = attrs.field(eq=False, repr=False)
+    end_span: Span = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen
+class CommCall:
+    """Communicator management: ncclCommInitAll/InitRank (create), ncclCommDestroy/Finalize (end)."""
+
+    api: str
+    line: int
+    name_span: Span = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen
+class Edge:
+    """Dataflow: `producer` writes `buffer` that `consumer` reads."""
+
+    producer: str
+    consumer: str
+    buffer: str
+
+
+@attrs.frozen
+class Problem:
+    line: int
+    message: str
+    fatal: bool = True
+
+
+@attrs.frozen
+class Analysis:
+    path: str
+    form: str                          # 'standalone' or 'candidate_abi'
+    lines: int
+    collectives: tuple[Collective, ...]
+    allocations: tuple[Allocation, ...]
+    frees: tuple[Free, ...]
+    kernels: tuple[KernelDef, ...]
+    launches: tuple[KernelLaunch, ...]
+    syncs: tuple[SyncPoint, ...]
+    groups: tuple[GroupSpan, ...]
+    comm_calls: tuple[CommCall, ...]
+    edges: tuple[Edge, ...]
+    problems: tuple[Problem, ...]
+    include_end: int                   # byte offset after the last top-level #include (prelude goes there)
+    abi_functions: Mapping[str, Span] = attrs.field(factory=dict, eq=False, repr=False)  # name -> declarator name span
+    launch_body: Span | None = attrs.field(default=None, eq=False, repr=False)            # body of cuco_candidate_launch
+    ctx_name: str = "ctx"
+
+    @property
+    def communicated_buffers(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for c in self.collectives:
+            for b in (c.send_buffer, c.recv_buffer):
+                if b and b not in seen:
+                    seen.append(b)
+        return tuple(seen)
+
+    @property
+    def fatal_problems(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.fatal)
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(sorted({c.kind for c in self.collectives}))

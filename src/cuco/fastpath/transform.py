@@ -1,0 +1,207 @@
+"""Apply the rules: rewrite a host-driven program (standalone, or in candidate-ABI form) into a
+device-initiated one. The rewrite is a set of byte-exact edits of the original text: a prelude with the LSA
+kernels and their host runtime after the includes, host NCCL calls renamed to their drop-in replacements
+(same arguments, same stream), symmetric allocation for communicated buffers, and EVOLVE-BLOCK markers."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import attrs
+
+from cuco.fastpath import annotate
+from cuco.fastpath import parse as P
+from cuco.fastpath.analyze import analyze
+from cuco.fastpath.model import Analysis, FastPathError, Problem
+from cuco.fastpath.rules import ALLOC_CALLS, COMM_END_CALLS, FREE_CALLS, GROUP_CALLS, applicable, rule_for
+
+PRELUDE_BEGIN = "// ==== cuco fast path: device-initiated LSA collectives (generated) ===="
+PRELUDE_END = "// ==== end of cuco fast path prelude ===="
+
+_ABI_WRAPPERS = """
+// ---- cuco fast path: candidate entry points (frozen) ----
+extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirements* req) {
+{seed_req}  cucoFpRequire(ctx, req);
+  return 0;
+}
+
+extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
+  if (cucoFpBind(ctx) != 0) return 1;
+  return cuco_fp_seed_launch(ctx);
+}
+"""
+
+
+@attrs.frozen
+class Transformed:
+    code: str
+    rules_applied: tuple[str, ...]
+    form: str
+
+
+@attrs.frozen
+class _Edit:
+    start: int
+    end: int
+    text: str
+    priority: int      # order of insertions at one offset: prelude, block ends, block starts, renames
+
+
+def _cuda_file(name: str) -> str:
+    text = resources.files("cuco.fastpath").joinpath("cuda", name).read_text()
+    text = re.sub(r'^#pragma once\n', "", text, flags=re.M)
+    return re.sub(r'^#include "[^"]+"\n', "", text, flags=re.M)
+
+
+def prelude(form: str) -> str:
+    """The generated code inserted after the program's includes."""
+    kernels = _cuda_file("lsa_kernels.cuh")
+    runtime = _cuda_file("lsa_runtime.cuh")
+    parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels"), runtime.rstrip() + "\n"]
+    if form == "candidate_abi":
+        parts.append(_cuda_file("abi_bind.cuh").rstrip() + "\n")
+    parts.append(PRELUDE_END + "\n")
+    return "\n".join(parts)
+
+
+def _blocking(problems: list[Problem]) -> FastPathError:
+    lines = "\n".join(f"  - {p.message}" for p in problems)
+    return FastPathError(f"the rule-based fast path cannot transform this program:\n{lines}")
+
+
+def _pipeline_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
+    """Per host function: the top-level statements holding collectives, extended over neighbouring
+    statements that only launch kernels (no allocation, free or communicator setup)."""
+    alloc_lines = {x.line for x in a.allocations} | {x.line for x in a.frees} | {x.line for x in a.comm_calls}
+    launch_lines = {l.line for l in a.launches}
+    coll_lines = {c.line for c in a.collectives}
+    out = []
+    for fn in (n for n in P.walk(src.root) if n.type == "function_definition"):
+        body = fn.child_by_field_name("body")
+        if body is None:
+            continue
+        stmts = [s for s in body.named_children if s.type != "comment"]
+        spans = [(P.line_of(s), s.end_point[0] + 1) for s in stmts]
+
+        def has(lines: set[int], span: tuple[int, int]) -> bool:
+            return any(span[0] <= ln <= span[1] for ln in lines)
+
+        idx = [i for i, sp in enumerate(spans) if has(coll_lines, sp)]
+        if not idx or P.enclosing(fn, ("function_definition",)) is not None:
+            continue
+        lo, hi = min(idx), max(idx)
+        while lo > 0 and has(launch_lines, spans[lo - 1]) and not has(alloc_lines, spans[lo - 1]):
+            lo -= 1
+        while hi + 1 < len(spans) and has(launch_lines, spans[hi + 1]) and not has(alloc_lines, spans[hi + 1]):
+            hi += 1
+        if has(alloc_lines, (spans[lo][0], spans[hi][1])) and spans[lo][0] == P.line_of(body):
+            continue
+        out.append((spans[lo][0], spans[hi][1], "pipeline"))
+    return out
+
+
+def _kernel_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
+    out = []
+    for n in P.walk(src.root):
+        if n.type == "function_definition" and any(k.line == P.line_of(n) and k.name == P.function_name(src, n)
+                                                    for k in a.kernels):
+            top = n.parent if n.parent is not None and n.parent.type == "template_declaration" else n
+            out.append((P.line_of(top), top.end_point[0] + 1, "kernel"))
+    return out
+
+
+def transform(a: Analysis, text: str) -> Transformed:
+    """Rule-based rewrite of `text` (analysed as `a`); raises FastPathError listing every blocking problem."""
+    if not a.collectives:
+        raise FastPathError(f"{a.path}: no NCCL collective or send/recv call found; nothing to transform")
+    applied, problems = applicable(a)
+    problems = list(a.fatal_problems) + problems
+    src = P.parse(text)
+    edits: list[_Edit] = []
+    for c in a.collectives:
+        rule = rule_for(c)
+        if rule is not None:
+            edits.append(_Edit(c.name_span.start, c.name_span.end, rule.replacement[c.name], 3))
+    for g in a.groups:
+        if g.members and not g.other_nccl:
+            edits.append(_Edit(g.start_span.start, g.start_span.end, GROUP_CALLS["ncclGroupStart"], 3))
+            edits.append(_Edit(g.end_span.start, g.end_span.end, GROUP_CALLS["ncclGroupEnd"], 3))
+    if a.form == "standalone":
+        for cc in a.comm_calls:
+            if cc.api in COMM_END_CALLS:
+                edits.append(_Edit(cc.name_span.start, cc.name_span.end, COMM_END_CALLS[cc.api], 3))
+        converted = set()
+        for buf in a.communicated_buffers:
+            allocs = [x for x in a.allocations if x.variable == buf]
+            users = [c for c in a.collectives if buf in (c.send_buffer, c.recv_buffer)]
+            if not allocs:
+                problems.append(Problem(users[0].line, f"line {users[0].line}: buffer `{buf}` of {users[0].name} is not "
+                                        "allocated in this file (cudaMalloc/ncclMemAlloc); peers can only read symmetric "
+                                        "memory, so allocate it here"))
+            for x in allocs:
+                if x.api not in ALLOC_CALLS:
+                    problems.append(Problem(x.line, f"line {x.line}: `{buf}` is allocated with {x.api}; the fast path "
+                                            "needs cudaMalloc or ncclMemAlloc for communicated buffers"))
+                    continue
+                edits.append(_Edit(x.name_span.start, x.name_span.end, ALLOC_CALLS[x.api], 3))
+                converted.add(buf)
+        for f in a.frees:
+            if f.variable in converted and f.api in FREE_CALLS:
+                edits.append(_Edit(f.name_span.start, f.name_span.end, FREE_CALLS[f.api], 3))
+    if problems:
+        raise _blocking(problems)
+    ranges = _kernel_ranges(src, a)
+    if a.form == "candidate_abi":
+        tail = _abi_edits(a, src, edits)
+        ranges += [(s, e, "pipeline") for s, e, lbl in _launch_range(src) if lbl]
+    else:
+        tail = ""
+        ranges += _pipeline_ranges(src, a)
+    for start, end, marker in annotate.line_ranges_to_edits(src.data, ranges):
+        edits.append(_Edit(start, end, marker, 1 if "END" in marker else 2))
+    edits.append(_Edit(a.include_end, a.include_end, "\n" + prelude(a.form), 0))
+    code = _apply(src.data, edits).decode("utf-8") + tail
+    _self_check(code, a.path)
+    return Transformed(code, tuple(applied), a.form)
+
+
+def _launch_range(src: P.Source) -> list[tuple[int, int, str]]:
+    for n in P.walk(src.root):
+        if n.type == "function_definition" and P.function_name(src, n) == "cuco_candidate_launch":
+            top = n.parent if n.parent is not None and n.parent.type == "linkage_specification" else n
+            return [(P.line_of(top), top.end_point[0] + 1, "pipeline")]
+    return []
+
+
+def _abi_edits(a: Analysis, src: P.Source, edits: list[_Edit]) -> str:
+    """Rename the seed's entry points and return the frozen wrappers appended at the end of the file."""
+    launch = a.abi_functions["cuco_candidate_launch"]
+    edits.append(_Edit(launch.start, launch.end, "cuco_fp_seed_launch", 3))
+    seed_req = ""
+    if "cuco_candidate_requirements" in a.abi_functions:
+        span = a.abi_functions["cuco_candidate_requirements"]
+        edits.append(_Edit(span.start, span.end, "cuco_fp_seed_requirements", 3))
+        seed_req = "  int rc = cuco_fp_seed_requirements(ctx, req);\n  if (rc != 0) return rc;\n"
+    return _ABI_WRAPPERS.replace("{seed_req}", seed_req)
+
+
+def _apply(data: bytes, edits: list[_Edit]) -> bytes:
+    out, pos = [], 0
+    for e in sorted(edits, key=lambda e: (e.start, e.priority)):
+        if e.start < pos:
+            raise FastPathError(f"internal: overlapping rewrites at byte {e.start}")
+        out.append(data[pos:e.start])
+        out.append(e.text.encode("utf-8"))
+        pos = e.end
+    out.append(data[pos:])
+    return b"".join(out)
+
+
+def _self_check(code: str, path: str) -> None:
+    """The output must have no host collective and balanced EVOLVE markers."""
+    annotate.check_markers(code)
+    left = analyze(code, path + " (transformed)").collectives
+    if left:
+        raise FastPathError("internal: host collectives remain after the rewrite at lines "
+                            + ", ".join(str(c.line) for c in left))

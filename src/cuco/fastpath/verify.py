@@ -1,0 +1,100 @@
+"""Compile and (where GPUs exist) run host programs, to check the input and verify the transformed output."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import attrs
+
+from cuco.process import run_group, scrubbed_env
+from cuco.toolchain import Toolchain, csrc_dir, default_toolchain
+
+_NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)[^:]*: (?P<msg>.*)$", re.M)
+
+
+@attrs.frozen
+class BuildOutcome:
+    ok: bool
+    log: str
+    binary: Path | None
+    errors: tuple[tuple[int, str], ...]      # (line in the program, message)
+
+    def summary(self, limit: int = 5) -> str:
+        if self.ok:
+            return "compiled"
+        if self.errors:
+            return "; ".join(f"line {ln}: {msg}" for ln, msg in self.errors[:limit])
+        return self.log.strip().splitlines()[-1] if self.log.strip() else "nvcc failed"
+
+
+@attrs.frozen
+class RunOutcome:
+    ok: bool
+    output: str
+    checksums: tuple[str, ...]
+
+
+def nvcc_errors(log: str, source_name: str) -> tuple[tuple[int, str], ...]:
+    """(line, message) of nvcc errors that point into `source_name`."""
+    out = []
+    for m in _NVCC_DIAG.finditer(log):
+        if Path(m.group("file")).name == source_name:
+            out.append((int(m.group("line")), m.group("msg").strip()))
+    return tuple(out)
+
+
+def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared: bool = False,
+          toolchain: Toolchain | None = None, name: str = "program") -> BuildOutcome:
+    """Compile `code` with nvcc (NCCL headers and library of the detected toolchain)."""
+    tc = toolchain or default_toolchain()
+    workdir.mkdir(parents=True, exist_ok=True)
+    src = workdir / f"{name}.cu"
+    src.write_text(code)
+    out = workdir / (f"lib{name}.so" if shared else name)
+    includes = [*include_dirs, csrc_dir() / "include"]
+    res = tc.compile([src], out, shared=shared, include_dirs=includes)
+    return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
+
+
+def gpu_count() -> int:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def run_program(binary: Path, timeout_s: float = 300.0) -> RunOutcome:
+    """Run a standalone program; its checksum lines (lines containing 'checksum') are its result."""
+    res = run_group([str(binary)], timeout_s, env=scrubbed_env(), cwd=binary.parent)
+    text = res.stdout + res.stderr
+    sums = tuple(line.strip() for line in res.stdout.splitlines() if "checksum" in line.lower())
+    return RunOutcome(res.returncode == 0 and not res.timed_out, text, sums)
+
+
+def compare_runs(original: Path, transformed: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
+    """Run both programs; equal checksum lines (and at least one) mean the transform is verified."""
+    a = run_program(original, timeout_s)
+    if not a.ok:
+        return False, f"the original program failed: {a.output[-2000:]}"
+    b = run_program(transformed, timeout_s)
+    if not b.ok:
+        return False, f"the transformed program failed: {b.output[-2000:]}"
+    if not a.checksums:
+        return False, "the original program prints no line containing 'checksum'; cannot compare results"
+    if a.checksums != b.checksums:
+        diff = "\n".join(f"  original: {x}\n  device:   {y}" for x, y in zip(a.checksums, b.checksums) if x != y)
+        return False, f"results differ:\n{diff or '  (different number of checksum lines)'}"
+    return True, "\n".join(b.checksums)
+
+
+def scratch_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="cuco-fastpath-"))

@@ -1,0 +1,384 @@
+"""LLM access over litellm: weighted models, per-call and outer timeouts, retries, cost, a USD budget cap, and a
+record/replay cache so that a run can be replayed offline bit for bit.
+
+litellm is imported lazily (first call), after setting LITELLM_LOCAL_MODEL_COST_MAP so that the import never
+downloads a price list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import attrs
+
+from cuco.errors import CucoError
+
+CACHE_MODES = ("off", "record", "replay")
+
+
+class LLMError(CucoError):
+    """An LLM call failed (provider error, bad reply); the message names the model and the fix."""
+
+
+class LLMConfigError(LLMError):
+    """The LLM configuration cannot work: unknown model, missing API key, litellm not installed, no price."""
+
+
+class LLMBudgetError(LLMError):
+    """The USD budget cap would be exceeded by this call; no call was made."""
+
+
+class LLMTimeoutError(LLMError):
+    """A call ran past its outer hard timeout and was abandoned."""
+
+
+class ReplayMissError(LLMError):
+    """Replay mode met a prompt that the cache does not hold."""
+
+
+def _models(value: Any) -> tuple[tuple[str, float], ...]:
+    """Accepts 'model', ['m1', 'm2'], {'m1': 3, 'm2': 1} or [('m1', 3), ('m2', 1)]."""
+    if isinstance(value, str):
+        value = [(value, 1.0)]
+    elif isinstance(value, Mapping):
+        value = list(value.items())
+    out = []
+    for item in value:
+        name, weight = (item, 1.0) if isinstance(item, str) else (item[0], float(item[1]))
+        out.append((str(name), weight))
+    return tuple(out)
+
+
+def _check_models(_inst: Any, _attr: Any, value: tuple[tuple[str, float], ...]) -> None:
+    if not value:
+        raise LLMConfigError("LLMConfig.models is empty; name at least one litellm model, e.g. 'openai/gpt-4o'")
+    for name, weight in value:
+        if not name or weight <= 0:
+            raise LLMConfigError(f"model entry ({name!r}, {weight}) is invalid; use a model name and a weight > 0")
+
+
+@attrs.frozen
+class LLMConfig:
+    """Which models (weighted), sampling defaults, timeouts, retries and the USD budget cap.
+
+    prices: {model: (usd_per_input_token, usd_per_output_token)} for models litellm's cost map does not know.
+    """
+
+    models: tuple[tuple[str, float], ...] = attrs.field(converter=_models, validator=_check_models)
+    temperature: float = 0.5
+    max_tokens: int = attrs.field(default=8192, validator=attrs.validators.gt(0))
+    timeout_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
+    outer_timeout_s: float = attrs.field(default=300.0, validator=attrs.validators.gt(0))
+    max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
+    backoff_s: float = attrs.field(default=1.0, validator=attrs.validators.ge(0))
+    budget_usd: float | None = None
+    prices: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
+    cache_path: str | None = None
+    cache_mode: str = attrs.field(default="off", validator=attrs.validators.in_(CACHE_MODES))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = attrs.asdict(self)
+        d["models"] = [list(m) for m in self.models]
+        d["prices"] = {k: list(v) for k, v in self.prices.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LLMConfig":
+        d = dict(d)
+        d["prices"] = {k: tuple(v) for k, v in d.get("prices", {}).items()}
+        return cls(**d)
+
+
+@attrs.frozen
+class LLMReply:
+    """One completion: its text, the model that wrote it, its cost, and whether it came from the cache."""
+
+    text: str
+    model: str
+    cost_usd: float
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def import_litellm() -> Any:
+    """litellm, imported with the local price map (never a download); a clear error if it is missing."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm  # noqa: PLC0415 (lazy on purpose: keeps `import cuco` cheap)
+    except ImportError:
+        raise LLMConfigError("litellm is not installed; pip install 'cuco[llm]' (litellm>=1.70,<1.107)") from None
+    return litellm
+
+
+def prompt_key(model: str, messages: Sequence[Mapping[str, str]], temperature: float, max_tokens: int,
+               extra: str = "") -> str:
+    """Stable hash of everything that decides a completion."""
+    blob = json.dumps({"model": model, "messages": [dict(m) for m in messages], "temperature": temperature,
+                       "max_tokens": max_tokens, "extra": extra}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ReplayCache:
+    """prompt hash -> responses, as append-only JSONL. The n-th request of a key gets the n-th stored answer."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[dict[str, Any]]] = {}
+        self._served: dict[str, int] = {}
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    e = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a killed writer: the call is simply not cached
+                self._entries.setdefault(e["key"], []).append(e)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._entries.values())
+
+    def next(self, key: str) -> dict[str, Any] | None:
+        """The next stored answer for `key` in this process, or None."""
+        with self._lock:
+            n = self._served.get(key, 0)
+            stored = self._entries.get(key, [])
+            if n >= len(stored):
+                return None
+            self._served[key] = n + 1
+            return stored[n]
+
+    def put(self, key: str, reply: LLMReply) -> None:
+        entry = {"key": key, "model": reply.model, "text": reply.text, "cost_usd": reply.cost_usd,
+                 "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+        with self._lock:
+            self._entries.setdefault(key, []).append(entry)
+            self._served[key] = self._served.get(key, 0) + 1
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(json.dumps(entry, sort_keys=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+
+_RETRYABLE = ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError", "ServiceUnavailableError",
+              "BadGatewayError", "APIError")
+_FATAL = {
+    "AuthenticationError": "the provider rejected the API key; check the key variable for this provider",
+    "PermissionDeniedError": "the API key has no access to this model; use another model or key",
+    "NotFoundError": "the provider does not know this model; check the model name (provider/model)",
+    "BadRequestError": "the provider rejected the request; check the model name and parameters",
+    "ContextWindowExceededError": "the prompt is longer than the model's context; use a model with a longer "
+                                  "context or fewer inspirations",
+    "ContentPolicyViolationError": "the provider's content filter refused the prompt",
+    "PaymentRequiredError": "the provider account has no credit left",
+}
+
+
+class LLMClient:
+    """Completes chat prompts within the configured budget; thread-safe.
+
+    `completion_fn` defaults to litellm.completion; `cost_fn` to litellm.completion_cost.
+    """
+
+    def __init__(self, config: LLMConfig, completion_fn: Callable[..., Any] | None = None,
+                 cost_fn: Callable[[Any], float] | None = None, sleep: Callable[[float], None] = time.sleep):
+        self.config = config
+        self._completion_fn = completion_fn
+        self._cost_fn = cost_fn
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._reserved = 0.0
+        self._checked: set[str] = set()
+        self.calls = 0
+        self.cache: ReplayCache | None = None
+        if config.cache_mode != "off":
+            if not config.cache_path:
+                raise LLMConfigError(f"cache_mode={config.cache_mode!r} needs cache_path (a .jsonl file)")
+            if config.cache_mode == "replay" and not Path(config.cache_path).exists():
+                raise LLMConfigError(f"replay cache {config.cache_path} does not exist; record a run first "
+                                     "(cache_mode='record') or give the right path")
+            self.cache = ReplayCache(config.cache_path)
+
+    # -- accounting ------------------------------------------------------------------------------------
+    @property
+    def spent_usd(self) -> float:
+        with self._lock:
+            return self._spent
+
+    def remaining_usd(self) -> float | None:
+        if self.config.budget_usd is None:
+            return None
+        with self._lock:
+            return self.config.budget_usd - self._spent - self._reserved
+
+    def exhausted(self) -> bool:
+        left = self.remaining_usd()
+        return left is not None and left <= 0
+
+    def choose_model(self, rng: random.Random | None = None) -> str:
+        names = [m for m, _ in self.config.models]
+        weights = [w for _, w in self.config.models]
+        return (rng or random.Random(0)).choices(names, weights)[0]
+
+    def _prices(self, litellm: Any, model: str) -> tuple[float, float] | None:
+        if model in self.config.prices:
+            return tuple(self.config.prices[model])  # type: ignore[return-value]
+        for name in (model, model.split("/", 1)[-1]):
+            info = litellm.model_cost.get(name)
+            if info and "input_cost_per_token" in info and "output_cost_per_token" in info:
+                return float(info["input_cost_per_token"]), float(info["output_cost_per_token"])
+        return None
+
+    def worst_case_usd(self, litellm: Any, model: str, messages: Sequence[Mapping[str, str]]) -> float:
+        """Upper bound of one call's cost: the prompt (with margin) plus max_tokens of output."""
+        prices = self._prices(litellm, model)
+        if prices is None:
+            if self.config.budget_usd is None:
+                return 0.0
+            raise LLMConfigError(
+                f"model {model!r} has no price in litellm's cost map, so the budget cap cannot be enforced; "
+                f"set LLMConfig(prices={{{model!r}: (usd_per_input_token, usd_per_output_token)}}) or budget_usd=None")
+        try:
+            n_in = litellm.token_counter(model=model, messages=list(messages))
+        except Exception:  # unknown tokenizer: count characters, an over-estimate of tokens
+            n_in = sum(len(m.get("content", "")) for m in messages)
+        n_in = int(n_in * 1.1) + 32
+        return n_in * prices[0] + self.config.max_tokens * prices[1]
+
+    def _reserve(self, amount: float, model: str) -> None:
+        with self._lock:
+            cap = self.config.budget_usd
+            if cap is not None and self._spent + self._reserved + amount > cap:
+                raise LLMBudgetError(
+                    f"LLM budget cap ${cap:.4f} reached (spent ${self._spent:.4f}, in flight ${self._reserved:.4f}, "
+                    f"this {model} call could cost up to ${amount:.4f}); raise budget_usd or continue without LLM")
+            self._reserved += amount
+
+    def _settle(self, reserved: float, actual: float) -> None:
+        with self._lock:
+            self._reserved -= reserved
+            self._spent += actual
+
+    # -- checks ----------------------------------------------------------------------------------------
+    def _check_model(self, litellm: Any, model: str, mocked: bool) -> None:
+        if model in self._checked:
+            return
+        try:
+            litellm.get_llm_provider(model)
+        except Exception:
+            raise LLMConfigError(f"unknown model {model!r}: litellm cannot tell its provider; write it as "
+                                 "provider/model, e.g. 'openai/gpt-4o' or 'anthropic/claude-sonnet-4-5'") from None
+        if not mocked:
+            env = litellm.validate_environment(model)
+            if not env.get("keys_in_environment", True):
+                raise LLMConfigError(f"model {model!r} needs {', '.join(env.get('missing_keys', []))} in the "
+                                     "environment; export the provider's API key and retry")
+        self._checked.add(model)
+
+    # -- the call --------------------------------------------------------------------------------------
+    def complete(self, messages: Sequence[Mapping[str, str]], temperature: float | None = None, *,
+                 model: str | None = None, rng: random.Random | None = None, key_extra: str = "",
+                 **kwargs: Any) -> LLMReply:
+        """One chat completion. kwargs go to litellm.completion (e.g. mock_response in tests)."""
+        temp = self.config.temperature if temperature is None else float(temperature)
+        model = model or self.choose_model(rng)
+        key = prompt_key(model, messages, temp, self.config.max_tokens, key_extra)
+        if self.cache is not None and self.config.cache_mode == "replay":
+            hit = self.cache.next(key)
+            if hit is None:
+                raise ReplayMissError(
+                    f"replay cache {self.cache.path} has no answer for this {model} prompt (hash {key[:12]}); the "
+                    "run diverged from the recorded one: use the same seed, config and inputs, or record again")
+            self._reserve(0.0, model)
+            self._settle(0.0, float(hit["cost_usd"]))  # charged as recorded, so budget decisions replay too
+            return LLMReply(hit["text"], hit["model"], float(hit["cost_usd"]), True,
+                            int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)))
+        litellm = import_litellm()
+        self._check_model(litellm, model, "mock_response" in kwargs)
+        reply = self._with_retries(litellm, model, messages, temp, kwargs)
+        if self.cache is not None:
+            self.cache.put(key, reply)
+        return reply
+
+    def _with_retries(self, litellm: Any, model: str, messages: Sequence[Mapping[str, str]], temp: float,
+                      kwargs: dict[str, Any]) -> LLMReply:
+        last: Exception | None = None
+        for attempt in range(self.config.max_retries + 1):
+            if attempt:
+                self._sleep(self.config.backoff_s * 2 ** (attempt - 1))
+            try:
+                return self._one_call(litellm, model, messages, temp, kwargs)
+            except (LLMBudgetError, LLMConfigError, LLMTimeoutError):
+                raise
+            except Exception as exc:  # provider errors: classify by litellm's exception class name
+                name = type(exc).__name__
+                if name in _FATAL or any(name == f or name.endswith(f) for f in _FATAL):
+                    hint = _FATAL.get(name, "")
+                    raise LLMError(f"{model}: {name}: {_short(exc)}; {hint}") from None
+                if name not in _RETRYABLE and not isinstance(exc, (TimeoutError, ConnectionError)):
+                    raise LLMError(f"{model}: unexpected {name}: {_short(exc)}") from None
+                last = exc
+        raise LLMError(f"{model}: gave up after {self.config.max_retries + 1} attempts; last error "
+                       f"{type(last).__name__}: {_short(last)}; retry later or raise max_retries")
+
+    def _one_call(self, litellm: Any, model: str, messages: Sequence[Mapping[str, str]], temp: float,
+                  kwargs: dict[str, Any]) -> LLMReply:
+        worst = self.worst_case_usd(litellm, model, messages)
+        self._reserve(worst, model)
+        fn = self._completion_fn or litellm.completion
+        box: "queue.Queue[tuple[bool, Any]]" = queue.Queue(maxsize=1)
+
+        def target() -> None:
+            try:
+                box.put((True, fn(model=model, messages=list(messages), temperature=temp,
+                                  max_tokens=self.config.max_tokens, timeout=self.config.timeout_s, **kwargs)))
+            except BaseException as exc:  # handed to the caller
+                box.put((False, exc))
+
+        # A daemon thread we can abandon: the outer timeout holds even if the provider ignores its own.
+        threading.Thread(target=target, daemon=True, name=f"llm-{model}").start()
+        self.calls += 1
+        try:
+            ok, value = box.get(timeout=self.config.outer_timeout_s)
+        except queue.Empty:
+            self._settle(worst, worst)  # the abandoned call may still be billed: count its worst case
+            raise LLMTimeoutError(f"{model}: no answer within the outer timeout of {self.config.outer_timeout_s:.0f} s; "
+                                  "the call was abandoned (raise outer_timeout_s or use a faster model)") from None
+        if not ok:
+            self._settle(worst, 0.0)
+            raise value
+        try:
+            text = value.choices[0].message.content or ""
+        except (AttributeError, IndexError, KeyError):
+            self._settle(worst, 0.0)
+            raise LLMError(f"{model}: the reply has no message content; retry or use another model") from None
+        cost = self._cost(litellm, value, model, worst)
+        self._settle(worst, cost)
+        usage = getattr(value, "usage", None)
+        return LLMReply(text, model, cost, False, int(getattr(usage, "prompt_tokens", 0) or 0),
+                        int(getattr(usage, "completion_tokens", 0) or 0))
+
+    def _cost(self, litellm: Any, response: Any, model: str, worst: float) -> float:
+        if model in self.config.prices:
+            usage = getattr(response, "usage", None)
+            pin, pout = self.config.prices[model]
+            return (getattr(usage, "prompt_tokens", 0) or 0) * pin + (getattr(usage, "completion_tokens", 0) or 0) * pout
+        try:
+            return float((self._cost_fn or (lambda r: litellm.completion_cost(completion_response=r)))(response))
+        except Exception:
+            return worst  # price unknown after the fact: charge the bound, never less
+
+
+def _short(exc: BaseException | None, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,103 @@
+"""The Python API for scripts and notebooks: start a run in a directory, resume it after a kill, run it.
+
+    from cuco.search import api
+    search = api.start("runs/ag1", workload, evaluator, space=workload.space(topology), seed=0)
+    result = search.run(60)          # evaluate until the run holds 60 candidates
+    # ... killed? later:
+    search = api.resume("runs/ag1", workload, evaluator)
+    result = search.run(60)          # finishes the same 60, nothing lost or repeated
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from cuco.db import CandidateDB
+from cuco.design_space import DesignSpace, Topology
+from cuco.errors import CucoError
+from cuco.evaluate.base import Evaluator
+from cuco.llm import LLMClient, LLMConfig
+from cuco.search.config import SearchConfig
+from cuco.search.loop import Mutators, Search, SearchResult
+from cuco.search.mutators.llm import LLMMutator
+from cuco.search.run_state import PREFIX, RunMismatchError, stored_identity
+from cuco.workload import Workload
+
+DB_FILE = "candidates.db"
+LLM_CACHE_FILE = "llm_cache.jsonl"
+
+
+class RunDirError(CucoError):
+    """A run directory is missing, empty, or not a cuco search run."""
+
+
+def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, **llm_kwargs: Any) -> Mutators:
+    """The directive mutator, plus an LLM mutator when `llm` is given (its replay cache defaults into run_dir)."""
+    if llm is None:
+        return Mutators()
+    if isinstance(llm, LLMConfig) and llm.cache_mode != "off" and not llm.cache_path:
+        llm = attrs.evolve(llm, cache_path=str(run_dir / LLM_CACHE_FILE))
+    client = llm if isinstance(llm, LLMClient) else LLMClient(llm)
+    return Mutators(llm=LLMMutator(client, **llm_kwargs))
+
+
+def start(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, space: DesignSpace | None = None,
+          topology: Topology | None = None, llm: LLMConfig | LLMClient | None = None,
+          config: SearchConfig | None = None, progress: Any = None, **settings: Any) -> Search:
+    """A new run in `run_dir` (created). `settings` override SearchConfig fields (islands=, seed=, ...)."""
+    run_dir = Path(run_dir)
+    path = run_dir / DB_FILE
+    if path.exists():
+        db = CandidateDB(path)
+        if stored_identity(db)["workload"] is not None or len(db):
+            db.close()
+            raise RunDirError(f"{run_dir} already holds a run; resume it (cuco.search.api.resume) or pick a new directory")
+        db.close()
+    space = space or workload.space(topology or Topology(world=workload.default_world))
+    db = CandidateDB(path)
+    if llm is not None:
+        db.meta_set(PREFIX + "llm", (llm.config if isinstance(llm, LLMClient) else llm).to_dict())
+    return Search(workload, space, evaluator, db, config=config, mutators=_mutators(llm, run_dir), progress=progress,
+                  **settings)
+
+
+def resume(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, llm: LLMConfig | LLMClient | None = None,
+           progress: Any = None) -> Search:
+    """The run stored in `run_dir`, with its stored space and config. The workload must be the run's workload.
+
+    llm: the client to continue with; None reuses the stored LLMConfig (if the run had one).
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / DB_FILE
+    if not path.exists():
+        raise RunDirError(f"{run_dir} has no {DB_FILE}; it is not a cuco search run (start one with api.start)")
+    db = CandidateDB(path)
+    ident = stored_identity(db)
+    if ident["workload"] is None or ident["config"] is None or ident["space"] is None:
+        db.close()
+        raise RunDirError(f"{run_dir} holds no search run metadata; start a run there with api.start")
+    if ident["workload"] != workload.name:
+        db.close()
+        raise RunMismatchError(f"{run_dir} is a run of workload {ident['workload']!r}, not {workload.name!r}; "
+                               f"resume it with workload {ident['workload']!r} or start a new run directory")
+    space = DesignSpace.from_dict(ident["space"])
+    config = SearchConfig.from_dict(ident["config"])
+    if llm is None and db.meta_get(PREFIX + "llm") is not None:
+        llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
+    return Search(workload, space, evaluator, db, config=config, mutators=_mutators(llm, run_dir), progress=progress)
+
+
+def run(run_dir: str | Path, workload: Workload, evaluator: Evaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
+    """Start the run in `run_dir`, or resume it if one is there, and evaluate up to `n_evaluations`."""
+    path = Path(run_dir) / DB_FILE
+    if path.exists():
+        db = CandidateDB(path)
+        exists = stored_identity(db)["workload"] is not None
+        db.close()
+        if exists:
+            llm = kwargs.get("llm")
+            return resume(run_dir, workload, evaluator, llm=llm, progress=kwargs.get("progress")).run(n_evaluations)
+    return start(run_dir, workload, evaluator, **kwargs).run(n_evaluations)

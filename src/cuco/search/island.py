@@ -1,0 +1,83 @@
+"""Island: one bounded population of evaluated candidates that evolves mostly on its own."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Iterable
+
+from cuco.candidate import Candidate
+from cuco.errors import CucoError
+
+
+class IslandError(CucoError, ValueError):
+    """An island was built or fed with something it cannot hold."""
+
+
+def rank_key(c: Candidate) -> tuple[float, float, str]:
+    """Best first: highest fitness, then earliest created, then id (a total, stable order)."""
+    return (-(c.fitness if c.fitness is not None else float("-inf")), c.created_at, c.id)
+
+
+class Island:
+    """The `capacity` best passed candidates seen by this island (its own children and migrants).
+
+    The population is the top `capacity` of everything ever added, so it does not depend on the order of
+    `add` calls: a resumed run rebuilds exactly the same islands from the database. The best is never evicted.
+    """
+
+    def __init__(self, index: int, capacity: int = 16):
+        if index < 0:
+            raise IslandError(f"island index must be >= 0, got {index}")
+        if capacity < 1:
+            raise IslandError(f"island capacity must be >= 1, got {capacity}")
+        self.index = index
+        self.capacity = capacity
+        self._members: list[Candidate] = []
+
+    @staticmethod
+    def eligible(c: Candidate) -> bool:
+        """Only passed candidates with a fitness can be parents."""
+        return c.status == "passed" and c.fitness is not None
+
+    def add(self, c: Candidate) -> bool:
+        """Offer a candidate; True if it is in the population afterwards."""
+        if not self.eligible(c) or any(m.id == c.id for m in self._members):
+            return any(m.id == c.id for m in self._members)
+        self._members.append(c)
+        self._members.sort(key=rank_key)
+        del self._members[self.capacity:]
+        return any(m.id == c.id for m in self._members)
+
+    def extend(self, cs: Iterable[Candidate]) -> None:
+        for c in cs:
+            self.add(c)
+
+    def members(self) -> list[Candidate]:
+        """The population, best first."""
+        return list(self._members)
+
+    def ids(self) -> set[str]:
+        return {m.id for m in self._members}
+
+    def best(self) -> Candidate | None:
+        return self._members[0] if self._members else None
+
+    def median_fitness(self) -> float | None:
+        fs = [m.fitness for m in self._members if m.fitness is not None]
+        return statistics.median(fs) if fs else None
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __contains__(self, candidate_id: object) -> bool:
+        return any(m.id == candidate_id for m in self._members)
+
+    def __repr__(self) -> str:
+        best = self.best()
+        return f"Island({self.index}, {len(self)}/{self.capacity}, best={best.fitness if best else None})"
+
+
+def make_islands(n: int, capacity: int) -> list[Island]:
+    if n < 1:
+        raise IslandError(f"a search needs at least one island, got {n}")
+    return [Island(i, capacity) for i in range(n)]

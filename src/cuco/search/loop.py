@@ -1,0 +1,322 @@
+"""The evolution loop: plan proposals from the islands, prepare them in threads (LLM calls overlap evaluation),
+filter for novelty, store them, evaluate them in batches, and update islands, archive, migration and summary.
+
+Every proposal is stored (status pending) before it is evaluated and updated after, so a run killed at any
+point resumes without losing or repeating a candidate: pending ones are evaluated first, and the random
+stream of proposal i is derived from (seed, i), never from a process-wide state.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import random
+import threading
+from typing import Any, Sequence
+
+import attrs
+
+from cuco.candidate import Candidate
+from cuco.design_space import DesignSpace
+from cuco.errors import CucoError
+from cuco.evaluate.base import Evaluator
+from cuco.llm import LLMBudgetError
+from cuco.search import migration as mig
+from cuco.search import selection
+from cuco.search.archive import Archive
+from cuco.search.config import SearchConfig
+from cuco.search.island import Island, make_islands
+from cuco.search.meta import MetaSummarizer, MetaSummary
+from cuco.search.mutators.base import MutationContext, MutationError
+from cuco.search.mutators.directive import DirectiveMutator
+from cuco.search.mutators.llm import LLMMutator
+from cuco.search.progress import Progress, make_progress
+from cuco.search.run_state import GenerationStats, RunState, write_run_meta
+from cuco.search.schedule import Step
+from cuco.workload import Workload
+
+
+@attrs.frozen
+class Mutators:
+    """The operators: the directive mutator (always) and an LLM mutator (optional)."""
+
+    directive: DirectiveMutator = attrs.field(factory=DirectiveMutator)
+    llm: LLMMutator | None = None
+
+
+@attrs.frozen
+class SearchResult:
+    best: Candidate | None
+    history: tuple[GenerationStats, ...]
+    counts: dict
+    evaluated: int
+    llm_cost_usd: float
+    evaluator_kind: str
+
+
+@attrs.frozen
+class _Plan:
+    index: int
+    step: Step
+    parent: Candidate
+    others: tuple[Candidate, ...]
+    ctx: MutationContext
+
+
+ELITE_SELECTION = selection.PowerLaw(alpha=2.0)
+
+
+def _rng(seed: int, *parts: Any) -> random.Random:
+    return random.Random(":".join(map(str, (seed, *parts))))  # str seeds hash stably across processes
+
+
+class Search:
+    """One search over `space` for `workload`, storing everything in `db` (a CandidateDB)."""
+
+    def __init__(self, workload: Workload, space: DesignSpace, evaluator: Evaluator, db: Any, *,
+                 islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
+                 seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
+                 meta: MetaSummarizer | None = None, progress: Any = None, **overrides: Any):
+        cfg = config or SearchConfig()
+        changes = dict(overrides)
+        if islands is not None:
+            changes["islands"] = islands
+        if schedule is not None:
+            changes["schedule"] = schedule
+        if seed is not None:
+            changes["seed"] = seed
+        self.config = attrs.evolve(cfg, **changes) if changes else cfg
+        self.workload, self.space, self.evaluator, self.db = workload, space, evaluator, db
+        self.mutators = mutators or Mutators()
+        self.novelty = novelty or self.config.novelty
+        self.summarizer = meta or MetaSummarizer(every=self.config.meta_every)
+        self.progress = make_progress(progress)
+        self._llm_off = threading.Event()
+        write_run_meta(db, workload.name, space, self.config, evaluator.kind)  # raises on another run's dir
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def _restore(self) -> None:
+        self.islands: list[Island] = make_islands(self.config.islands, self.config.island_capacity)
+        self.archive = Archive(self.config.archive_axes, top_k=max(self.config.inspirations, 1) * 2)
+        self.state = RunState.load(self.db)
+        self.all: list[Candidate] = self.db.all(self.workload.name)
+        self.children: dict[str, int] = {}
+        for c in self.all:
+            self._absorb(c)
+        by_id = {c.id: c for c in self.all}
+        for _gen, moves in self.state.migrations:
+            mig.apply(self.islands, [mig.Move(*m) for m in moves], by_id)
+        if self.state.llm_disabled:
+            self._llm_off.set()
+
+    def _absorb(self, c: Candidate) -> None:
+        if c.parent_id:
+            self.children[c.parent_id] = self.children.get(c.parent_id, 0) + 1
+        if c.status != "pending":
+            self.islands[c.island % len(self.islands)].add(c)
+            self.archive.add(c)
+
+    def _seen(self) -> set[str]:
+        return {c.directives.label() for c in self.all if c.directives is not None}
+
+    def _value_scores(self) -> dict[str, float]:
+        """Mean fitness of the passed candidates with each directive value (failures count as zero)."""
+        sums: dict[str, list[float]] = {}
+        for c in self.all:
+            if c.status != "pending" and c.directives is not None:
+                for name, value in c.directives.to_dict().items():
+                    sums.setdefault(f"{name}={value}", []).append(c.fitness if Island.eligible(c) else 0.0)
+        return {k: sum(v) / len(v) for k, v in sums.items()}
+
+    def _best(self) -> Candidate | None:
+        ranked = [c for c in self.all if Island.eligible(c)]
+        return min(ranked, key=lambda c: (-c.fitness, c.created_at, c.id)) if ranked else None  # type: ignore[operator]
+
+    def _llm_on(self) -> bool:
+        return self.mutators.llm is not None and not self._llm_off.is_set()
+
+    # -- planning (main thread: a deterministic function of the stored state and the index) ----------------
+    def _plan(self, index: int, total: int, extra_seen: Sequence[str] = ()) -> _Plan:
+        rng = _rng(self.config.seed, index, "plan")
+        island = self.islands[index % len(self.islands)]
+        step = self.config.schedule.step(index, total, rng, self._llm_on())
+        members = island.members()
+        elites = self.archive.top()
+        if step.op == "directive_near" and elites:
+            # offline exploitation: unseen neighbours of the run's elites, the best most often
+            parent = selection.select(ELITE_SELECTION, elites, rng)
+        elif members:
+            parent = selection.select(self.config.selection, members, rng, lambda i: self.children.get(i, 0))
+        else:
+            own = [c for c in self.all if c.island == island.index]
+            parent = self._best() or (own[-1] if own else self.all[-1])
+        others = tuple(self.archive.inspirations(2, rng, exclude=(parent.id,))[: rng.choice((1, 2))])
+        insp = tuple(self.archive.inspirations(self.config.inspirations, rng, exclude=(parent.id,)))
+        summary = self.state.summary
+        ctx = MutationContext(self.workload, self.space, island.index, frozenset(self._seen() | set(extra_seen)),
+                              insp, summary.recommendations, summary.scratchpad, step.temperature,
+                              key=f"{self.config.seed}:{index}", value_scores=self._value_scores())
+        self.children[parent.id] = self.children.get(parent.id, 0) + 1
+        return _Plan(index, step, parent, others, ctx)
+
+    def _seed_candidate(self, index: int) -> Candidate:
+        rng = _rng(self.config.seed, index, "seed")
+        point = self.space.conservative() if index == 0 else None
+        if point is None:
+            seen = self._seen()
+            point = next((p for p in (self.space.sample(rng) for _ in range(64)) if p.label() not in seen),
+                         self.space.sample(rng))
+        return Candidate(code=self.workload.render(point), workload=self.workload.name, directives=point,
+                         island=index % len(self.islands), mutation="seed")
+
+    # -- proposing (worker threads: pure functions of the plan) --------------------------------------------
+    def _propose(self, plan: _Plan, attempt: int = 0) -> tuple[Candidate, str]:
+        rng = _rng(self.config.seed, plan.index, attempt, "op")
+        ctx = attrs.evolve(plan.ctx, key=f"{plan.ctx.key}:{attempt}")
+        op = plan.step.op
+        llm = self.mutators.llm
+        if op.startswith("llm_") and llm is not None and not self._llm_off.is_set():
+            try:
+                if op == "llm_diff":
+                    return llm.diff(plan.parent, ctx, rng), op
+                if op == "llm_full":
+                    return llm.full(plan.parent, ctx, rng), op
+                if plan.others:
+                    return llm.cross(plan.parent, plan.others, ctx, rng), op
+                return llm.full(plan.parent, ctx, rng), "llm_full"
+            except LLMBudgetError:
+                self._llm_off.set()  # the cap is reached: the rest of the run is offline
+                op = "budget_fallback"
+            except MutationError:
+                op = "llm_failed_fallback"
+        d = self.mutators.directive
+        phase = plan.step.phase
+        if op == "directive_sample":
+            return d.sample(plan.parent, ctx, rng), op
+        if op == "directive_far":
+            return d.far(plan.parent, ctx, rng), op
+        if op == "directive_cross" and plan.others:
+            return d.crossover(plan.parent, plan.others[0], ctx, rng), op
+        if op.endswith("fallback") and phase == "explore":
+            return d.far(plan.parent, ctx, rng), op
+        return d.near(plan.parent, ctx, rng), op
+
+    # -- the run -------------------------------------------------------------------------------------------
+    def run(self, n_evaluations: int) -> SearchResult:
+        """Evaluate until the run holds `n_evaluations` evaluated candidates (a resumed run counts earlier ones)."""
+        if n_evaluations < 1:
+            raise CucoError(f"n_evaluations must be >= 1, got {n_evaluations}")
+        self._restore()
+        total = max(n_evaluations, self.state.total)
+        self.state = attrs.evolve(self.state, total=total)
+        pending = [c for c in self.all if c.status == "pending"]
+        for i in range(0, len(pending), self.config.batch_size):  # stored before a kill: evaluate, never redo
+            self._evaluate_batch(pending[i:i + self.config.batch_size], {}, total)
+        while len(self.all) < min(self.config.islands, total):
+            batch = [self._seed_candidate(len(self.all) + i)
+                     for i in range(min(self.config.islands, total) - len(self.all))][: self.config.batch_size]
+            for c in batch:
+                self.db.add(c)
+            self.all.extend(batch)
+            self._evaluate_batch(batch, {"seed": len(batch)}, total)
+        with cf.ThreadPoolExecutor(max_workers=self.config.max_in_flight, thread_name_prefix="cuco-propose") as pool:
+            futures: dict[int, tuple[_Plan, cf.Future]] = {}
+            next_index = len(self.all)
+            while len(self.all) < total:
+                # offline proposals cost nothing to prepare: plan them just in time so each batch sees every
+                # earlier result; LLM proposals are prepared max_in_flight ahead to hide their latency
+                ahead = self.config.max_in_flight if self._llm_on() else self.config.batch_size
+                while len(futures) < ahead and next_index < total:
+                    plan = self._plan(next_index, total)
+                    futures[next_index] = (plan, pool.submit(self._propose, plan))
+                    next_index += 1
+                ids = sorted(futures)[: self.config.batch_size]
+                batch, ops = self._collect([futures.pop(i) for i in ids], total)
+                for c in batch:
+                    self.db.add(c)  # stored as pending first: a kill now loses nothing
+                self.all.extend(batch)
+                self._evaluate_batch(batch, ops, total)
+                if next_index < len(self.all):
+                    next_index = len(self.all)
+            for _plan, fut in futures.values():
+                fut.cancel()
+        if self.progress is not None and hasattr(self.progress, "close"):
+            self.progress.close()
+        return self.result()
+
+    def _collect(self, items: list[tuple[_Plan, cf.Future]], total: int) -> tuple[list[Candidate], dict[str, int]]:
+        """Finished proposals in index order, each novel against the evaluated ones and its batch-mates."""
+        batch: list[Candidate] = []
+        ops: dict[str, int] = {}
+        recent = [c for c in self.all if c.status != "pending"][-self.novelty.window:]
+        for plan, fut in items:
+            child, op = fut.result()
+            for attempt in range(1, self.novelty.max_resamples + 1):
+                seen = self._seen() | {c.directives.label() for c in batch if c.directives}
+                if self.novelty.check(child, [*recent, *batch], seen) is None:
+                    break
+                replan = attrs.evolve(plan, ctx=attrs.evolve(plan.ctx, seen=frozenset(seen)))
+                child, op = self._propose(replan, attempt)
+            batch.append(child)
+            ops[op] = ops.get(op, 0) + 1
+        return batch, ops
+
+    def _evaluate_batch(self, batch: list[Candidate], ops: dict[str, int], total: int) -> None:
+        if not batch:
+            return
+        before = sum(1 for c in self.all if c.status != "pending")
+        done = {c.id: c for c in self.evaluator.evaluate(batch)}
+        missing = [c.id for c in batch if c.id not in done]
+        if missing:
+            raise CucoError(f"evaluator {type(self.evaluator).__name__} returned no result for {missing}; an Evaluator "
+                            "returns every candidate it is given")
+        index = {c.id: i for i, c in enumerate(self.all)}
+        for c in batch:
+            out = done[c.id]
+            self.db.upsert(out)
+            self.all[index[c.id]] = out
+            self._absorb_evaluated(out)
+        self._after_generation(batch, done, ops, before, total)
+
+    def _absorb_evaluated(self, c: Candidate) -> None:
+        if c.status != "pending":
+            self.islands[c.island % len(self.islands)].add(c)
+            self.archive.add(c)
+
+    def _after_generation(self, batch: list[Candidate], done: dict[str, Candidate], ops: dict[str, int],
+                          before: int, total: int) -> None:
+        gen = self.state.generation + 1
+        migrations = list(self.state.migrations)
+        if self.config.migration.due(gen):
+            moves = self.config.migration.plan(self.islands, _rng(self.config.seed, "migrate", gen))
+            mig.apply(self.islands, moves)
+            migrations.append((gen, [m.to_list() for m in moves]))
+        evaluated = sum(1 for c in self.all if c.status != "pending")
+        summary = self.state.summary
+        if self.summarizer.due(before, evaluated):
+            client = self.mutators.llm.client if self._llm_on() and self.mutators.llm else None
+            kwargs = self.mutators.llm.completion_kwargs if client is not None else {}
+            summary = self.summarizer.summarize(self.all, self.space, client, _rng(self.config.seed, "meta", gen),
+                                                key=str(gen), **kwargs)
+        best = self._best()
+        fits = [done[c.id].fitness for c in batch if done[c.id].fitness is not None]
+        phase = self.config.schedule.phase(max(evaluated - 1, 0), total).name
+        stats = GenerationStats(gen, evaluated, phase, best.fitness if best else None, max(fits) if fits else None,
+                                dict(ops), sum(1 for c in batch if done[c.id].failed))
+        self.state = attrs.evolve(self.state, generation=gen, migrations=tuple(migrations), summary=summary,
+                                  history=(*self.state.history, stats), llm_disabled=self._llm_off.is_set())
+        self.state.save(self.db)
+        if self.progress is not None:
+            label = best.directives.label() if best and best.directives else "-"
+            self.progress(Progress(evaluated, total, gen, phase, best.fitness if best else None, label))
+
+    def result(self) -> SearchResult:
+        """The outcome so far, read from the database."""
+        cost = sum(c.llm_cost_usd for c in self.db.all(self.workload.name))
+        return SearchResult(self.db.best(self.workload.name), tuple(RunState.load(self.db).history),
+                            self.db.count_by_status(self.workload.name),
+                            sum(n for s, n in self.db.count_by_status(self.workload.name).items() if s != "pending"),
+                            cost, self.evaluator.kind)
+
+    @property
+    def summary(self) -> MetaSummary:
+        return RunState.load(self.db).summary

@@ -1,0 +1,1 @@
+"""Mutators: the directive mutator (offline) and the LLM mutators (diff, full, cross)."""

@@ -1,0 +1,68 @@
+"""GEMM+AllGather: tensor-parallel column-parallel linear with a sequence-sharded input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuco.workload import Shape, ShapeError, Workload
+from cuco.workloads.gemm_allgather.render import WORKLOAD_RULES, render, space
+
+DESCRIPTION = """\
+GEMM+AllGather (tensor-parallel column-parallel linear, sequence-sharded input), world W.
+Rank r holds A_r (M/W x K, bf16, row-major, buffer 0 'A_local', symmetric) and its weight shard B_r (K x N, bf16,
+row-major, buffer 1 'B'), and computes C_r = AllGather(A) . B_r (M x N, bf16, fp32 accumulate, buffer 2 'C'):
+row block p of the gathered A (rows p*M/W .. (p+1)*M/W) is A_p from rank p. Buffer 3 'A_full' (M x K, symmetric
+scratch) may hold the gathered A. Communication per rank: (W-1)*M/W*K*2 bytes received; compute 2*M*N*K flops.
+The host baseline is ncclAllGather followed by one cuBLASLt GEMM; the bound is max(GEMM alone, AllGather alone).
+What wins: move the remote rows with few SMs (an LSA pull on a handful of CTAs reaches ~317 GB/s on H200) while
+a GEMM on the other SMs multiplies the local rows, then multiply remote rows as they land.
+"""
+
+
+def check_shape(shape: Shape, world: int) -> None:
+    """Raise ShapeError unless the kernels can run (M, K, N) on `world` ranks."""
+    if len(shape.dims) != 3:
+        raise ShapeError(f"gemm_allgather takes 3 sizes M,K,N; got {shape}")
+    m, k, n = shape.dims
+    if world < 1 or m % world:
+        raise ShapeError(f"M={m} must be divisible by the world size {world}; pick M a multiple of {world}")
+    if (m // world) % 128 or k % 64 or n % 128:
+        raise ShapeError(
+            f"gemm_allgather needs M/world % 128 == 0, K % 64 == 0 and N % 128 == 0 (tile sizes); got "
+            f"M/world={m // world}, K={k}, N={n}: round them up to those multiples"
+        )
+
+
+def flops(shape: Shape, world: int) -> float:
+    m, k, n = shape.dims
+    return 2.0 * m * k * n
+
+
+def comm_bytes(shape: Shape, world: int) -> float:
+    m, k, _n = shape.dims
+    return float((world - 1) * (m // world) * k * 2)
+
+
+WORKLOAD = Workload(
+    name="gemm_allgather",
+    description=DESCRIPTION,
+    dim_names=("M", "K", "N"),
+    verify_shapes=(Shape((512, 256, 384)), Shape((1024, 512, 256))),
+    bench_shapes=(
+        Shape((8192, 8192, 8192)),
+        Shape((16384, 8192, 3584)),
+        Shape((4096, 4096, 4096)),
+        Shape((32768, 8192, 8192)),
+    ),
+    folder=Path(__file__).resolve().parent,
+    plugin_source="plugin.cu",
+    seed_source="seed_host.cu",
+    space=space,
+    render=render,
+    check_shape=check_shape,
+    flops=flops,
+    comm_bytes=comm_bytes,
+    libraries=("cublasLt",),
+)
+
+__all__ = ["WORKLOAD", "WORKLOAD_RULES", "check_shape", "render", "space"]

@@ -1,0 +1,136 @@
+"""Block text shared by every placement: the design-point constants, geometry, flag layout and sync snippets."""
+
+from __future__ import annotations
+
+from cuco.design_space import Directives, format_bytes
+
+ISSUER_TYPES = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta"}
+
+PROLOGUE = r"""
+namespace cuco_ag {
+
+// ---- design point: @LABEL@ ----
+using Issuer = @ISSUER@;  // issuer=@ISSUER_NAME@: the thread group that moves one step of a transfer
+constexpr int64_t kChunkBytes = @CHUNK@;  // chunk_bytes=@CHUNK_NAME@ (0: a rank's whole block at once)
+constexpr int kCommThreads = 1024;        // threads of a pull/push CTA
+constexpr int kUnroll = 4;                // 16-byte loads in flight per thread
+constexpr int kMinCommCtas = 2, kMaxCommCtas = 16;
+constexpr double kCommGBsPerCta = 38.0;   // LSA pull rate of one 1024-thread CTA (~317 GB/s on 8 CTAs, H200)
+constexpr double kGemmTflops = 700.0;     // bf16 cuBLASLt rate, to size the communication's SM share
+
+// Problem geometry of this launch.
+struct Geo {
+  int64_t M, K, N, Mr;  // Mr = M / W rows per rank
+  int64_t chunk_rows;   // rows per chunk (a multiple of 128)
+  int64_t row16;        // 16-byte words per row of A
+  int W, me, nchunks;   // nchunks per rank block
+};
+
+static Geo geo_of(const cuco_ctx* ctx) {
+  Geo g;
+  g.M = ctx->dims[0];
+  g.K = ctx->dims[1];
+  g.N = ctx->dims[2];
+  g.W = ctx->world;
+  g.me = ctx->rank;
+  g.Mr = g.M / g.W;
+  g.row16 = g.K * 2 / 16;
+  int64_t rows = kChunkBytes ? kChunkBytes / (g.K * 2) : g.Mr;
+  rows = rows / 128 * 128;
+  if (rows < 128) rows = 128;
+  if (rows > g.Mr) rows = g.Mr;
+  g.chunk_rows = rows;
+  g.nchunks = (int)((g.Mr + rows - 1) / rows);
+  return g;
+}
+
+// CTAs for the communication kernel: enough to finish moving the remote rows within ~75% of the local-rows
+// GEMM, so the transfer hides under it while taking as few SMs from the GEMM as possible.
+static int comm_ctas(const Geo& g) {
+  double local_s = 2.0 * g.Mr * g.K * g.N / (kGemmTflops * 1e12);
+  double bytes = (double)(g.W - 1) * g.Mr * g.K * 2;
+  int n = (int)(bytes / (0.75 * local_s) / (kCommGBsPerCta * 1e9)) + 1;
+  return n < kMinCommCtas ? kMinCommCtas : (n > kMaxCommCtas ? kMaxCommCtas : n);
+}
+
+// Flags (uint32 epochs). Symmetric, written by peers: ready[W] | done[W] | arrive[W * nchunks], indexed by the
+// writing rank. Local: chunk[W * nchunks] (chunk of rank p landed) | count[W * nchunks] (CTA arrivals) | misc[64].
+enum { SYM_READY = 0 };
+static size_t sym_words(const Geo& g) { return 2 * (size_t)g.W + (size_t)g.W * g.nchunks; }
+static size_t local_words(const Geo& g) { return 2 * (size_t)g.W * g.nchunks + 64; }
+__host__ __device__ inline size_t sym_done(const Geo& g, int rank) { return (size_t)g.W + rank; }
+__host__ __device__ inline size_t sym_arrive(const Geo& g, int rank, int c) {
+  return 2 * (size_t)g.W + (size_t)rank * g.nchunks + c;
+}
+
+struct Flags {
+  uint32_t* chunk;
+  uint32_t* count;
+  uint32_t* misc;
+  uint32_t* sym;  // this rank's symmetric flags (peers write into theirs through LSA)
+};
+
+static Flags flags_of(cuco_ctx* ctx, const Geo& g) {
+  uint32_t* l = local_flags(ctx);
+  size_t n = (size_t)g.W * g.nchunks;
+  return Flags{l, l + n, l + 2 * n, (uint32_t*)ctx->symmetric_workspace.ptr};
+}
+
+// Tell every peer that this rank reached `epoch` (ready[me] on each peer); CTA 0 does it.
+__device__ inline void publish_ready(const ncclDevComm& dc, ncclWindow_t win_sym, const Geo& g, uint32_t epoch) {
+  if (blockIdx.x == 0 && threadIdx.x < g.W && (int)threadIdx.x != g.me)
+    cuco::lsa::store_release_sys(
+        cuco::lsa::peer_ptr<uint32_t>(dc, win_sym, 4 * (size_t)(SYM_READY + g.me), g.me, threadIdx.x), epoch);
+}
+
+// Tell peer p that this rank finished reading p's memory for `epoch` (done[me] on p).
+__device__ inline void publish_done(const ncclDevComm& dc, ncclWindow_t win_sym, const Geo& g, int p, uint32_t epoch) {
+  cuco::lsa::store_release_sys(cuco::lsa::peer_ptr<uint32_t>(dc, win_sym, 4 * sym_done(g, g.me), g.me, p), epoch);
+}
+@BARRIER_KERNEL@
+"""
+
+BARRIER_KERNEL = r"""
+// sync_scope=@SCOPE@: one LSA barrier over the @TEAM_NAME@ team, as its own one-CTA kernel; stream order makes it
+// cover every CTA of the kernels before and after it.
+__global__ void barrier_kernel(ncclDevComm dc) {
+  ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), dc, @TEAM@, dc.lsaBarrier, 0);
+  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+}
+"""
+
+EPILOGUE = r"""
+}  // namespace cuco_ag
+"""
+
+BLOCK_SESSION_OPEN = (
+    "ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x);\n"
+    "  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);  // sync_scope=block: this CTA meets its peers' twins"
+)
+BLOCK_SESSION_CLOSE = "bar.sync(ncclCoopCta(), cuda::memory_order_release);  // nobody refills what a twin still reads"
+
+
+def uses_barrier_kernel(point: Directives) -> bool:
+    return point.sync_scope in ("world", "team")
+
+
+def prologue(point: Directives) -> str:
+    barrier = ""
+    if uses_barrier_kernel(point) and point.backend == "lsa":
+        team = "ncclTeamWorld(dc)" if point.sync_scope == "world" else "ncclTeamLsa(dc)"
+        barrier = (BARRIER_KERNEL.replace("@SCOPE@", point.sync_scope)
+                   .replace("@TEAM_NAME@", point.sync_scope if point.sync_scope == "world" else "LSA")
+                   .replace("@TEAM@", team))
+    return (PROLOGUE.replace("@LABEL@", point.label())
+            .replace("@ISSUER@", ISSUER_TYPES[point.issuer])
+            .replace("@ISSUER_NAME@", point.issuer)
+            .replace("@CHUNK@", str(point.chunk_bytes))
+            .replace("@CHUNK_NAME@", format_bytes(point.chunk_bytes))
+            .replace("@BARRIER_KERNEL@", barrier))
+
+
+def barrier_launch(point: Directives, stream: str) -> str:
+    """Host code launching the grid-wide barrier kernel on `stream` (world/team scopes), else nothing."""
+    if not uses_barrier_kernel(point):
+        return ""
+    return f"  barrier_kernel<<<1, 128, 0, {stream}>>>(ctx->devcomm);\n  if ((rc = launch_ok())) return rc;\n"

@@ -1,0 +1,98 @@
+"""GIN block text (NCCL GIN device API: put with signal), placement=split_put_wait, sync_scope=signal.
+
+Compile-verified here; it runs only where GIN is available (an RDMA NIC; the harness reports 'unsupported'
+otherwise). Signals count, they are never reset: each launch raises the expected value through the signal's
+shadow (increaseSignalShadow + waitSignalMeetShadow), so no epoch arithmetic is needed.
+"""
+
+from __future__ import annotations
+
+from cuco.design_space import Directives
+
+GIN_SPLIT = r"""
+// Signal 0: "my A_full may be written" handshake at the start of each launch. Signal 1 + c: chunk c landed
+// (raised once by every peer for each launch).
+constexpr int kSigClear = 0;
+
+// Put this rank's rows into every peer's A_full: one put per (peer, chunk), handed round-robin to issuer groups.
+__global__ void __launch_bounds__(kCommThreads)
+    gin_put_kernel(ncclDevComm dc, ncclWindow_t win_local, ncclWindow_t win_full, Flags f, Geo g, uint32_t epoch) {
+  ncclGin gin(dc, 0);
+  const ncclTeam world = ncclTeamWorld(dc);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // sync_scope=signal: every peer finished its previous launch
+    for (int q = 0; q < g.W; ++q)
+      if (q != g.me) gin.signal(world, q, ncclGin_SignalInc{(ncclGinSignal_t)kSigClear});
+    gin.increaseSignalShadow(kSigClear, g.W - 1);
+    gin.waitSignalMeetShadow(ncclCoopThread(), kSigClear);
+    cuco::lsa::store_release_sys(&f.misc[1], epoch);
+  }
+  cuco::lsa::cta_wait_epoch(&f.misc[1], epoch);
+  const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
+  const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
+  size_t job = 0;
+  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    for (int c = 0; c < g.nchunks; ++c, ++job) {
+      if (job % ngroups != group) continue;
+      const int64_t r0 = c * g.chunk_rows;
+      const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
+      gin.put(world, p, win_full, (size_t)(g.me * g.Mr + r0) * g.K * 2, win_local, (size_t)r0 * g.K * 2,
+              (size_t)rows * g.K * 2, ncclGin_SignalInc{(ncclGinSignal_t)(1 + c)}, ncclGin_None{}, Issuer());
+    }
+  }
+  gin.flush(Issuer());  // our A_local may be refilled once the launch completes
+}
+
+// The wait half: chunk c has landed from every peer.
+__global__ void gin_wait_kernel(ncclDevComm dc, int c, int W) {
+  if (threadIdx.x == 0) {
+    ncclGin gin(dc, 0);
+    gin.increaseSignalShadow((ncclGinSignal_t)(1 + c), W - 1);
+    gin.waitSignalMeetShadow(ncclCoopThread(), (ncclGinSignal_t)(1 + c));
+  }
+}
+
+static Needs block_needs(const cuco_ctx* ctx) {
+  Geo g = geo_of(ctx);
+  Needs n;
+  n.flag_bytes = 4 * local_words(g);
+  n.sym_bytes = 0;
+  n.gin_signals = 1 + g.nchunks;
+  n.gin_required = 1;
+  return n;
+}
+
+// placement=split_put_wait over GIN: put kernel (side stream) | local-rows GEMM | per chunk: wait kernel, GEMM.
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  const int ncomm = comm_ctas(g);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  const char* a_full = (const char*)ctx->buffers[BUF_A_FULL].ptr;
+  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
+  int rc = 0;
+  gin_put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
+                                                  ctx->buffers[BUF_A_FULL].window, f, g, st->epoch);
+  if ((rc = launch_ok())) return rc;
+  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr,
+                 ctx->sm_count - ncomm, main);
+  if (rc) return rc;
+  for (int c = 0; c < g.nchunks; ++c) {
+    gin_wait_kernel<<<1, 32, 0, main>>>(ctx->devcomm, c, g.W);
+    if ((rc = launch_ok())) return rc;
+    const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;
+    for (int s = 1; s < g.W; ++s) {
+      const int64_t r0 = ((g.me + s) % g.W) * g.Mr + c * g.chunk_rows;
+      if ((rc = gemm_rows(st, ctx, a_full + (size_t)r0 * g.K * 2, c_out + (size_t)r0 * g.N * 2, rows, 0, main)))
+        return rc;
+    }
+  }
+  return 0;
+}
+"""
+
+
+def render_gin(point: Directives) -> str:
+    if point.placement != "split_put_wait" or point.sync_scope != "signal":
+        raise ValueError(f"the GIN template covers split_put_wait/signal only, not {point.label()}")
+    return GIN_SPLIT

@@ -1,0 +1,92 @@
+"""Design space of GEMM+AllGather and rendering of a device-initiated candidate from one of its points."""
+
+from __future__ import annotations
+
+from cuco.design_space import (
+    DEFAULT_RULES,
+    MiB,
+    WHOLE,
+    DesignSpace,
+    Directives,
+    IllegalPointError,
+    Rule,
+    Topology,
+)
+from cuco.workloads.gemm_allgather import frozen
+from cuco.workloads.gemm_allgather.common_block import EPILOGUE, prologue
+from cuco.workloads.gemm_allgather.fused_block import render_fused
+from cuco.workloads.gemm_allgather.gin_block import render_gin
+from cuco.workloads.gemm_allgather.lsa_blocks import render_lsa
+
+EVOLVE_START = "// EVOLVE-BLOCK-START"
+EVOLVE_END = "// EVOLVE-BLOCK-END"
+
+#: Chunk sizes that matter at these shapes (a rank's block is 16-256 MiB at the bench shapes).
+CHUNK_SIZES = (WHOLE, 16 * MiB, 4 * MiB, 1 * MiB)
+#: NVSHMEM is left out: no NVSHMEM headers where this workload is compile-checked, and no NVSHMEM template.
+BACKENDS = ("lsa", "gin")
+
+
+def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
+    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"):
+        return ("backend=gin is rendered as put-with-signal (placement=split_put_wait, sync_scope=signal): the "
+                "candidate ABI declares no GIN barriers, and pull or fused GIN designs are not templated; pick "
+                "those directives or backend=lsa")
+    return None
+
+
+def _lsa_one_team(d: Directives, s: DesignSpace) -> str | None:
+    if d.backend == "lsa" and s.topology.nodes > 1:
+        return ("backend=lsa gathers from every rank by NVLink load/store, so all ranks must share one node "
+                f"(this topology has {s.topology.nodes} nodes); use backend=gin")
+    return None
+
+
+WORKLOAD_RULES: tuple[Rule, ...] = (
+    Rule("gemm-ag-gin-subset", _gin_subset),
+    Rule("gemm-ag-lsa-one-team", _lsa_one_team),
+)
+
+
+def space(topology: Topology) -> DesignSpace:
+    """The workload's design space on `topology`. Load its JSON with extra_rules=WORKLOAD_RULES."""
+    backends = BACKENDS if topology.gin_available is not False else ("lsa",)
+    if topology.nodes > 1:
+        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
+    return DesignSpace(
+        backends=backends,
+        issuers=("thread", "warp", "cta"),
+        chunk_sizes=CHUNK_SIZES,
+        topology=topology,
+        fused_grid_ctas=topology.sm_count,
+        max_coresident_ctas=topology.sm_count,
+        rules=DEFAULT_RULES + WORKLOAD_RULES,
+    )
+
+
+def _block(point: Directives) -> str:
+    if point.backend == "gin":
+        body = render_gin(point)
+    elif point.placement == "fused":
+        body = render_fused(point)
+    else:
+        body = render_lsa(point)
+    return prologue(point) + body + EPILOGUE
+
+
+def render(point: Directives) -> str:
+    """CUDA source of the candidate for `point`: frozen setup and ABI entry points around one EVOLVE block
+    (kernels, flag protocol and the launch pipeline). Pure function of the point."""
+    reason = space(Topology()).check(point)
+    if reason:
+        raise IllegalPointError(reason)
+    header = (
+        f"// GEMM+AllGather, device-initiated ({point.label()}).\n"
+        f"// backend={point.backend} placement={point.placement} sync_scope={point.sync_scope} "
+        f"issuer={point.issuer} chunk_bytes={point.chunk_bytes}\n"
+        "// C[M x N] = AllGather_rows(A_r)[M x K] . B_r[K x N] on every rank r; bf16 in/out, fp32 accumulate.\n"
+        "// Buffers: 0 A_local (M/W x K, symmetric), 1 B (K x N), 2 C (M x N), 3 A_full (M x K, symmetric).\n"
+        "// The EVOLVE block must define block_needs(ctx) and enqueue(ctx, state) in namespace cuco_ag.\n"
+    )
+    return (header + frozen.head() + "\n" + EVOLVE_START + "\n" + _block(point).strip("\n") + "\n" + EVOLVE_END
+            + "\n" + frozen.TAIL)

@@ -9,6 +9,9 @@ import subprocess
 
 import pytest
 
+# litellm downloads a price list at import unless told to use its bundled copy; tests never reach a network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 @functools.lru_cache(maxsize=1)
 def gpu_count() -> int:

@@ -540,3 +540,16 @@ def test_disk_full_leaves_nothing_half_written(tmp_path: Path) -> None:
     with CandidateDB(path) as db:  # space again: the same write goes through
         db.add(big)
         assert db.get("big") == big and len(db) == 2
+
+
+def test_unstorable_values(tmp_path: Path) -> None:
+    with CandidateDB(tmp_path / "c.db") as db:
+        odd = make("odd").with_result(LevelResult("bench", True, data={"handle": object()}))
+        with pytest.raises(DatabaseError, match="JSON"):
+            db.add(odd)
+        assert len(db) == 0
+        nan = make("nan", fitness=float("nan"))  # kept, but never ranked
+        db.add(nan)
+        db.add(make("one", fitness=1.0))
+        assert db.best().id == "one" and [c.id for c in db.top_k(5)] == ["one"]
+        assert db.get("nan").fitness != db.get("nan").fitness

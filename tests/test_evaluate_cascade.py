@@ -11,6 +11,7 @@ import pytest
 
 from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
+from cuco.errors import CucoError
 from cuco.evaluate.base import Evaluator
 from cuco.evaluate.cascade import NO_GPU_REASON, Cascade
 from cuco.evaluate.compile import Compiler
@@ -25,8 +26,8 @@ BROKEN = (FIXTURES / "broken_candidate.cu").read_text()
 
 
 def _check_copy_shape(shape: Shape, world: int) -> None:
-    if len(shape.dims) != 1 or shape.dims[0] % 8:
-        raise ShapeError(f"copy takes one size N divisible by 8, got {shape}")
+    if len(shape.dims) != 1 or shape.dims[0] % 2:
+        raise ShapeError(f"copy takes one even size N, got {shape}")
 
 
 def copy_workload() -> Workload:
@@ -145,6 +146,18 @@ class MockTiming:
 
 
 @attrs.frozen
+class MockCheck:
+    seed: int
+    rank: int
+    passed: bool
+    max_abs_err: float
+    rel_l2_err: float
+    n_checked: int
+    n_bad: int
+    n_nan: int
+
+
+@attrs.frozen
 class MockRun:
     path: Path
     status: str
@@ -158,6 +171,21 @@ class MockRun:
 class MockPart:
     timing: MockTiming
     is_comm: bool
+    status: str = "ok"
+
+
+def test_mocks_match_the_real_harness_types():
+    """The mock harness below stands in for cuco.harness; its shape must follow the real value objects."""
+    result = pytest.importorskip("cuco.harness.result")
+    runner = pytest.importorskip("cuco.harness.runner")
+    names = lambda cls: {f.name for f in attrs.fields(cls)}
+    assert names(MockRun) <= names(result.CandidateRun)
+    assert names(MockCheck) <= names(result.Check)
+    assert names(MockTiming) <= names(result.Timing)
+    assert names(MockPart) <= names(result.PartRun)
+    assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
+    assert {"workload_plugin", "candidates", "dims", "world", "devices", "seeds", "verify", "bench", "warmup",
+            "iters", "parts", "timeout_s"} == names(runner.HarnessRequest)
 
 
 def install_mock_harness(monkeypatch, behaviour):
@@ -196,14 +224,16 @@ def install_mock_harness(monkeypatch, behaviour):
 def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler):
     fast = GOOD.replace("kBlocks = 8", "kBlocks = 4")
     wrong = GOOD.replace("kBlocks = 8", "kBlocks = 2")
-    gin = GOOD.replace("kBlocks = 8", "kBlocks = 3")
-    sos = {code: compiler.compile(code).so_path for code in (GOOD, fast, wrong, gin)}
-    seed_so = compiler.compile(copy_workload().seed_code()).so_path
+    gin = GOOD.replace("kBlocks = 8", "kBlocks = 1")
+    codes = [GOOD, fast, wrong, gin, copy_workload().seed_code()]
+    sos = {code: o.so_path for code, o in zip(codes, compiler.compile_many(codes))}
+    seed_so = sos[codes[-1]]
 
     def behaviour(request):
         if not request.bench:
+            check = MockCheck(1, 1, False, 0.0, 0.0, 8200, 0, 4100)
             return {sos[wrong]: MockRun(sos[wrong], "verify_failed", "exact AllGather comparison: 0 wrong, 4100 NaN/Inf",
-                                        checks=({"seed": 1, "n_nan": 4100},)),
+                                        checks=(check,)),
                     sos[gin]: MockRun(sos[gin], "unsupported", "GIN needs an RDMA NIC; none on this host")}
         return {seed_so: MockRun(seed_so, "ok", timing=MockTiming(2.0)),
                 sos[GOOD]: MockRun(sos[GOOD], "ok", timing=MockTiming(1.6, spread=0.03)),
@@ -222,7 +252,8 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     assert Path(bench_req.candidates[0]) == seed_so and len(bench_req.candidates) == 3   # host seed in the batch
 
     assert bad.status == "failed:verify" and bad.results["verify"].reason.startswith("wrong result: exact AllGather")
-    assert bad.results["verify"].data["checks"] == [{"seed": 1, "n_nan": 4100}]
+    assert "(seed 1, rank 1: 0 of 8200 elements outside tolerance, 4100 NaN/Inf" in bad.results["verify"].reason
+    assert bad.results["verify"].data["checks"][0]["n_nan"] == 4100
     assert "bench" not in bad.results and "Verification at 4100 (seeds 1,2) failed" in bad.feedback
     assert ginned.results["verify"].reason.startswith("unsupported here: GIN needs an RDMA NIC")
 
@@ -234,7 +265,35 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     assert good.metrics["spread"] == 0.03
     data = quick.results["bench"].data
     assert data["device"] == "Mock H200" and data["nccl_version"] == "2.28.9" and data["date"]
+    assert data["host_timed_in_same_run"] and data["shape"] == str(1 << 24)
     assert "1.000 ms vs host 2.000 ms (speedup 2.00x)" in quick.feedback
+
+
+def test_verify_is_split_over_gpu_groups(monkeypatch, compiler):
+    codes = [GOOD, GOOD.replace("kBlocks = 8", "kBlocks = 4"), GOOD.replace("kBlocks = 8", "kBlocks = 2")]
+
+    def behaviour(request):
+        if request.devices == (2, 3) and not request.bench:
+            raise CucoError("NCCL init failed on devices 2,3")
+        return {}
+
+    requests = install_mock_harness(monkeypatch, behaviour)
+    cascade = Cascade(copy_workload(), world=2, compiler=compiler,
+                      executor=Executor(world=2, devices=["0", "1", "2", "3"]))
+    monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
+    out = cascade.evaluate([cand(c) for c in codes])
+    verify = [r for r in requests if not r.bench]
+    assert sorted(r.devices for r in verify) == [(0, 1), (2, 3)]
+    assert sorted(len(r.candidates) for r in verify) == [1, 2]
+    on_bad_group = {str(p) for r in verify if r.devices == (2, 3) for p in r.candidates}
+    for c in out:
+        if c.results["compile"].data["so_path"] in on_bad_group:
+            assert c.status == "failed:verify"
+            assert c.results["verify"].reason == "harness run failed: NCCL init failed on devices 2,3"
+        else:
+            assert c.status == "passed"
+    [bench] = [r for r in requests if r.bench]
+    assert bench.devices == (0, 1)
 
 
 def test_host_seed_failure_leaves_fitness_unset_with_a_reason(monkeypatch, compiler):

@@ -77,6 +77,7 @@ def test_parallel_compile_of_four_codes(compiler):
     assert all(o.ok for o in outcomes), [o.log_excerpt for o in outcomes]
     assert len({o.so_path for o in outcomes}) == 4
     assert outcomes[4].so_path == outcomes[0].so_path
+    assert len(list(compiler.cache_dir.iterdir())) == 4   # the duplicate was compiled once
 
 
 def test_old_nccl_is_refused_with_found_and_needed_versions(toolchain, tmp_path):

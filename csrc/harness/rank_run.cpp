@@ -74,7 +74,6 @@ std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed) {
 void Rank::run_parts() {
   for (size_t k = 0; k < s_.parts.size(); ++k) {
     Target t = Target::part(static_cast<int>(k));
-    enter(t, "bench");
     ctx_.has_devcomm = 0;
     bench(t, s_.parts[k].launch);
   }
@@ -123,6 +122,7 @@ void Rank::run_candidate(int index) {
   }
 
   CandidateResources res;
+  bool setup_called = false;
   bool ok = agreed(t, attempt(t, [&] { alloc_local(req, res); }), "error") &&
             agreed(t, attempt(t, [&] { register_symmetric(req, res); }), "error");
   if (ok) {
@@ -139,6 +139,7 @@ void Rank::run_candidate(int index) {
       if (leader()) s_.report.fatal(status, "ncclDevCommCreate failed: " + why, 5, "aborted");
       s_.group.barrier();
     }
+    setup_called = true;
     ok = agreed(t, attempt(t, [&] {
                   if (c.setup) {
                     int rc = c.setup(&ctx_);
@@ -153,7 +154,7 @@ void Rank::run_candidate(int index) {
 
   enter(t, "teardown");
   err = attempt(t, [&] {
-    if (c.teardown) {
+    if (c.teardown && setup_called) {
       int rc = c.teardown(&ctx_);
       if (rc != 0) CUCO_FAIL("cuco_candidate_teardown returned " + std::to_string(rc));
     }

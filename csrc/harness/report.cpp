@@ -107,7 +107,7 @@ void Report::set_status(Target t, const std::string& status, const std::string& 
   if (is_failure(r.status)) return;
   r.status = status;
   r.message = message;
-  r.phase = current_phase_;
+  r.phase = status == "ok" ? "" : current_phase_;
 }
 
 std::string Report::status(Target t) {

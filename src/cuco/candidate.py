@@ -93,8 +93,10 @@ class Candidate:
 
     def child(self, code: str, directives: Directives | None, mutation: str, **changes: Any) -> "Candidate":
         """A new candidate descended from this one (fresh id, no results)."""
+        fields: dict[str, Any] = {"island": self.island, "generation": self.generation + 1}
+        fields.update(changes)
         return Candidate(code=code, workload=self.workload, directives=directives, parent_id=self.id,
-                         island=self.island, generation=self.generation + 1, mutation=mutation, **changes)
+                         mutation=mutation, **fields)
 
     # -- serialisation -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -116,7 +116,9 @@ class CandidateDB:
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            self._retry(lambda: self._check_header(conn))  # before any write: a newer file stays untouched
+            # Read-only first, in one snapshot (another process may be creating the tables right now),
+            # so that a file of a newer schema or another program stays untouched.
+            self._retry(lambda: self._transaction(conn, False, self._check_header))
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = FULL")
             self._retry(lambda: self._transaction(conn, True, self._init_schema))
@@ -226,16 +228,24 @@ class CandidateDB:
     # -- writes --------------------------------------------------------------------------------------
     @staticmethod
     def _row(c: Candidate) -> tuple[Any, ...]:
-        return (c.id, c.workload, c.island, c.generation, c.parent_id, c.mutation, c.fitness, c.status,
-                c.created_at, c.directives.label() if c.directives else None, json.dumps(c.to_dict()))
+        try:
+            data = json.dumps(c.to_dict())
+        except (TypeError, ValueError) as exc:
+            raise DatabaseError(f"candidate {c.id} holds a value JSON cannot store ({exc}); keep results, "
+                                "metrics and data to plain str/int/float/bool/list/dict") from None
+        fitness = None if c.fitness is None else float(c.fitness)
+        return (c.id, c.workload, c.island, c.generation, c.parent_id, c.mutation, fitness, c.status,
+                c.created_at, c.directives.label() if c.directives else None, data)
 
     def add(self, c: Candidate) -> None:
         """Insert a new candidate; raises DuplicateCandidateError if its id is already stored."""
+        row = self._row(c)
+
         def insert(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM candidates WHERE id = ?", (c.id,)).fetchone():
                 raise DuplicateCandidateError(
                     f"candidate {c.id} is already in {self.path}; use upsert() to store its new results")
-            conn.execute(f"INSERT INTO candidates ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", self._row(c))
+            conn.execute(f"INSERT INTO candidates ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
         self._run(True, insert)
 
     def upsert(self, c: Candidate) -> None:
@@ -243,7 +253,8 @@ class CandidateDB:
         updates = ", ".join(f"{col} = excluded.{col}" for col in _COLUMNS.split(", ")[1:])
         sql = (f"INSERT INTO candidates ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
                f"ON CONFLICT(id) DO UPDATE SET {updates}")
-        self._run(True, lambda conn: conn.execute(sql, self._row(c)))
+        row = self._row(c)
+        self._run(True, lambda conn: conn.execute(sql, row))
 
     def meta_set(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable run-metadata value (workload name, seed, config) under `key`."""

@@ -304,7 +304,7 @@ class LLMClient:
             return LLMReply(hit["text"], hit["model"], float(hit["cost_usd"]), True,
                             int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)))
         litellm = import_litellm()
-        self._check_model(litellm, model, "mock_response" in kwargs)
+        self._check_model(litellm, model, "mock_response" in kwargs or self._completion_fn is not None)
         reply = self._with_retries(litellm, model, messages, temp, kwargs)
         if self.cache is not None:
             self.cache.put(key, reply)

@@ -57,6 +57,16 @@ def _median_ms(obj: Any) -> float | None:
     return float(value) if value is not None else None
 
 
+def _first_bad_check(run: Any) -> str:
+    """The numbers of the first failed check: what an LLM needs to see how wrong the output is."""
+    for c in getattr(run, "checks", None) or ():
+        if not getattr(c, "passed", True):
+            return (f"seed {c.seed}, rank {c.rank}: {c.n_bad} of {c.n_checked} elements outside tolerance, "
+                    f"{c.n_nan} NaN/Inf (unwritten outputs stay NaN), max abs err {c.max_abs_err:.3g}, "
+                    f"rel L2 err {c.rel_l2_err:.3g}")
+    return ""
+
+
 def _run_reason(run: Any) -> str:
     status = getattr(run, "status", "error")
     message = (getattr(run, "message", "") or "").strip()
@@ -64,7 +74,9 @@ def _run_reason(run: Any) -> str:
     text = _STATUS_TEXT.get(status, status)
     if phase and status not in ("unsupported", "verify_failed"):
         text += f" in {phase}"
-    return f"{text}: {message}" if message else text
+    text = f"{text}: {message}" if message else text
+    numbers = _first_bad_check(run) if status == "verify_failed" else ""
+    return f"{text} ({numbers})" if numbers else text
 
 
 class Cascade:
@@ -72,6 +84,8 @@ class Cascade:
 
     `parent_code(candidate)` returns the parent's source for the frozen-region check (None: skip it).
     With no GPU group, L0 and L1 still run and L2/L3 are recorded as failed with NO_GPU_REASON.
+    `verify_timeout_s` (L2) and `timeout_s` (L3) bound each harness phase (setup, one candidate's
+    launch, check or timing loop); the harness runner derives each process's deadline from them.
     """
 
     kind = "measured"
@@ -80,7 +94,7 @@ class Cascade:
                  executor: Executor | None = None, compiler: Compiler | None = None,
                  verify_shape: Shape | str | Sequence[int] | None = None,
                  bench_shape: Shape | str | Sequence[int] | None = None, seeds: Sequence[int] = (1, 2),
-                 iters: int = 30, warmup: int = 5, timeout_s: float = 600.0, verify_timeout_s: float = 120.0,
+                 iters: int = 30, warmup: int = 5, timeout_s: float = 120.0, verify_timeout_s: float = 60.0,
                  parent_code: Callable[[Candidate], str | None] | None = None, verify_at_bench: bool = True):
         if not seeds:
             raise ValueError("seeds must name at least one input seed, e.g. (1, 2)")
@@ -160,21 +174,24 @@ class Cascade:
 
     # -- harness runs (L2, L3) ---------------------------------------------------------------------------
     def _plugin(self) -> Path:
+        """The workload plugin's shared object, built (and cached) the harness's way."""
         if self._plugin_so is None:
-            source = self.workload.plugin_path()
-            if not source.exists():
-                raise CascadeError(f"workload {self.workload.name}: plugin source {source} is missing")
-            o = self.compiler.compile(source.read_text(), self.workload.libraries, include_dirs=(source.parent,))
-            if not o.ok:
-                raise CascadeError(f"workload {self.workload.name}: plugin {source.name} does not compile:\n"
-                                   f"{o.log_excerpt}")
-            self._plugin_so = o.so_path
-        return self._plugin_so  # type: ignore[return-value]
+            from cuco.harness.build import build_shared
+
+            try:
+                self._plugin_so = build_shared(self.workload.plugin_path().resolve(), self.workload.libraries,
+                                               toolchain=self.compiler.toolchain)
+            except CucoError as exc:
+                raise CascadeError(f"workload {self.workload.name}: its plugin does not build: {exc}") from None
+        return self._plugin_so
 
     def _harness(self, sos: Sequence[Path], shape: Shape, *, bench: bool, verify: bool, seeds: Sequence[int],
                  timeout_s: float, group: DeviceGroup) -> tuple[dict[str, Any], Any, float, str]:
         """One harness process: ({str(so): CandidateRun}, HarnessResult or None, seconds, error text)."""
-        from cuco.harness.runner import HarnessRequest, run_harness  # heavy; only where a GPU exists
+        try:
+            from cuco.harness.runner import HarnessRequest, run_harness  # only where a GPU exists
+        except ImportError as exc:
+            raise CascadeError(f"cuco.harness is not importable ({exc}); reinstall cuco") from None
 
         request = HarnessRequest(workload_plugin=self._plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
                                  world=self.world, devices=tuple(group.devices), seeds=tuple(seeds),
@@ -255,12 +272,12 @@ class Cascade:
         """What every figure of this run must carry: shape, device, versions, date, how the host was timed."""
         data: dict[str, Any] = {
             "shape": str(self.bench_shape), "world": self.world, "iters": self.iters, "warmup": self.warmup,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "device": _plain(getattr(result, "device", None)),
-            "nccl_version": _plain(getattr(result, "nccl_version", None)),
-            "cuda_version": _plain(getattr(result, "cuda_version", None)) or self.compiler.toolchain.cuda_version,
+            "date": getattr(result, "date", "") or datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"),
             "host_timed_in_same_run": True,
         }
+        for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "hostname"):
+            data[key] = _plain(getattr(result, key, None))
         if host_ms is None:
             data["host_error"] = _run_reason(host_run) if host_run is not None else "host seed was not timed"
         return data
@@ -272,7 +289,7 @@ class Cascade:
         comm: list[float] = []
         for name, part in (getattr(result, "parts", None) or {}).items():
             ms = _median_ms(part)
-            if ms is not None:
+            if ms is not None and getattr(part, "status", "ok") == "ok":
                 (comm if getattr(part, "is_comm", name == "comm") else compute).append(ms)
         return (sum(compute) if compute else None), (sum(comm) if comm else None)
 

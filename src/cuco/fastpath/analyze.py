@@ -112,9 +112,10 @@ def _kernels(src: P.Source) -> list[KernelDef]:
             pointer = d is not None and d.type == "pointer_declarator"
             const = pointer and text.split("*")[0].find("const") >= 0
             uses = len(re.findall(rf"(?<![.\w>]){re.escape(name)}\b", body_text)) if name else 0
-            stores = len(re.findall(rf"(?:(?<![.\w>]){re.escape(name)}\s*\[[^\]]*\]|\*\s*\(?\s*{re.escape(name)}\b[^=;]*?)"
-                                    r"\s*(?:[+\-*/|&^]?=)(?!=)", body_text)) if name else 0
-            params.append(KernelParam(name, text, pointer, const, stores > 0, uses > stores))
+            target = rf"(?:(?<![.\w>]){re.escape(name)}\s*\[[^\]]*\]|\*\s*\(?\s*{re.escape(name)}\b[^=;]*?)\s*"
+            stores = len(re.findall(target + r"(?:[+\-*/|&^]?=)(?!=)", body_text)) if name else 0
+            updates = len(re.findall(target + r"[+\-*/|&^]=", body_text)) if name else 0
+            params.append(KernelParam(name, text, pointer, const, stores > 0, uses > stores or updates > 0))
         out.append(KernelDef(P.function_name(src, n), P.line_of(n), n.end_point[0] + 1, tuple(params), _span(n)))
     return out
 

@@ -168,9 +168,9 @@ def root_identifier(src: Source, expr: tree_sitter.Node | None) -> str:
             n = n.child_by_field_name("argument")
         elif t == "binary_expression":
             n = n.child_by_field_name("left")
-        elif t == "call_expression" and callee_name(src, n) in ("data", "get"):
-            fn = n.child_by_field_name("function")
-            n = fn.child_by_field_name("argument") if fn is not None else None
+        elif t == "call_expression" and (fn := n.child_by_field_name("function")) is not None and \
+                fn.type == "field_expression" and src.node_text(fn.child_by_field_name("field")) in ("data", "get"):
+            n = fn.child_by_field_name("argument")
         elif t in ("static_cast_expression", "reinterpret_cast_expression"):
             n = n.named_children[-1] if n.named_children else None
         else:

@@ -12,7 +12,9 @@ from typing import Sequence
 import attrs
 
 from cuco.process import run_group, scrubbed_env
-from cuco.toolchain import Toolchain, csrc_dir, default_toolchain
+import functools
+
+from cuco.toolchain import Toolchain, csrc_dir
 
 _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)[^:]*: (?P<msg>.*)$", re.M)
 
@@ -51,7 +53,7 @@ def nvcc_errors(log: str, source_name: str) -> tuple[tuple[int, str], ...]:
 def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared: bool = False,
           toolchain: Toolchain | None = None, name: str = "program") -> BuildOutcome:
     """Compile `code` with nvcc (NCCL headers and library of the detected toolchain)."""
-    tc = toolchain or default_toolchain()
+    tc = toolchain or host_toolchain()
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / f"{name}.cu"
     src.write_text(code)
@@ -59,6 +61,12 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
     includes = [*include_dirs, csrc_dir() / "include"]
     res = tc.compile([src], out, shared=shared, include_dirs=includes)
     return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
+
+
+@functools.lru_cache(maxsize=1)
+def host_toolchain() -> Toolchain:
+    """nvcc + NCCL (host programs need no cuBLAS)."""
+    return Toolchain.detect(need_cublas=False)
 
 
 def gpu_count() -> int:

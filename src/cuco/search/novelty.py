@@ -48,7 +48,7 @@ class EmbeddingSimilarity:
 
     def _vectors(self, texts: list[str]) -> list[list[float]]:
         keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
-        missing = [t for t, k in zip(texts, keys) if k not in self._cache]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self._cache))
         if missing:
             for t, v in zip(missing, self._call(missing)):
                 self._cache[hashlib.sha256(t.encode()).hexdigest()] = v

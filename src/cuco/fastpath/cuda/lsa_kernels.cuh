@@ -60,10 +60,10 @@ __device__ inline void* lsaPtr(const Launch& L, Ref r, int peer) {
   return ncclGetLsaPointer(L.wins.w[r.win], (size_t)r.offset, peer);
 }
 
-__device__ inline void barrier(const Launch& L) {
-  ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), L.dc, ncclTeamLsa(L.dc), L.dc.lsaBarrier, blockIdx.x);
-  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
-}
+// One barrier session per kernel (CTA i meets CTA i of every peer), opened at the kernel's start.
+#define CUCOFP_SESSION(L) \
+  ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), (L).dc, ncclTeamLsa((L).dc), (L).dc.lsaBarrier, blockIdx.x)
+#define CUCOFP_BARRIER() bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel)
 
 // Post `what` into `peer`'s mailbox at [my rank][slot]. Every CTA writes the same value, so each CTA's
 // own barrier arrival orders the write before any peer CTA that passes the matching barrier reads it.
@@ -97,19 +97,22 @@ __device__ inline void* peerPtr(const Launch& L, const Desc& d, int peer, size_t
   return ncclGetLsaPointer(L.wins.w[d.win], (size_t)d.offset + extra, peer);
 }
 
-// Grid-strided copy; 16-byte accesses when everything is aligned.
+// Grid-strided copy. 16-byte chunk c is always handled by thread c mod (grid size), whatever the
+// alignment, so a copy and a later read of the same bytes by a peer run in the same CTA index and the
+// per-CTA barrier orders them (the Broadcast root stages its data this way).
 __device__ inline void copyBytes(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
-  if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0) {
-    uint4* d = (uint4*)dst; const uint4* s = (const uint4*)src;
-    for (size_t i = tid; i < bytes / 16; i += nth) d[i] = s[i];
-  } else if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 3) == 0) {
-    uint32_t* d = (uint32_t*)dst; const uint32_t* s = (const uint32_t*)src;
-    for (size_t i = tid; i < bytes / 4; i += nth) d[i] = s[i];
-  } else {
-    char* d = (char*)dst; const char* s = (const char*)src;
-    for (size_t i = tid; i < bytes; i += nth) d[i] = s[i];
+  bool vec = (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
+  size_t chunks = (bytes + 15) / 16;
+  for (size_t c = tid; c < chunks; c += nth) {
+    size_t off = c * 16;
+    if (vec && off + 16 <= bytes) {
+      ((uint4*)dst)[c] = ((const uint4*)src)[c];
+    } else {
+      size_t end = off + 16 < bytes ? off + 16 : bytes;
+      for (size_t b = off; b < end; ++b) ((char*)dst)[b] = ((const char*)src)[b];
+    }
   }
 }
 
@@ -151,56 +154,60 @@ __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOf
 // ---- kernels ----------------------------------------------------------------------------------------
 // recv[p*count + i] = send_p[i]
 __global__ void __launch_bounds__(kThreads) allgatherKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
   size_t bytes = c.count * c.elemBytes;
   for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes);
-  barrier(L);
+  CUCOFP_BARRIER();
   for (int p = 0; p < nr; ++p) {
     Desc d = received(L, p, 0);
     const void* src = p == me ? c.sendLocal : peerPtr(L, d, p, 0);
     copyBytes((char*)c.recv + (size_t)p * bytes, src, bytes);
   }
-  barrier(L);
+  CUCOFP_BARRIER();
 }
 
 // recv[p*count + i] = send_p[me*count + i]
 __global__ void __launch_bounds__(kThreads) alltoallKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
   size_t bytes = c.count * c.elemBytes;
   for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes * nr);
-  barrier(L);
+  CUCOFP_BARRIER();
   for (int p = 0; p < nr; ++p) {
     Desc d = received(L, p, 0);
     const void* src = p == me ? (const char*)c.sendLocal + (size_t)me * bytes : peerPtr(L, d, p, (size_t)me * bytes);
     copyBytes((char*)c.recv + (size_t)p * bytes, src, bytes);
   }
-  barrier(L);
+  CUCOFP_BARRIER();
 }
 
 // recv[i] = op_p send_p[me*count + i]
 template <class T>
 __global__ void __launch_bounds__(kThreads) reducescatterKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
   for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * nr * sizeof(T));
-  barrier(L);
+  CUCOFP_BARRIER();
   Desc d[64];
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
   reduceRange<T>(L, d, (size_t)me * c.count * sizeof(T), (T*)c.recv, c.count, c.op);
-  barrier(L);
+  CUCOFP_BARRIER();
 }
 
 // Reduce-scatter into my slice of recv, barrier, then gather the other slices from peers' recv. Safe
 // in place: in each phase a rank writes only elements no peer reads in that phase.
 template <class T>
 __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
   for (int p = 0; p < nr; ++p) { publish(L, p, 0, c.send, c.count * sizeof(T)); publish(L, p, 1, c.recvRef, c.count * sizeof(T)); }
-  barrier(L);
+  CUCOFP_BARRIER();
   Desc d[64];
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
   size_t lo = c.count * me / nr, hi = c.count * (me + 1) / nr;
   reduceRange<T>(L, d, lo * sizeof(T), (T*)c.recv + lo, hi - lo, c.op);
-  barrier(L);
+  CUCOFP_BARRIER();
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
   for (int p = 0; p < nr; ++p) {
     if (p == me) continue;
@@ -210,35 +217,37 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
     T* dst = (T*)c.recv + plo;
     for (size_t k = tid; k < phi - plo; k += nth) dst[k] = src[k];   // same element->thread map as phase 1
   }
-  barrier(L);
+  CUCOFP_BARRIER();
 }
 
 // The root copies send into its own recv, then every rank pulls the root's recv.
 __global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
   size_t bytes = c.count * c.elemBytes;
   if (me == c.root) {
     for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes);
     copyBytes(c.recv, c.sendLocal, bytes);
   }
-  barrier(L);
+  CUCOFP_BARRIER();
   if (me != c.root) copyBytes(c.recv, peerPtr(L, received(L, c.root, 0), c.root, 0), bytes);
-  barrier(L);
+  CUCOFP_BARRIER();
 }
 
 // A group of sends and receives: senders post descriptors, receivers pull. The k-th receive from a peer
 // matches that peer's k-th send to me, as in NCCL.
 __global__ void __launch_bounds__(kThreads) p2pKernel(Launch L, P2p g) {
+  CUCOFP_SESSION(L);
   for (int i = 0; i < g.n; ++i)
     if (g.ops[i].isSend) publish(L, g.ops[i].peer, g.ops[i].slot, g.ops[i].ref, g.ops[i].bytes);
-  barrier(L);
+  CUCOFP_BARRIER();
   for (int i = 0; i < g.n; ++i) {
     if (g.ops[i].isSend) continue;
     Desc d = received(L, g.ops[i].peer, g.ops[i].slot);
     unsigned long long n = d.bytes < g.ops[i].bytes ? d.bytes : g.ops[i].bytes;
     copyBytes(g.ops[i].recv, peerPtr(L, d, g.ops[i].peer, 0), n);
   }
-  barrier(L);
+  CUCOFP_BARRIER();
 }
 
 }  // namespace cucofp

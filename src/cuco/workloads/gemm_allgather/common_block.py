@@ -14,7 +14,7 @@ using Issuer = @ISSUER@;  // issuer=@ISSUER_NAME@: the thread group that moves o
 constexpr int64_t kChunkBytes = @CHUNK@;  // chunk_bytes=@CHUNK_NAME@ (0: a rank's whole block at once)
 constexpr int kCommThreads = 1024;        // threads of a pull/push CTA
 constexpr int kUnroll = 4;                // 16-byte loads in flight per thread
-constexpr int kMinCommCtas = 2, kMaxCommCtas = 16;
+constexpr int kMinCommCtas = 8, kMaxCommCtas = 16;  // 8: best measured on 2x H200 at every bench shape
 constexpr double kCommGBsPerCta = 38.0;   // LSA pull rate of one 1024-thread CTA (~317 GB/s on 8 CTAs, H200)
 constexpr double kGemmTflops = 700.0;     // bf16 cuBLASLt rate, to size the communication's SM share
 

@@ -1,0 +1,149 @@
+"""FastPathAgent: host-driven CUDA+NCCL program -> correct device-initiated program. Known patterns go
+through the rules (no LLM); anything else goes to the two-stage LLM loop when an LLM is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from cuco.fastpath import annotate
+from cuco.fastpath.analyze import analyze
+from cuco.fastpath.llm_loop import CheckOutcome, LLMLoop
+from cuco.fastpath.model import Analysis, FastPathError
+from cuco.fastpath.render import render_report
+from cuco.fastpath.rules import CONSERVATIVE, applicable
+from cuco.fastpath.transform import transform
+from cuco.fastpath import verify
+
+
+@attrs.frozen
+class FastPathResult:
+    code: str
+    analysis: Analysis
+    rules_applied: tuple[str, ...]
+    llm_calls: int
+    verified_how: str          # "compiled only (no GPU)", "verified on N GPUs", ...
+    report: str
+    directives = CONSERVATIVE
+
+
+def _load(source: str | Path) -> tuple[str, str, Path | None]:
+    """(text, display path, directory for relative includes)."""
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
+                                    and Path(source).suffix and Path(source).exists()):
+        p = Path(source)
+        try:
+            return p.read_text(), str(p), p.resolve().parent
+        except UnicodeDecodeError:
+            raise FastPathError(f"{p} is not a text file; give a CUDA C++ host program (.cu)") from None
+        except OSError as exc:
+            raise FastPathError(f"cannot read {p}: {exc.strerror}") from None
+    if isinstance(source, str) and "\n" not in source and Path(source).suffix in (".cu", ".cpp", ".cc", ".cuh"):
+        raise FastPathError(f"{source} does not exist")
+    return str(source), "<code>", None
+
+
+class FastPathAgent:
+    """`run(source_path | code)` -> FastPathResult. `llm`: any object with complete(messages, temperature)."""
+
+    def __init__(self, llm: Any = None, *, check_input: bool = True, run_on_gpu: bool = True,
+                 include_dirs: tuple[Path, ...] = (), max_llm_iterations: int = 3, workdir: Path | None = None):
+        self.llm = llm
+        self.check_input = check_input
+        self.run_on_gpu = run_on_gpu
+        self.include_dirs = tuple(Path(d) for d in include_dirs)
+        self.max_llm_iterations = max_llm_iterations
+        self.workdir = workdir
+
+    # -- steps -------------------------------------------------------------------------------------
+    def _dirs(self, base: Path | None) -> list[Path]:
+        return ([base] if base else []) + list(self.include_dirs)
+
+    def _build(self, code: str, analysis: Analysis, base: Path | None, name: str) -> verify.BuildOutcome:
+        work = (self.workdir or verify.scratch_dir()) / name
+        return verify.build(code, workdir=work, include_dirs=self._dirs(base),
+                            shared=analysis.form == "candidate_abi", name=name)
+
+    def _check_input(self, text: str, analysis: Analysis, base: Path | None) -> verify.BuildOutcome:
+        out = self._build(text, analysis, base, "original")
+        if not out.ok:
+            where = out.summary() if out.errors else out.log.strip()[-1500:]
+            raise FastPathError(f"{analysis.path} does not compile as given, fix it first: {where}")
+        return out
+
+    def _verify(self, code: str, analysis: Analysis, base: Path | None,
+                original: verify.BuildOutcome | None, text: str,
+                built: verify.BuildOutcome | None = None) -> tuple[bool, str]:
+        built = built or self._build(code, analysis, base, "device")
+        if not built.ok:
+            return False, f"the transformed program does not compile: {built.summary()}\n{built.log[-2000:]}"
+        n = verify.gpu_count() if self.run_on_gpu else 0
+        if n < 2:
+            return True, "compiled only (no GPU)" if n == 0 else f"compiled only ({n} GPU; LSA needs 2)"
+        if analysis.form == "candidate_abi":
+            return True, "compiled only (candidate ABI: verify it with the cuco harness)"
+        if original is None or original.binary is None:
+            original = self._check_input(text, analysis, base)
+        ok, detail = verify.compare_runs(original.binary, built.binary)  # type: ignore[arg-type]
+        return ok, f"verified on {n} GPUs" if ok else detail
+
+    # -- entry point ---------------------------------------------------------------------------------
+    def run(self, source: str | Path) -> FastPathResult:
+        text, path, base = _load(source)
+        analysis = analyze(text, path)
+        if not analysis.collectives:
+            raise FastPathError(f"{path}: no NCCL collective or send/recv call found (looked for "
+                                "ncclAllGather, ncclAlltoAll, ncclReduceScatter, ncclAllReduce, ncclBroadcast, "
+                                "ncclSend/ncclRecv); nothing to make device-initiated")
+        untraced = [p for p in analysis.problems if "communicator" in p.message]
+        if untraced:
+            raise FastPathError("\n".join(p.message for p in untraced))
+        rule_problems = list(analysis.fatal_problems) + applicable(analysis)[1]
+        if rule_problems and self.llm is None:
+            lines = "\n".join(f"  - {p.message}" for p in rule_problems)
+            raise FastPathError(f"{path}: no rule covers this program and no LLM was given:\n{lines}\n"
+                                "Pass an LLM (FastPathAgent(llm=...) / --model) or rewrite these calls.")
+        original = self._check_input(text, analysis, base) if self.check_input else None
+        if not rule_problems:
+            result = transform(analysis, text)
+            code, rules, calls = result.code, result.rules_applied, 0
+            ok, how = self._verify(code, analysis, base, original, text)
+            if not ok:
+                raise FastPathError(f"{path}: the rule-based program failed verification: {how}")
+        else:
+            loop = LLMLoop(self.llm, self._llm_check(analysis, base, original, text), self.max_llm_iterations)
+            res = loop.run(text, analysis)
+            if not res.ok:
+                last = res.attempts[-1].message if res.attempts else ""
+                raise FastPathError(f"{path}: the LLM path did not converge in {res.llm_calls} calls: {last[:800]}")
+            code, rules, calls = res.code, (), res.llm_calls
+            if annotate.marker_lines(code) == []:
+                code = annotate.wrap(code, "program")
+            ok, how = self._verify(code, analysis, base, original, text)
+        report = render_report(analysis) + f"\nRules applied: {', '.join(rules) or 'none'}\nLLM calls: {calls}\n" \
+                                           f"Design point: {CONSERVATIVE.label()}\nVerification: {how}"
+        return FastPathResult(code, analysis, tuple(rules), calls, how, report)
+
+    def _llm_check(self, analysis: Analysis, base: Path | None, original: verify.BuildOutcome | None, text: str):
+        def check(stage: str, code: str) -> CheckOutcome:
+            if stage == "B":   # cheap check first: no host collective may remain
+                try:
+                    left = analyze(code).collectives
+                except FastPathError as exc:
+                    return CheckOutcome(False, str(exc))
+                if left:
+                    return CheckOutcome(False, "host collectives remain at lines " +
+                                        ", ".join(str(c.line) for c in left),
+                                        tuple((c.line, f"{c.name} is a host collective") for c in left))
+            built = self._build(code, analysis, base, f"llm_{stage}")
+            if not built.ok:
+                return CheckOutcome(False, f"nvcc failed: {built.summary()}", built.errors)
+            if stage == "B":
+                ok, how = self._verify(code, analysis, base, original, text, built)
+                if not ok:
+                    return CheckOutcome(False, how)
+            return CheckOutcome(True, "")
+        return check
+

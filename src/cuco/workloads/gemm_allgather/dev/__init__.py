@@ -1,0 +1,1 @@
+"""Development tools for the GEMM+AllGather workload (standalone driver, build-and-run helpers)."""

@@ -1,0 +1,32 @@
+"""`cuco transform`: analysis printed, output written atomically, non-zero exit and nothing written on bad input."""
+
+import shutil
+from pathlib import Path
+
+from cuco.fastpath.cli import transform_main
+
+FIX = Path(__file__).parent / "fixtures" / "fastpath"
+
+
+def test_transform_writes_output_and_says_how_verified(tmp_path, capsys):
+    seed = tmp_path / "ring.cu"
+    shutil.copy(FIX / "ring_threads.cu", seed)
+    shutil.copy(FIX / "common_checks.h", tmp_path / "common_checks.h")
+    out = tmp_path / "out" / "ring_dev.cu"
+    rc = transform_main([str(seed), "-o", str(out), "--no-input-check", "--no-run"])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "L34 ncclSend(sendbuff=cur" in text                      # the analysis report
+    assert f"wrote {out}" in text and "compiled only (no GPU)" in text
+    assert "cucoSend(cur, n, ncclInt32, next, comm, s)" in out.read_text()
+    assert not list(out.parent.glob(".*.tmp"))
+
+
+def test_bad_input_exits_non_zero_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "never.cu"
+    rc = transform_main([str(FIX / "bad_unknown_collective.cu"), "-o", str(out), "--no-input-check"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "ncclReduce at line 9" in err
+    assert not out.exists()
+    rc = transform_main([str(tmp_path / "missing.cu"), "-o", str(out)])
+    assert rc == 2 and "does not exist" in capsys.readouterr().err and not out.exists()

@@ -1,0 +1,110 @@
+"""Rule-based transforms: every pattern compiles for sm_90 with nvcc, has no host collective left and has
+balanced EVOLVE-BLOCK markers; bad inputs give precise errors."""
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from cuco.fastpath import annotate, verify
+from cuco.fastpath.agent import FastPathAgent
+from cuco.fastpath.analyze import analyze, analyze_file
+from cuco.fastpath.model import FastPathError
+from cuco.fastpath.transform import transform
+
+FIX = Path(__file__).parent / "fixtures" / "fastpath"
+PROGRAMS = {
+    "ag_two_streams": ("lsa-allgather-pull@L47",),
+    "alltoall_reduce": ("lsa-alltoall-pull@L38", "lsa-allreduce-rs-ag@L45", "lsa-reducescatter-pull@L48"),
+    "ring_threads": ("lsa-p2p-mailbox@L34", "lsa-p2p-mailbox@L35", "lsa-broadcast-pull@L40", "lsa-broadcast-pull@L41"),
+    "alltoallv_p2p": ("lsa-p2p-mailbox@L40", "lsa-p2p-mailbox@L41"),
+    "abi_allgather_seed": ("lsa-allgather-pull@L19",),
+}
+
+
+def _transform(name):
+    path = FIX / f"{name}.cu"
+    return transform(analyze_file(path), path.read_text())
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Compile every transformed program once (two nvcc jobs at a time)."""
+    root = tmp_path_factory.mktemp("fastpath")
+
+    def one(name):
+        t = _transform(name)
+        return name, verify.build(t.code, workdir=root / name, include_dirs=[FIX], shared=t.form == "candidate_abi")
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(one, PROGRAMS))
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_rules_output_is_device_initiated(name):
+    t = _transform(name)
+    assert t.rules_applied == PROGRAMS[name]
+    assert analyze(t.code).collectives == ()             # no host collective remains
+    assert annotate.check_markers(t.code) >= 2            # LSA kernels + the program's pipeline/kernels
+    assert "ncclDevCommCreate" in t.code and "ncclGetLsaPointer" in t.code and "ncclLsaBarrierSession" in t.code
+    original = (FIX / f"{name}.cu").read_text()
+    assert t.code.count("\n") > original.count("\n")
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_rules_output_compiles_for_sm90(builds, name):
+    out = builds[name]
+    assert out.ok, out.log[-3000:]
+
+
+def test_standalone_rewrites_allocation_and_teardown():
+    code = _transform("ag_two_streams").code
+    assert "CUDACHECK(cucoSymAlloc(&send[r], n * sizeof(float)));" in code
+    assert "CUDACHECK(cudaMalloc(&acc[r]" in code            # not communicated: stays a plain allocation
+    assert "NCCLCHECK(cucoAllGather(send[r], recv[r], n, ncclFloat, comms[r], comm[r]));" in code
+    assert "NCCLCHECK(cucoGroupStart());" in code and "NCCLCHECK(cucoCommDestroy(comms[r]));" in code
+    assert "CUDACHECK(cucoSymFree(send[r]));" in code and "CUDACHECK(cudaFree(acc[r]));" in code
+    pipeline = code[code.index("// EVOLVE-BLOCK-START pipeline"):code.index("// EVOLVE-BLOCK-END pipeline")]
+    assert "for (int it = 0; it < 3; ++it)" in pipeline and "cucoSymAlloc" not in pipeline
+
+
+def test_candidate_abi_declares_requirements_and_binds():
+    code = _transform("abi_allgather_seed").code
+    assert 'extern "C" int cuco_fp_seed_requirements(' in code
+    assert 'extern "C" int cuco_candidate_requirements(' in code and "cucoFpRequire(ctx, req);" in code
+    assert "if (cucoFpBind(ctx) != 0) return 1;" in code
+    wrapper = code[code.rindex("extern \"C\" int cuco_candidate_launch"):]
+    assert "EVOLVE" not in wrapper                          # entry points are frozen
+
+
+def test_markers_detect_nesting_and_imbalance():
+    with pytest.raises(FastPathError, match="nest"):
+        annotate.check_markers("// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-END\n")
+    with pytest.raises(FastPathError, match="never closed"):
+        annotate.check_markers("// EVOLVE-BLOCK-START\nint x;\n")
+    assert annotate.check_markers(annotate.wrap("int x;", "a") + annotate.wrap("int y;\n")) == 2
+
+
+@pytest.mark.parametrize("fixture, pattern", [
+    ("bad_not_cuda.txt", r"does not parse as CUDA C\+\+"),
+    ("bad_no_nccl.cu", r"no NCCL collective"),
+    ("bad_unknown_collective.cu", r"ncclReduce at line 9 has no fast-path rule"),
+    ("bad_untraced_comm.cu", r"line 8 uses communicator `\(ncclComm_t\)getCommHandle\(\)`"),
+])
+def test_bad_inputs_fail_before_compiling(fixture, pattern):
+    with pytest.raises(FastPathError, match=pattern):
+        FastPathAgent(check_input=False).run(FIX / fixture)
+
+
+def test_input_that_does_not_compile_is_rejected_with_its_line():
+    with pytest.raises(FastPathError, match=r"does not compile as given.*line 9: identifier \"undeclared_stream\""):
+        FastPathAgent().run(FIX / "bad_does_not_compile.cu")
+
+
+def test_buffer_not_allocated_in_file_is_reported():
+    code = """#include <nccl.h>
+void step(ncclComm_t comm, float* in, float* out, cudaStream_t s) {
+  ncclAllGather(in, out, 16, ncclFloat, comm, s);
+}"""
+    with pytest.raises(FastPathError, match=r"line 3: buffer `in` of ncclAllGather is not allocated in this file"):
+        transform(analyze(code), code)

@@ -1,0 +1,139 @@
+"""GPU tests of the harness (need >= 2 GPUs): every fixture candidate gets the status it deserves, hangs
+and crashes are contained (and the next process finds the GPUs usable), timings repeat and agree with an
+independent timing loop."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuco.harness import HarnessRequest, HarnessResult, build_shared, gpu_count, harness_binary, run_harness
+from cuco.toolchain import Toolchain
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "harness"
+NAMES = ["copy_workload", "good_lsa", "nccl_allgather", "deadlock", "wrong_values", "prints_pass",
+         "illegal_address", "needs_gin", "missing_launch"]
+SMALL = (1 << 20) + 3  # odd: exercises every candidate's tail path
+BIG = 32 << 20         # 64 MiB of bf16 per rank
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, Path]:
+    gpus = gpu_count()
+    if gpus < 2:
+        pytest.skip(f"needs 2 GPUs, found {gpus}")
+    tc = Toolchain.detect()
+    with ThreadPoolExecutor(8) as pool:
+        binary = pool.submit(harness_binary, tc)
+        sos = {n: pool.submit(build_shared, FIXTURES / f"{n}.cu", ("cublasLt",) if n == "copy_workload" else (),
+                              toolchain=tc) for n in NAMES}
+        out = {n: f.result() for n, f in sos.items()}
+        out["harness"] = binary.result()
+    return out
+
+
+def request(built: dict[str, Path], names: list[str], **kw) -> HarnessRequest:
+    kw.setdefault("dims", (SMALL,))
+    kw.setdefault("iters", 10)
+    kw.setdefault("warmup", 2)
+    kw.setdefault("timeout_s", 60)
+    return HarnessRequest(built["copy_workload"], [built[n] for n in names], world=2, **kw)
+
+
+def run(built: dict[str, Path], req: HarnessRequest) -> HarnessResult:
+    return run_harness(req, binary=built["harness"])
+
+
+def test_each_fixture_gets_its_status(built: dict[str, Path]) -> None:
+    names = ["good_lsa", "nccl_allgather", "wrong_values", "prints_pass", "missing_launch"]
+    res = run(built, request(built, names, parts=True))
+    got = {n: c for n, c in zip(names, res.candidates)}
+    assert [c.status for c in res.candidates] == ["ok", "ok", "verify_failed", "verify_failed", "error"], \
+        [(c.status, c.message) for c in res.candidates]
+    assert res.status == "ok" and res.processes == 1 and res.world == 2
+    assert res.device and res.sm_count > 0 and res.nccl_version.startswith("2.") and res.date
+
+    for n in ("good_lsa", "nccl_allgather"):
+        c = got[n]
+        assert [(k.seed, k.rank) for k in c.checks] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+        assert all(k.passed and k.n_checked == 2 * SMALL and k.n_bad == 0 and k.n_nan == 0 for k in c.checks)
+        t = c.timing
+        assert len(t.per_rank_ms) == 2 and all(len(xs) == 10 for xs in t.per_rank_ms)
+        medians = [float(np.median(xs)) for xs in t.per_rank_ms]
+        assert t.per_rank_median_ms == pytest.approx(medians, rel=1e-6)
+        assert t.max_median_ms == pytest.approx(max(medians), rel=1e-6) and t.min_ms > 0
+    assert got["good_lsa"].requirements["lsa_barrier_count"] == 16
+
+    wrong = got["wrong_values"]
+    assert all(k.n_bad == 1 and k.n_nan == 0 and not k.passed and k.max_abs_err > 0 for k in wrong.checks)
+    assert wrong.timing is None and "1 of" in wrong.message
+
+    fake = got["prints_pass"]
+    assert all(k.n_nan == k.n_checked == 2 * SMALL for k in fake.checks)  # outputs stayed poisoned
+    assert fake.timing is None
+
+    assert "cuco_candidate_launch" in got["missing_launch"].message and got["missing_launch"].phase == "load"
+
+    assert set(res.parts) == {"comm", "compute"}
+    assert res.parts["comm"].is_comm and not res.parts["compute"].is_comm
+    assert all(p.status == "ok" and p.timing and p.timing.max_median_ms > 0 for p in res.parts.values())
+
+
+def test_deadlock_is_reported_as_hang_and_the_next_process_succeeds(built: dict[str, Path]) -> None:
+    start = time.monotonic()
+    res = run(built, request(built, ["deadlock", "good_lsa"], timeout_s=10, bench=False))
+    wall = time.monotonic() - start
+    hang, good = res.candidates
+    assert hang.status == "hang" and hang.phase == "verify seed 1", (hang.status, hang.message)
+    assert "deadline" in hang.message
+    # The fresh process after the hang initialised NCCL, ran and verified on the same GPUs.
+    assert good.status == "ok" and all(k.passed for k in good.checks)
+    assert res.processes == 2
+    assert wall < 10 + 60, f"a hang with a 10 s phase deadline took {wall:.0f} s to contain"
+
+
+def test_illegal_address_is_a_crash_and_the_rest_still_run(built: dict[str, Path]) -> None:
+    res = run(built, request(built, ["illegal_address", "nccl_allgather"], bench=False))
+    crash, ok = res.candidates
+    assert crash.status == "crash" and "cudaErrorIllegalAddress" in crash.message, crash.message
+    assert ok.status == "ok" and res.processes == 2
+
+
+def test_gin_candidate_is_unsupported_without_a_nic(built: dict[str, Path]) -> None:
+    res = run(built, request(built, ["needs_gin", "nccl_allgather"], bench=False))
+    gin, ok = res.candidates
+    # A single host has no RDMA NIC: GIN must be refused cleanly (on a GIN-capable cluster it verifies).
+    assert gin.status in ("unsupported", "ok"), (gin.status, gin.message)
+    if gin.status == "unsupported":
+        assert "GIN" in gin.message or "ncclDevCommCreate" in gin.message
+    assert ok.status == "ok"
+
+
+@pytest.fixture(scope="module")
+def big_runs(built: dict[str, Path]) -> list[HarnessResult]:
+    req = request(built, ["nccl_allgather", "good_lsa"], dims=(BIG,), seeds=(1,), iters=30, warmup=5)
+    return [run(built, req) for _ in range(2)]
+
+
+def test_repeated_runs_agree_within_3_percent(big_runs: list[HarnessResult]) -> None:
+    for i in range(2):
+        a, b = (r.candidates[i] for r in big_runs)
+        assert a.ok and b.ok, (a.message, b.message)
+        assert abs(a.time_ms - b.time_ms) / min(a.time_ms, b.time_ms) < 0.03, (a.path, a.time_ms, b.time_ms)
+
+
+def test_harness_timing_matches_an_independent_nccl_loop(big_runs: list[HarnessResult]) -> None:
+    spec = importlib.util.spec_from_file_location("harness_timing", REPO / "benchmarks" / "harness_timing.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    loop = bench.independent_allgather_ms(BIG * 2, world=2, warmup=5, iters=30)
+    harness_ms = float(np.mean([r.candidates[0].time_ms for r in big_runs]))
+    assert abs(harness_ms - loop["max_median_ms"]) / loop["max_median_ms"] < 0.05, (harness_ms, loop)

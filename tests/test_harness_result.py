@@ -1,0 +1,226 @@
+"""CPU tests: result JSON parsing and validation, the request's command line, the harness's statistics and
+JSON writer (through a small self-test program), and the runner's crash/hang/restart logic (through a test
+double of the harness binary)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuco.harness import HarnessRequest, HarnessRequestError, HarnessResult, HarnessResultError, run_harness
+from cuco.harness.build import include_dir
+from cuco.harness.runner import gpu_count, interpret
+from cuco.process import ProcessOutcome
+from cuco.toolchain import Toolchain, ToolchainError, cache_dir, content_hash, csrc_dir
+
+FIXTURES = Path(__file__).parent / "fixtures" / "harness"
+
+
+def sample() -> dict:
+    timing = {"per_rank_ms": [[1.0, 2.0, 3.0], [2.0, 2.0, 4.0]], "per_rank_median_ms": [2.0, 2.0],
+              "per_rank_min_ms": [1.0, 2.0], "per_rank_p10_ms": [1.2, 2.0], "per_rank_p90_ms": [2.8, 3.6],
+              "max_median_ms": 2.0, "max_rank": 0, "min_ms": 1.0, "spread": 0.8, "iters": 3, "warmup": 1}
+    check = {"seed": 1, "rank": 0, "passed": True, "max_abs_err": 0.0, "rel_l2_err": 0.0, "n_checked": 10,
+             "n_bad": 0, "n_nan": 0, "message": ""}
+    return {
+        "schema": 1, "status": "ok", "message": "", "device": "NVIDIA H200", "sm_count": 132,
+        "driver_version": "13.0", "driver_release": "580.159.04", "cuda_runtime_version": "13.0",
+        "nccl_version": "2.28.9", "nccl_header_version": "2.28.9", "world": 2, "devices": [0, 1], "dims": [8, 8, 8],
+        "seeds": [1, 2], "workload": "w.so", "date": "2026-11-22T00:00:00Z", "hostname": "h", "elapsed_s": 3.5,
+        "current": {"kind": "harness", "index": -1, "phase": "done"},
+        "parts": {"comm": {"is_comm": True, "status": "ok", "message": "", "timing": timing},
+                  "compute": {"is_comm": False, "status": "ok", "message": "", "timing": None}},
+        "candidates": [
+            {"index": 0, "path": "a.so", "status": "ok", "message": "", "phase": "", "requirements":
+             {"lsa_barrier_count": 16}, "checks": [check], "timing": timing},
+            {"index": 1, "path": "b.so", "status": "verify_failed", "message": "bad", "phase": "verify seed 1",
+             "requirements": {}, "checks": [dict(check, passed=False, rel_l2_err=None, n_nan=10)], "timing": None},
+        ],
+    }
+
+
+def test_parses_every_field() -> None:
+    r = HarnessResult.from_dict(sample())
+    assert r.device == "NVIDIA H200" and r.sm_count == 132 and r.world == 2 and r.dims == (8, 8, 8)
+    assert r.part_ms("comm") == 2.0 and r.part_ms("compute") is None and r.parts["comm"].is_comm
+    a, b = r.candidates
+    assert a.ok and a.time_ms == 2.0 and a.timing.per_rank_ms[1] == (2.0, 2.0, 4.0)
+    assert a.requirements == {"lsa_barrier_count": 16}
+    assert not b.ok and b.time_ms is None and b.checks[0].n_nan == 10
+    assert math.isnan(b.checks[0].rel_l2_err)  # JSON null stands for NaN
+    assert "NVIDIA H200 x2" in r.environment() and "NCCL 2.28.9" in r.environment()
+
+
+def test_round_trips_through_dict_and_json() -> None:
+    r = HarnessResult.from_dict(sample())
+    again = HarnessResult.from_json(json.dumps(r.to_dict()).replace("NaN", "null"))
+    assert again.candidates[0] == r.candidates[0]
+    assert again.parts == r.parts and again.dims == r.dims and again.device == r.device
+
+
+@pytest.mark.parametrize("path", [("device",), ("candidates",), ("candidates", 0, "status"),
+                                  ("candidates", 1, "checks", 0, "n_bad"), ("parts", "comm", "timing", "spread")])
+def test_missing_field_is_named(path: tuple) -> None:
+    d = sample()
+    target = d
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    with pytest.raises(HarnessResultError, match=f"missing field '.*{path[-1]}'"):
+        HarnessResult.from_dict(d)
+
+
+def test_rejects_unknown_status_schema_and_garbage() -> None:
+    d = sample()
+    d["candidates"][0]["status"] = "great"
+    with pytest.raises(HarnessResultError, match="'great' is not one of"):
+        HarnessResult.from_dict(d)
+    d = sample()
+    d["schema"] = 2
+    with pytest.raises(HarnessResultError, match="schema 2"):
+        HarnessResult.from_dict(d)
+    with pytest.raises(HarnessResultError, match="not valid JSON"):
+        HarnessResult.from_json("{\"schema\": 1,")
+
+
+def test_request_argv_and_deadline() -> None:
+    req = HarnessRequest("w.so", ["a.so", "b.so"], dims=(8192, 8192, 8192), world=2, seeds=(3, 4), iters=20,
+                         warmup=2, parts=True, timeout_s=30)
+    argv = req.argv(Path("/bin/cuco-harness"), Path("/tmp/r.json"))
+    assert argv[0] == "/bin/cuco-harness"
+    flags = dict(zip(argv[1::2], argv[2::2]))
+    assert argv.count("--candidate") == 2 and argv[argv.index("--candidate") + 1] == "a.so"
+    assert flags["--dims"] == "8192,8192,8192" and flags["--world"] == "2" and flags["--seeds"] == "3,4"
+    assert flags["--iters"] == "20" and flags["--warmup"] == "2" and flags["--parts"] == "1"
+    assert flags["--timeout-s"] == "30" and flags["--out"] == "/tmp/r.json" and "--devices" not in flags
+    # init + shutdown, two parts, per candidate load/setup/bench/teardown plus one phase per seed.
+    assert req.total_timeout_s() == (2 + 2 + 2 * (4 + 2)) * 30
+    assert float(flags["--total-timeout-s"]) == req.total_timeout_s()
+    assert "--devices" in HarnessRequest("w.so", ["a.so"], dims=(4,), world=2, devices=(1, 0)).argv(Path("h"), Path("o"))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dims=()), "dims"), (dict(dims=(0,)), "dims"), (dict(world=0), "world"),
+    (dict(devices=(0,)), "devices"), (dict(iters=0), "iters"), (dict(timeout_s=0), "timeout_s"),
+    (dict(candidates=[]), "nothing to run"), (dict(candidates="a.so"), "list of paths"),
+])
+def test_request_validation(kwargs: dict, match: str) -> None:
+    base = dict(workload_plugin="w.so", candidates=["a.so"], dims=(4,), world=2)
+    base.update(kwargs)
+    with pytest.raises(HarnessRequestError, match=match):
+        HarnessRequest(**base)
+
+
+@pytest.fixture(scope="module")
+def selftest() -> Path:
+    if shutil.which("nvcc") is None and not os.environ.get("CUCO_NVCC"):
+        pytest.skip("needs nvcc to compile the harness self-test")
+    try:
+        tc = Toolchain.detect()
+    except ToolchainError as exc:
+        pytest.skip(f"toolchain incomplete: {exc}")
+    h = csrc_dir() / "harness"
+    sources = [FIXTURES / "harness_selftest.cpp", h / "timing.cpp", h / "json.cpp"]
+    key = content_hash(*(p.read_bytes() for p in [*sources, h / "timing.h", h / "json.h"]), tc.fingerprint())
+    out = cache_dir() / "selftest" / key / "harness_selftest"
+    if not out.exists():
+        res = tc.compile(sources, out, shared=False, include_dirs=[h, include_dir()])
+        assert res.ok, res.log
+    return out
+
+
+def run_selftest(binary: Path, ranks: list[list[float]], text: str) -> dict:
+    stdin = "".join(" ".join(repr(float(x)) for x in xs) + "\n" for xs in ranks) + f"STR {text}\n"
+    proc = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_statistics_match_numpy(selftest: Path) -> None:
+    rng = np.random.default_rng(0)
+    ranks = [list(rng.uniform(1.0, 2.0, 31)), list(rng.uniform(1.5, 2.5, 30)), [3.0]]
+    out = run_selftest(selftest, ranks, "plain")
+    for r, xs in enumerate(ranks):
+        assert out["per_rank_median_ms"][r] == pytest.approx(np.median(xs), rel=1e-7)
+        assert out["per_rank_p10_ms"][r] == pytest.approx(np.percentile(xs, 10), rel=1e-7)
+        assert out["per_rank_p90_ms"][r] == pytest.approx(np.percentile(xs, 90), rel=1e-7)
+        assert out["per_rank_min_ms"][r] == pytest.approx(min(xs), rel=1e-7)
+    medians = [np.median(xs) for xs in ranks]
+    assert out["max_rank"] == int(np.argmax(medians)) == 2
+    assert out["max_median_ms"] == pytest.approx(max(medians))
+    assert out["min_ms"] == pytest.approx(min(min(xs) for xs in ranks))
+    assert out["spread"] == 0.0  # a single sample has no spread
+    out = run_selftest(selftest, ranks[:2], "x")
+    xs = ranks[int(np.argmax(medians[:2]))]
+    assert out["spread"] == pytest.approx((np.percentile(xs, 90) - np.percentile(xs, 10)) / np.median(xs), rel=1e-7)
+
+
+def test_json_writer_escapes_and_nulls(selftest: Path) -> None:
+    out = run_selftest(selftest, [[1.0]], 'quote " back \\ caf\u00e9 <tag>')
+    assert out["text"] == 'quote " back \\ caf\u00c3\u00a9 <tag>\x01\t"\\'  # bytes >= 0x80 are escaped one by one
+    assert out["nan"] is None and out["empty"] == [] and out["nested"] == {"a": [1, True, None]}
+
+
+# ---- the runner, with a test double of the harness binary -----------------------------------------------
+
+@pytest.fixture
+def fake_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = tmp_path / "fake-cuco-harness"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FIXTURES / "fake_harness.py"}" "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("FAKE_HARNESS_LOG", str(tmp_path / "calls.log"))
+    return script
+
+
+def calls(tmp_path: Path) -> list[list[str]]:
+    return [json.loads(line) for line in (tmp_path / "calls.log").read_text().splitlines()]
+
+
+def test_runner_reruns_what_a_hang_or_crash_left_unreached(fake_binary: Path, tmp_path: Path) -> None:
+    req = HarnessRequest("w.so", ["ok1.so", "die.so", "ok2.so", "hang.so", "ok3.so"], dims=(4,), world=2)
+    res = run_harness(req, binary=fake_binary, env=dict(os.environ))
+    assert [c.status for c in res.candidates] == ["ok", "crash", "ok", "hang", "ok"]
+    assert [Path(c.path).name for c in res.candidates] == ["ok1.so", "die.so", "ok2.so", "hang.so", "ok3.so"]
+    crash = res.candidates[1]
+    assert "SIGSEGV" in crash.message and "segfault in candidate host code" in crash.message
+    assert crash.phase == "verify seed 1"
+    assert calls(tmp_path) == [["ok1.so", "die.so", "ok2.so", "hang.so", "ok3.so"], ["ok2.so", "hang.so", "ok3.so"],
+                               ["ok3.so"]]
+    assert res.processes == 3 and res.status == "ok" and "process 1: crash" in res.message
+
+
+def test_runner_kills_a_stalled_harness(fake_binary: Path, tmp_path: Path) -> None:
+    req = HarnessRequest("w.so", ["stall.so", "ok.so"], dims=(4,), world=2, timeout_s=0.05)
+    res = run_harness(req, binary=fake_binary, env=dict(os.environ), outer_margin_s=1.0)
+    assert [c.status for c in res.candidates] == ["hang", "ok"]
+    assert "killed by the outer timeout" in res.candidates[0].message
+
+
+def test_a_process_without_result_is_an_error_not_a_retry(tmp_path: Path) -> None:
+    req = HarnessRequest("w.so", ["a.so", "b.so"], dims=(4,), world=2)
+    r = interpret(req, tmp_path / "none.json", ProcessOutcome(127, "", "error while loading shared libraries", 0.1, False))
+    assert r.status == "error" and "exit code 127" in r.message and "loading shared" in r.message
+    assert [c.status for c in r.candidates] == ["not_run", "not_run"]
+
+
+def test_runner_stops_when_a_process_makes_no_progress(tmp_path: Path) -> None:
+    # A binary that cannot start: one process, every candidate not_run with the reason.
+    req = HarnessRequest("w.so", ["a.so", "b.so"], dims=(4,), world=2)
+    res = run_harness(req, binary=Path("/bin/false"), env=dict(os.environ))
+    assert res.processes == 1 and res.status == "error"
+    assert [c.status for c in res.candidates] == ["not_run", "not_run"] and "exit code 1" in res.message
+
+
+def test_gpu_count_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpu_count() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert gpu_count() == 0

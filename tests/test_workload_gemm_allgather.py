@@ -1,0 +1,204 @@
+"""CPU tests of the GEMM+AllGather workload: space, rendering, shape checks, and nvcc compile checks."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import re
+from pathlib import Path
+
+import pytest
+
+from cuco.design_space import DesignSpace, Directives, IllegalPointError, Topology, WHOLE
+from cuco.toolchain import Toolchain, ToolchainError, csrc_dir
+from cuco.workload import Shape, ShapeError
+from cuco.workloads import get
+from cuco.workloads.gemm_allgather import WORKLOAD, WORKLOAD_RULES
+from cuco.workloads.gemm_allgather.render import EVOLVE_END, EVOLVE_START
+
+SPACE = WORKLOAD.space(Topology(world=2))
+POINTS = list(SPACE.points())
+
+
+def _split(code: str) -> tuple[str, str, str]:
+    head, rest = code.split(EVOLVE_START, 1)
+    block, tail = rest.split(EVOLVE_END, 1)
+    return head, block, tail
+
+
+def _frozen(code: str) -> str:
+    head, _block, tail = _split(code)
+    head = "\n".join(line for line in head.splitlines() if not line.startswith("// "))  # drop the point header
+    return head + tail
+
+
+def test_registered_and_described():
+    assert get("gemm_allgather") is WORKLOAD
+    assert WORKLOAD.dim_names == ("M", "K", "N")
+    assert WORKLOAD.plugin_path().is_file() and WORKLOAD.seed_path().is_file()
+    assert "AllGather" in WORKLOAD.description
+    assert WORKLOAD.libraries == ("cublasLt",)
+
+
+def test_space_size_and_backends():
+    assert len(POINTS) == 140
+    assert {p.backend for p in POINTS} == {"lsa", "gin"}
+    assert all(p.placement == "split_put_wait" and p.sync_scope == "signal" for p in POINTS if p.backend == "gin")
+    assert set(SPACE.chunk_sizes) == {WHOLE, 16 << 20, 4 << 20, 1 << 20}
+    no_gin = WORKLOAD.space(Topology(world=2, gin_available=False))
+    assert {p.backend for p in no_gin.points()} == {"lsa"}
+    multi = WORKLOAD.space(Topology(world=16, nodes=2))
+    assert {p.backend for p in multi.points()} == {"gin"}
+
+
+def test_space_round_trips_with_workload_rules():
+    again = DesignSpace.from_json(SPACE.to_json(), extra_rules=WORKLOAD_RULES)
+    assert [p.label() for p in again.points()] == [p.label() for p in POINTS]
+
+
+def test_every_value_of_every_directive_is_used():
+    for name in ("backend", "placement", "sync_scope", "issuer", "chunk_bytes"):
+        assert {getattr(p, name) for p in POINTS} == set(SPACE.values(name)), name
+
+
+def test_render_is_deterministic_and_points_differ():
+    codes = {p.label(): WORKLOAD.render(p) for p in POINTS}
+    assert WORKLOAD.render(POINTS[7]) == codes[POINTS[7].label()]
+    blocks = {_split(c)[1] for c in codes.values()}
+    assert len(blocks) == len(POINTS)  # every point renders a different EVOLVE block
+
+
+@pytest.mark.parametrize("point", POINTS, ids=lambda p: p.label())
+def test_markers_balanced(point: Directives):
+    code = WORKLOAD.render(point)
+    assert code.count(EVOLVE_START) == 1 and code.count(EVOLVE_END) == 1
+    assert code.index(EVOLVE_START) < code.index(EVOLVE_END)
+    _head, block, tail = _split(code)
+    assert "block_needs" in block and "enqueue" in block
+    assert 'extern "C" int cuco_candidate_launch' in tail
+
+
+def test_frozen_text_identical_across_points():
+    frozen = {_frozen(WORKLOAD.render(p)) for p in POINTS}
+    assert len(frozen) == 1
+
+
+def test_render_reflects_directives():
+    code = WORKLOAD.render(Directives.from_label("lsa/stream_overlap/signal/cta/4MiB"))
+    block = _split(code)[1]
+    assert "using Issuer = ncclCoopCta;" in block
+    assert "kChunkBytes = 4194304" in block
+    assert "publish_ready" in block and "pull_kernel" in block
+    team = _split(WORKLOAD.render(Directives.from_label("lsa/deferred/team/thread/whole")))[1]
+    assert "ncclTeamLsa(dc), dc.lsaBarrier, 0" in team and "ncclCoopThread" in team
+    world = _split(WORKLOAD.render(Directives.from_label("lsa/deferred/world/thread/whole")))[1]
+    assert "ncclTeamWorld(dc), dc.lsaBarrier, 0" in world
+    gin = _split(WORKLOAD.render(Directives.from_label("gin/split_put_wait/signal/warp/1MiB")))[1]
+    assert "ncclGin gin(dc, 0)" in gin and "n.gin_required = 1" in gin and "n.gin_signals = 1 + g.nchunks" in gin
+
+
+def test_barrier_requirements_cover_sessions():
+    """CTAs that open an LSA barrier session must be counted in lsa_barriers."""
+    for p in POINTS:
+        block = _split(WORKLOAD.render(p))[1]
+        barriers = re.search(r"n\.lsa_barriers = ([^;]+);", block)
+        if p.backend == "gin":
+            assert barriers is None
+            continue
+        value = barriers.group(1)
+        if p.sync_scope == "block":
+            assert "blockIdx.x);" in block and value in ("kMaxCommCtas", "ctx->sm_count")
+        elif p.sync_scope in ("world", "team"):
+            assert value == "1" and "barrier_kernel<<<1" in block
+        else:
+            assert value == "0" and "ncclLsaBarrierSession" not in block
+
+
+def test_render_rejects_illegal_points():
+    with pytest.raises(IllegalPointError, match="gemm-ag-gin-subset"):
+        WORKLOAD.render(Directives("gin", "deferred", "world", "cta", WHOLE))
+    with pytest.raises(IllegalPointError, match="signal-needs-chunks"):
+        WORKLOAD.render(Directives("lsa", "stream_overlap", "signal", "warp", WHOLE))
+    with pytest.raises(IllegalPointError, match="outside this design space"):
+        WORKLOAD.render(Directives("nvshmem", "deferred", "world", "cta", WHOLE))
+
+
+def test_check_shape():
+    for s in WORKLOAD.bench_shapes + WORKLOAD.verify_shapes:
+        WORKLOAD.check_shape(s, 2)
+    with pytest.raises(ShapeError, match="divisible by the world size"):
+        WORKLOAD.check_shape(Shape((1000, 256, 256)), 3)
+    with pytest.raises(ShapeError, match="N % 128"):
+        WORKLOAD.check_shape(Shape((512, 256, 100)), 2)
+    with pytest.raises(ShapeError, match="3 sizes"):
+        WORKLOAD.check_shape(Shape((512, 256)), 2)
+    assert WORKLOAD.shapes_for(2, "verify") == list(WORKLOAD.verify_shapes)
+
+
+def test_flops_and_comm_bytes():
+    s = Shape((8192, 8192, 8192))
+    assert WORKLOAD.flops(s, 2) == 2.0 * 8192**3
+    assert WORKLOAD.comm_bytes(s, 2) == 4096 * 8192 * 2
+    assert WORKLOAD.comm_bytes(s, 4) == 3 * 2048 * 8192 * 2
+
+
+# ---- compile checks (nvcc for sm_90, 2 jobs) --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toolchain() -> Toolchain:
+    try:
+        return Toolchain.detect(arch="sm_90")
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+
+
+def _compile_all(tc: Toolchain, sources: dict[str, str | Path], out: Path) -> dict[str, str]:
+    """name -> compiler log for each source that failed to compile."""
+    def one(item):
+        name, src = item
+        if isinstance(src, str):
+            path = out / (name.replace("/", ".") + ".cu")
+            path.write_text(src)
+        else:
+            path = src
+        r = tc.compile([path], out / (name.replace("/", ".") + ".so"), include_dirs=[csrc_dir() / "include"],
+                       libraries=WORKLOAD.libraries)
+        return name, r
+
+    failed = {}
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        for name, r in pool.map(one, sources.items()):
+            if not r.ok:
+                failed[name] = r.log[-2000:]
+    return failed
+
+
+def _representative() -> list[Directives]:
+    """A small set of points that uses every value of every directive at least once."""
+    chosen: list[Directives] = []
+    for name in ("backend", "placement", "sync_scope", "issuer", "chunk_bytes"):
+        for value in SPACE.values(name):
+            if any(getattr(p, name) == value for p in chosen):
+                continue
+            chosen.append(next(p for p in POINTS if getattr(p, name) == value))
+    return chosen
+
+
+def test_representative_set_covers_every_value():
+    rep = _representative()
+    for name in ("backend", "placement", "sync_scope", "issuer", "chunk_bytes"):
+        assert {getattr(p, name) for p in rep} == set(SPACE.values(name))
+
+
+def test_plugin_seed_and_representative_points_compile(toolchain: Toolchain, tmp_path: Path):
+    sources: dict[str, str | Path] = {"plugin": WORKLOAD.plugin_path(), "seed": WORKLOAD.seed_path()}
+    sources.update({p.label(): WORKLOAD.render(p) for p in _representative()})
+    failed = _compile_all(toolchain, sources, tmp_path)
+    assert not failed, "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
+
+
+@pytest.mark.slow
+def test_all_points_compile(toolchain: Toolchain, tmp_path: Path):
+    failed = _compile_all(toolchain, {p.label(): WORKLOAD.render(p) for p in POINTS}, tmp_path)
+    assert not failed, f"{len(failed)} of {len(POINTS)} points failed: " + "\n\n".join(
+        f"{k}:\n{v}" for k, v in list(failed.items())[:3])

@@ -127,6 +127,8 @@ def test_child_lineage() -> None:
     assert grandkid.inspiration_ids == (root.id,)
     migrated = grandkid.evolve(island=5)  # moving to another island keeps id and lineage
     assert migrated.id == grandkid.id and migrated.parent_id == kid.id and migrated.island == 5
+    placed = kid.child("d", None, "llm_cross", island=7, generation=9)  # overrides win over inherited values
+    assert placed.island == 7 and placed.generation == 9 and placed.parent_id == kid.id
     assert len({root.id, kid.id, grandkid.id}) == 3
 
 

@@ -221,11 +221,11 @@ def test_meta_values(tmp_path: Path) -> None:
         db.meta_set("seed", 8)
         with pytest.raises(DatabaseError):
             db.meta_set("bad", object())
-        with pytest.raises(DatabaseError):
-            db.meta_set("bad", float("nan"))
+        db.meta_set("limits", {"best": float("-inf"), "cap": float("inf")})
     with CandidateDB(tmp_path / "c.db") as db:
         assert db.meta_get("config") == {"islands": 4, "space": {"backends": ["lsa"]}, "ratio": 0.5}
         assert db.meta_get("seed") == 8 and db.meta_get("bad") is None and db.meta_get("bad", 1) == 1
+        assert db.meta_get("limits") == {"best": float("-inf"), "cap": float("inf")}
 
 
 # -- threads and processes -------------------------------------------------------------------------

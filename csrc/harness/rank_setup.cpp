@@ -41,15 +41,16 @@ std::string version_text(int code) {
 std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 std::string driver_release() {
+  // e.g. "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+  // the first token made of digits and dots, with at least one dot.
   std::ifstream f("/proc/driver/nvidia/version");
-  std::string line;
-  if (!std::getline(f, line)) return "";
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..."
-  size_t k = line.find("Kernel Module");
-  if (k == std::string::npos) return "";
-  size_t b = line.find_first_not_of(' ', k + 13);
-  size_t e = line.find(' ', b);
-  return b == std::string::npos ? "" : line.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  std::string token;
+  while (f >> token) {
+    bool digits = !token.empty() && token.find('.') != std::string::npos;
+    for (char ch : token) digits = digits && ((ch >= '0' && ch <= '9') || ch == '.');
+    if (digits) return token;
+  }
+  return "";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -179,6 +180,11 @@ void Report::fatal(const std::string& status, const std::string& message, int ex
 }
 
 std::string Report::json_locked() const {
+  auto seed_index = [this](uint64_t seed) {
+    for (size_t i = 0; i < opts_.seeds.size(); ++i)
+      if (opts_.seeds[i] == seed) return i;
+    return opts_.seeds.size();
+  };
   JsonWriter w;
   w.begin_object();
   w.key("schema").value(1);
@@ -229,8 +235,13 @@ std::string Report::json_locked() const {
     w.key("requirements").begin_object();
     for (const auto& kv : c.requirements) w.key(kv.first).value(kv.second);
     w.end_object();
+    // Ranks add their checks concurrently: write them in (seed order, rank) order.
+    std::vector<CheckRecord> checks = c.checks;
+    std::stable_sort(checks.begin(), checks.end(), [&](const CheckRecord& a, const CheckRecord& b) {
+      return seed_index(a.seed) != seed_index(b.seed) ? seed_index(a.seed) < seed_index(b.seed) : a.rank < b.rank;
+    });
     w.key("checks").begin_array();
-    for (const auto& k : c.checks) {
+    for (const auto& k : checks) {
       w.begin_object();
       w.key("seed").value(k.seed);
       w.key("rank").value(k.rank);

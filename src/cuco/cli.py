@@ -61,8 +61,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_transform(args: argparse.Namespace) -> int:
     from cuco.fastpath.cli import transform_main
 
-    argv = [args.source] + (["-o", args.output] if args.output else [])
-    return transform_main(argv)
+    return transform_main(args.args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,9 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=_cmd_run)
 
-    t = sub.add_parser("transform", help="host-driven CUDA+NCCL program -> device-initiated program")
-    t.add_argument("source")
-    t.add_argument("-o", "--output", default=None)
+    t = sub.add_parser("transform", help="host-driven CUDA+NCCL program -> device-initiated program",
+                       add_help=False)
+    t.add_argument("args", nargs=argparse.REMAINDER, help="SEED.cu [-o OUT.cu] [-I DIR] [--model M] (see -h)")
     t.set_defaults(fn=_cmd_transform)
 
     s = sub.add_parser("space", help="print a workload's design space")
@@ -99,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["transform"]:  # its own parser (flags such as -h, -o, -I belong to it)
+        from cuco.fastpath.cli import transform_main
+
+        return transform_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)

@@ -259,7 +259,7 @@ class CandidateDB:
     def meta_set(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable run-metadata value (workload name, seed, config) under `key`."""
         try:
-            text = json.dumps(value, sort_keys=True, allow_nan=False)
+            text = json.dumps(value, sort_keys=True)  # NaN/Infinity allowed: json.loads reads them back
         except (TypeError, ValueError) as exc:
             raise DatabaseError(f"meta value for {key!r} is not JSON-serialisable ({exc}); pass plain data") from None
         self._run(True, lambda conn: conn.execute(

@@ -76,6 +76,7 @@ __device__ inline bool cta_arrive_last(uint32_t* counter, uint32_t nctas) {
 // ---- issuers -------------------------------------------------------------------------------------------
 
 // How many issuer groups of type Coop one CTA holds, and which one this thread is in.
+// (issuer_groups(nctas) is the total over a set of nctas CTAs.)
 template <typename Coop>
 struct Issuer;
 
@@ -97,7 +98,7 @@ struct Issuer<ncclCoopCta> {
   __device__ static int index_in_cta() { return 0; }
 };
 
-// Group id of this thread among the groups of `nctas` CTAs numbered from cta_base (e.g. the comm CTAs).
+// Group id of this thread among the issuer groups of a set of CTAs, given this CTA's index in the set.
 template <typename Coop>
 __device__ inline size_t issuer_group(int cta_in_set) {
   return (size_t)cta_in_set * Issuer<Coop>::per_cta() + Issuer<Coop>::index_in_cta();

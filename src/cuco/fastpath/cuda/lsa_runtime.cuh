@@ -92,30 +92,30 @@ inline ncclResult_t prepare(std::vector<CommState*>& states) {
     CUCOFP_CUDA(cudaMemset(s->mailbox, 0, mailboxBytes(s->nranks)));
     CUCOFP_CUDA(cudaEventCreateWithFlags(&s->ev, cudaEventDisableTiming));
   }
-  std::vector<std::pair<CommState*, Alloc>> todo;
+  std::vector<std::pair<CommState*, Alloc>> regs;
   for (CommState* s : states) {
     if (!s->owned) continue;
-    if (s->wins.empty()) todo.push_back({s, Alloc{s->mailbox, mailboxBytes(s->nranks), s->device}});
+    if (s->wins.empty()) regs.push_back({s, Alloc{s->mailbox, mailboxBytes(s->nranks), s->device}});
     for (const Alloc& a : allocs)
       if (a.device == s->device && std::find(s->registered.begin(), s->registered.end(), a.base) == s->registered.end())
-        todo.push_back({s, a});
+        regs.push_back({s, a});
   }
-  std::vector<ncclWindow_t> handles(todo.size(), nullptr);
-  if (!todo.empty()) {
+  std::vector<ncclWindow_t> handles(regs.size(), nullptr);
+  if (!regs.empty()) {
     CUCOFP_NCCL(ncclGroupStart());
-    for (size_t i = 0; i < todo.size(); ++i) {
-      CUCOFP_CUDA(cudaSetDevice(todo[i].first->device));
-      CUCOFP_NCCL(ncclCommWindowRegister(todo[i].first->comm, todo[i].second.base, todo[i].second.bytes, &handles[i],
+    for (size_t i = 0; i < regs.size(); ++i) {
+      CUCOFP_CUDA(cudaSetDevice(regs[i].first->device));
+      CUCOFP_NCCL(ncclCommWindowRegister(regs[i].first->comm, regs[i].second.base, regs[i].second.bytes, &handles[i],
                                          NCCL_WIN_COLL_SYMMETRIC));
     }
     CUCOFP_NCCL(ncclGroupEnd());
   }
-  for (size_t i = 0; i < todo.size(); ++i) {
-    CommState* s = todo[i].first;
+  for (size_t i = 0; i < regs.size(); ++i) {
+    CommState* s = regs[i].first;
     if (s->wins.size() >= (size_t)kMaxWindows)
       CUCOFP_FAIL(ncclInvalidUsage, "more than %d symmetric buffers on one communicator", kMaxWindows - 1);
-    s->wins.push_back(Win{todo[i].second.base, todo[i].second.bytes, handles[i], true});
-    if (todo[i].second.base != s->mailbox) s->registered.push_back(todo[i].second.base);
+    s->wins.push_back(Win{regs[i].second.base, regs[i].second.bytes, handles[i], true});
+    if (regs[i].second.base != s->mailbox) s->registered.push_back(regs[i].second.base);
   }
   bool create = false;
   for (CommState* s : states) create |= s->owned && !s->ready;

@@ -30,6 +30,7 @@ from cuco.errors import CucoError
 
 ROOT = Path(__file__).resolve().parents[1]
 POINTS = list(DesignSpace().points())[:50]
+KILL_ROUNDS = 8  # SIGKILLs per run of the kill test
 STATUSES = ("pending", "passed") + tuple(f"failed:{lv}" for lv in LEVELS)
 fitnesses = st.one_of(st.none(), st.sampled_from([-1.0, 0.0, 1.0, 2.5]),
                       st.floats(-1e6, 1e6, allow_nan=False))
@@ -347,7 +348,7 @@ def test_sigkill_leaves_committed_candidates(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     added: set[str] = set()
     passed: dict[str, float] = {}
-    for rnd in range(8):
+    for rnd in range(KILL_ROUNDS):
         proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "db_writer_child.py"), str(path), f"r{rnd}"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         lines: list[str] = []

@@ -60,6 +60,8 @@ def test_each_fixture_gets_its_status(built: dict[str, Path]) -> None:
         [(c.status, c.message) for c in res.candidates]
     assert res.status == "ok" and res.processes == 1 and res.world == 2
     assert res.device and res.sm_count > 0 and res.nccl_version.startswith("2.") and res.date
+    if Path("/proc/driver/nvidia/version").exists():
+        assert res.driver_release.replace(".", "").isdigit(), res.driver_release
 
     for n in ("good_lsa", "nccl_allgather"):
         c = got[n]

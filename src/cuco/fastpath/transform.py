@@ -58,6 +58,8 @@ def prelude(form: str) -> str:
     """The generated code inserted after the program's includes."""
     kernels = _cuda_file("lsa_kernels.cuh")
     runtime = _cuda_file("lsa_runtime.cuh")
+    if form == "candidate_abi":  # the harness owns the communicator: drop the standalone lifetime wrappers
+        runtime = re.sub(r"// CUCOFP-STANDALONE-BEGIN.*?// CUCOFP-STANDALONE-END\n", "", runtime, flags=re.S)
     parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels"), runtime.rstrip() + "\n"]
     if form == "candidate_abi":
         parts.append(_cuda_file("abi_bind.cuh").rstrip() + "\n")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Sequence
@@ -14,8 +12,9 @@ import attrs
 from cuco.process import run_group, scrubbed_env
 import functools
 
-from cuco.toolchain import Toolchain, csrc_dir
+from cuco.toolchain import Toolchain, csrc_dir, default_toolchain
 
+_USES_CUBLASLT = re.compile(r'^\s*#\s*include\s*[<"]cublasLt\.h[>"]', re.M)
 _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)[^:]*: (?P<msg>.*)$", re.M)
 
 
@@ -59,7 +58,11 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
     src.write_text(code)
     out = workdir / (f"lib{name}.so" if shared else name)
     includes = [*include_dirs, csrc_dir() / "include"]
-    res = tc.compile([src], out, shared=shared, include_dirs=includes)
+    # programs in candidate-ABI form often call cuBLASLt; link it only when the source includes it
+    libraries = ("cublasLt",) if _USES_CUBLASLT.search(code) else ()
+    if libraries and toolchain is None:
+        tc = default_toolchain()
+    res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
     return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
 
 
@@ -70,14 +73,10 @@ def host_toolchain() -> Toolchain:
 
 
 def gpu_count() -> int:
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return 0
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    """Visible NVIDIA GPUs (the harness's count)."""
+    from cuco.harness.runner import gpu_count as count
+
+    return count()
 
 
 def run_program(binary: Path, timeout_s: float = 300.0) -> RunOutcome:

@@ -158,11 +158,11 @@ class Search:
         self.children[parent.id] = self.children.get(parent.id, 0) + 1
         return _Plan(index, step, parent, others, ctx)
 
-    def _seed_candidate(self, index: int) -> Candidate:
+    def _seed_candidate(self, index: int, extra_seen: Sequence[str] = ()) -> Candidate:
         rng = _rng(self.config.seed, index, "seed")
-        point = self.space.conservative() if index == 0 else None
-        if point is None:
-            seen = self._seen()
+        seen = self._seen() | set(extra_seen)
+        point = self.space.conservative()  # the fast path's point seeds the run unless already evaluated
+        if point.label() in seen:
             point = next((p for p in (self.space.sample(rng) for _ in range(64)) if p.label() not in seen),
                          self.space.sample(rng))
         return Candidate(code=self.workload.render(point), workload=self.workload.name, directives=point,
@@ -212,8 +212,9 @@ class Search:
         for i in range(0, len(pending), self.config.batch_size):  # stored before a kill: evaluate, never redo
             self._evaluate_batch(pending[i:i + self.config.batch_size], {}, total)
         while len(self.all) < min(self.config.islands, total):
-            batch = [self._seed_candidate(len(self.all) + i)
-                     for i in range(min(self.config.islands, total) - len(self.all))][: self.config.batch_size]
+            batch: list[Candidate] = []
+            for i in range(min(self.config.islands, total, len(self.all) + self.config.batch_size) - len(self.all)):
+                batch.append(self._seed_candidate(len(self.all) + i, [c.directives.label() for c in batch]))
             for c in batch:
                 self.db.add(c)
             self.all.extend(batch)

@@ -308,7 +308,8 @@ inline ncclResult_t release(ncclComm_t comm) {
     Registry& R = registry();
     s = findState(comm);
     if (!s) return ncclSuccess;
-    R.comms.erase(std::remove(R.comms.begin(), R.comms.end(), s), R.comms.end());
+    auto it = std::find(R.comms.begin(), R.comms.end(), s);
+    if (it != R.comms.end()) R.comms.erase(it);
   }
   if (s->owned) {
     CUCOFP_CUDA(cudaSetDevice(s->device));
@@ -354,6 +355,7 @@ static inline ncclResult_t cucoGroupEnd() {
   if (cucofp::groupDepth() <= 0) CUCOFP_FAIL(ncclInvalidUsage, "cucoGroupEnd without cucoGroupStart");
   return --cucofp::groupDepth() == 0 ? cucofp::flush() : ncclSuccess;
 }
+// CUCOFP-STANDALONE-BEGIN: communicator lifetime belongs to the harness in candidate-ABI form
 static inline ncclResult_t cucoCommDestroy(ncclComm_t comm) {
   ncclResult_t r = cucofp::release(comm);
   return r != ncclSuccess ? r : ncclCommDestroy(comm);
@@ -362,6 +364,7 @@ static inline ncclResult_t cucoCommFinalize(ncclComm_t comm) {
   ncclResult_t r = cucofp::release(comm);
   return r != ncclSuccess ? r : ncclCommFinalize(comm);
 }
+// CUCOFP-STANDALONE-END
 static inline ncclResult_t cucoAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t dt,
                                          ncclComm_t comm, cudaStream_t st) {
   return cucofp::enqueue(cucofp::Pending{cucofp::kAllGather, comm, st, send, recv, sendcount, dt, 0, 0, 0});

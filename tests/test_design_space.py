@@ -26,9 +26,10 @@ def subsets(options: tuple) -> st.SearchStrategy[tuple]:
     return st.lists(st.sampled_from(options), min_size=1, unique=True).map(tuple)
 
 
-topologies = st.builds(Topology, world=st.integers(1, 16), nodes=st.integers(1, 4),
-                       gin_available=st.sampled_from((None, True, False)),
-                       nvshmem_available=st.sampled_from((None, True, False)), sm_count=st.integers(1, 200))
+topologies = st.integers(1, 16).flatmap(lambda world: st.builds(
+    Topology, world=st.just(world), nodes=st.integers(1, min(4, world)),
+    gin_available=st.sampled_from((None, True, False)), nvshmem_available=st.sampled_from((None, True, False)),
+    sm_count=st.integers(1, 200)))
 spaces = st.builds(DesignSpace, backends=subsets(BACKENDS), placements=subsets(PLACEMENTS),
                    sync_scopes=subsets(SYNC_SCOPES), issuers=subsets(ISSUERS), chunk_sizes=subsets(CHUNK_SIZES),
                    topology=topologies, fused_grid_ctas=st.one_of(st.none(), st.integers(1, 400)),
@@ -295,7 +296,7 @@ def test_conservative_is_legal_and_deferred(space: DesignSpace) -> None:
         space.is_legal(Directives(b, "deferred", s, "cta", WHOLE)) for s in space.sync_scopes)), None)
     if has_deferred and reachable and first is not None and any(
             space.is_legal(Directives(first, "deferred", s, "cta", WHOLE)) for s in ("world", "team")):
-        assert p.sync_scope in ("world", "team")  # see the xfail below for the case this leaves out
+        assert p.sync_scope in ("world", "team")
 
 
 def test_conservative_on_known_machines() -> None:
@@ -318,18 +319,15 @@ def test_prompt_text_names_every_directive(space: DesignSpace) -> None:
     assert all(r.name in text for r in space.rules)
 
 
-# -- known defects, kept as strict xfails so a fix shows up ----------------------------------------
+# -- regressions: defects found by the properties above ---------------------------------------------
 EMPTY = DesignSpace(backends=("gin",), topology=Topology(gin_available=False))
 
 
-@pytest.mark.xfail(strict=True, raises=StopIteration,
-                   reason="conservative() on a space with no legal point leaks StopIteration")
 def test_conservative_on_empty_space_raises_clear_error() -> None:
-    with pytest.raises(IllegalPointError):
+    with pytest.raises(IllegalPointError, match="no legal point"):
         EMPTY.conservative()
 
 
-@pytest.mark.xfail(strict=True, reason="conservative() takes block on the first backend before world on the next")
 def test_conservative_prefers_world_or_team_over_backend_order() -> None:
     space = DesignSpace(backends=("lsa", "gin"), placements=("deferred",), sync_scopes=("world", "block"),
                         issuers=("cta",), chunk_sizes=(WHOLE,), topology=Topology(world=16, nodes=2))
@@ -337,15 +335,21 @@ def test_conservative_prefers_world_or_team_over_backend_order() -> None:
     assert space.conservative().sync_scope in ("world", "team")
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason="parse_bytes accepts only int and str")
-def test_float_chunk_in_dict_raises_directive_error() -> None:
+def test_float_chunk_in_dict() -> None:
+    base = FULL.conservative().to_dict()
+    assert Directives.from_dict(dict(base, chunk_bytes=4194304.0)).chunk_bytes == 4194304
     with pytest.raises(DirectiveError):
-        Directives.from_dict(dict(FULL.conservative().to_dict(), chunk_bytes=4194304.0))
+        Directives.from_dict(dict(base, chunk_bytes=1.5))
+    with pytest.raises(DirectiveError):
+        Directives.from_dict(dict(base, chunk_bytes=[1]))
 
 
-@pytest.mark.xfail(strict=True, raises=(json.JSONDecodeError, AttributeError),
-                   reason="DesignSpace.from_json does not wrap bad JSON in DirectiveError")
 @pytest.mark.parametrize("text", ["{not json", "[1]"])
 def test_design_space_bad_json_raises_directive_error(text: str) -> None:
     with pytest.raises(DirectiveError):
         DesignSpace.from_json(text)
+
+
+def test_topology_rejects_more_nodes_than_ranks() -> None:
+    with pytest.raises(DirectiveError, match="nodes must be <= world"):
+        Topology(world=2, nodes=4)

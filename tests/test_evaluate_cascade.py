@@ -113,6 +113,14 @@ def test_frozen_regions_are_checked_against_the_parent(compiler):
     assert out.status == "failed:static" and "outside the EVOLVE blocks" in out.results["static"].reason
 
 
+def test_the_workloads_host_seed_passes_static_as_a_seed_only(compiler):
+    seed_code = copy_workload().seed_code()
+    as_seed, as_child = cpu_cascade(compiler).evaluate([cand(seed_code, mutation="seed"),
+                                                        cand(seed_code, mutation="llm_full")])
+    assert as_seed.results["static"].passed and as_seed.results["compile"].passed
+    assert as_child.status == "failed:static" and "no EVOLVE block" in as_child.results["static"].reason
+
+
 def test_candidate_of_another_workload_is_rejected(compiler):
     [out] = cpu_cascade(compiler).evaluate([Candidate(code=GOOD, workload="gemm_allgather")])
     assert out.status == "failed:static" and "'gemm_allgather'" in out.results["static"].reason

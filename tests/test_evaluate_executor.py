@@ -141,6 +141,6 @@ def test_exclusive_jobs_have_the_host_to_themselves():
     plain = threading.Thread(target=lambda: ex.map([job, job]))
     plain.start()
     time.sleep(0.05)
-    ex.submit_one(lambda g: seen.append(state["running"]), exclusive=True)
+    ex.run(lambda g: seen.append(state["running"]), exclusive=True)
     plain.join()
     assert seen == [0]

@@ -98,9 +98,7 @@ def test_allowed_lookalikes_pass():
         'extern __shared__ float smem[];',
         "static unsigned kMask = 0xEC1Fu; // hex digits that spell nothing",
     ]
-    code = GOOD
-    for s in snippets:
-        code, _ = inside_block(s) if code is GOOD else (code.replace("// EVOLVE-BLOCK-END", s + "\n// EVOLVE-BLOCK-END"), 0)
+    code, _ = inside_block("\n".join(snippets))
     result = check_static(code)
     assert result.passed, result.reason
 
@@ -178,3 +176,13 @@ def _timed(fn, *args) -> float:
     result = fn(*args)
     assert result.passed, result.reason
     return time.perf_counter() - start
+
+
+def test_a_host_seed_may_go_without_blocks_but_not_without_the_other_rules():
+    seed = (FIXTURES / "ag_host_seed.cu").read_text()
+    assert "no EVOLVE block" in check_static(seed).reason
+    assert check_static(seed, require_blocks=False).passed
+    bad = seed.replace("(void)req;", "(void)req; system(\"ls\");")
+    assert not check_static(bad, require_blocks=False).passed
+    unbalanced = seed + "// EVOLVE-BLOCK-START\n"
+    assert "never closed" in check_static(unbalanced, require_blocks=False).reason

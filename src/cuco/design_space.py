@@ -88,8 +88,16 @@ def format_bytes(n: int) -> str:
 
 def parse_bytes(text: str | int) -> int:
     """Inverse of format_bytes; also accepts plain integers."""
+    if isinstance(text, bool):
+        raise DirectiveError(f"chunk size must be a number of bytes, got {text!r}")
     if isinstance(text, int):
         return text
+    if isinstance(text, float):
+        if text.is_integer():
+            return int(text)
+        raise DirectiveError(f"chunk size must be a whole number of bytes, got {text!r}")
+    if not isinstance(text, str):
+        raise DirectiveError(f"cannot read chunk size {text!r}; write e.g. 'whole', '256KiB', '4MiB' or bytes")
     t = text.strip()
     if t.lower() == "whole":
         return WHOLE
@@ -168,6 +176,11 @@ class Topology:
 
     world: int = attrs.field(default=2, validator=attrs.validators.ge(1))
     nodes: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+
+    @nodes.validator
+    def _nodes_le_world(self, _attr: attrs.Attribute, value: int) -> None:
+        if value > self.world:
+            raise DirectiveError(f"topology has {value} nodes but only {self.world} ranks; nodes must be <= world")
     gin_available: bool | None = None  # None: unknown (legal in the space, the harness reports "unsupported")
     nvshmem_available: bool | None = None
     sm_count: int = 132
@@ -380,19 +393,24 @@ class DesignSpace:
         return float(d)
 
     def conservative(self) -> Directives:
-        """The fast path's point: deferred / world / cta / whole buffer on the first legal backend."""
-        for backend in self.backends:
-            for scope in ("world", "team") + tuple(self.sync_scopes):
-                p = Directives(backend, "deferred", scope, "cta", WHOLE)
-                if self.is_legal(p):
-                    return p
-        return next(self.points())
+        """The fast path's point: deferred / world (or team) / cta / whole buffer on the first backend that
+        allows it; else the first legal point."""
+        for scopes in (("world", "team"), tuple(self.sync_scopes)):
+            for backend in self.backends:
+                for scope in scopes:
+                    p = Directives(backend, "deferred", scope, "cta", WHOLE)
+                    if p.sync_scope in self.sync_scopes and self.is_legal(p):
+                        return p
+        first = next(self.points(), None)
+        if first is None:
+            raise IllegalPointError("the design space has no legal point; relax its restrictions")
+        return first
 
     def restrict(self, **values: Sequence[Any]) -> "DesignSpace":
         """A sub-space: e.g. restrict(backends=('lsa',), chunk_sizes=(0, 4*MiB))."""
         for key, vals in values.items():
             full = getattr(self, key, None)
-            if full is None or key not in attrs.fields_dict(DesignSpace):
+            if key not in attrs.fields_dict(DesignSpace) or key in ("rules", "topology"):
                 raise DirectiveError(f"cannot restrict {key!r}; use one of backends, placements, sync_scopes, issuers, chunk_sizes")
             if key in ("backends", "placements", "sync_scopes", "issuers", "chunk_sizes"):
                 extra = set(vals) - set(full)
@@ -439,7 +457,13 @@ class DesignSpace:
 
     @classmethod
     def from_json(cls, text: str, extra_rules: Sequence[Rule] = ()) -> "DesignSpace":
-        return cls.from_dict(json.loads(text), extra_rules)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DirectiveError(f"design space is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise DirectiveError("design space JSON must be an object (see DesignSpace.to_json)")
+        return cls.from_dict(data, extra_rules)
 
     # -- prompt ---------------------------------------------------------------------------------------
     def prompt_text(self) -> str:

@@ -114,6 +114,12 @@ class Cascade:
         self.parent_code = parent_code
         self.verify_at_bench = verify_at_bench
         self._plugin_so: Path | None = None
+        self._seed: str | None = None
+
+    def _seed_code(self) -> str:
+        if self._seed is None:
+            self._seed = self.workload.seed_code()
+        return self._seed
 
     @property
     def has_gpu(self) -> bool:
@@ -156,7 +162,10 @@ class Cascade:
                 result = LevelResult("static", False, f"candidate is for workload {c.workload!r}, this cascade "
                                      f"evaluates {self.workload.name!r}")
             else:
-                result = check_static(c.code, self.parent_code(c) if self.parent_code else None)
+                # The workload's own host seed has no EVOLVE block: it is measured, never mutated.
+                is_seed = c.mutation == "seed" and c.code == self._seed_code()
+                result = check_static(c.code, self.parent_code(c) if self.parent_code else None,
+                                      require_blocks=not is_seed)
             out[i] = c.with_result(result)
             if result.passed:
                 alive.append(i)
@@ -238,7 +247,7 @@ class Cascade:
         return survivors
 
     def _bench(self, out: list[Candidate], alive: list[int]) -> None:
-        seed = self.compiler.compile(self.workload.seed_code(), self.workload.libraries)
+        seed = self.compiler.compile(self._seed_code(), self.workload.libraries)
         if not seed.ok:
             for i in alive:
                 out[i] = out[i].with_result(LevelResult("bench", False, "the workload's host seed does not compile, "
@@ -246,7 +255,7 @@ class Cascade:
             return
         sos = list(dict.fromkeys([seed.so_path] + [Path(out[i].results["compile"].data["so_path"]) for i in alive]))
         verify = self.verify_at_bench
-        runs, result, seconds, error = self.executor.submit_one(
+        runs, result, seconds, error = self.executor.run(
             lambda g: self._harness(sos, self.bench_shape, bench=True, verify=verify, seeds=self.seeds[:1],
                                     timeout_s=self.timeout_s, group=g), exclusive=True)
         host_run = runs.get(str(seed.so_path))

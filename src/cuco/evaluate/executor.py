@@ -135,7 +135,7 @@ class Executor:
         for g in taken:
             self._free.put(g)
 
-    def submit_one(self, fn: Callable[[DeviceGroup], R], exclusive: bool = False) -> R:
+    def run(self, fn: Callable[[DeviceGroup], R], exclusive: bool = False) -> R:
         """Run fn on a free group (blocking until one is free); exclusive: with the whole host to itself,
         on group 0's devices."""
         self.require_gpu()
@@ -151,9 +151,9 @@ class Executor:
         results in input order. An exception in fn propagates."""
         self.require_gpu()
         if exclusive or len(self.groups) == 1 or len(fns) <= 1:
-            return [self.submit_one(fn, exclusive) for fn in fns]
+            return [self.run(fn, exclusive) for fn in fns]
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.groups)) as pool:
-            return list(pool.map(lambda fn: self.submit_one(fn, False), fns))
+            return list(pool.map(lambda fn: self.run(fn, False), fns))
 
     @staticmethod
     def run_command(argv: Sequence[str], group: DeviceGroup | None, timeout_s: float,

@@ -178,7 +178,7 @@ class _Lines:
         return bisect.bisect_right(self._starts, offset)
 
 
-def _blocks(markers: Iterable[tuple[int, str]]) -> tuple[list[tuple[int, int]], list[Violation]]:
+def _blocks(markers: Iterable[tuple[int, str]], require: bool = True) -> tuple[list[tuple[int, int]], list[Violation]]:
     """(start_line, end_line) of each EVOLVE block, and structure violations."""
     blocks: list[tuple[int, int]] = []
     problems: list[Violation] = []
@@ -197,7 +197,7 @@ def _blocks(markers: Iterable[tuple[int, str]]) -> tuple[list[tuple[int, int]], 
             open_line = None
     if open_line is not None:
         problems.append(Violation(open_line, "markers", f"{START_MARKER} is never closed by {END_MARKER}"))
-    if not blocks and not problems:
+    if require and not blocks and not problems:
         problems.append(Violation(0, "markers", f"no EVOLVE block: mark the mutable code with // {START_MARKER} "
                                   f"and // {END_MARKER}"))
     return blocks, problems
@@ -350,10 +350,10 @@ def _check_entry_points(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
     return out
 
 
-def _analyse(code: str, parent_code: str | None) -> tuple[list[Violation], int]:
+def _analyse(code: str, parent_code: str | None, require_blocks: bool = True) -> tuple[list[Violation], int]:
     lexed = _lex(code)
     line_of = _Lines(code)
-    blocks, found = _blocks(lexed.markers)
+    blocks, found = _blocks(lexed.markers, require_blocks)
     if parent_code is not None and not found:
         found += _check_frozen(code, blocks, parent_code)
     found += _check_includes(lexed, line_of)
@@ -363,15 +363,20 @@ def _analyse(code: str, parent_code: str | None) -> tuple[list[Violation], int]:
     return sorted(found, key=lambda v: v.line), len(blocks)
 
 
-def violations(code: str, parent_code: str | None = None) -> list[Violation]:
+def violations(code: str, parent_code: str | None = None, require_blocks: bool = True) -> list[Violation]:
     """Every static violation in `code`, in line order (the frozen-region check needs `parent_code`)."""
-    return _analyse(code, parent_code)[0]
+    return _analyse(code, parent_code, require_blocks)[0]
 
 
-def check_static(code: str, parent_code: str | None = None, max_reported: int = 8) -> LevelResult:
-    """Level 0: the candidate passes when it has no violation. The reason lists the first `max_reported`."""
+def check_static(code: str, parent_code: str | None = None, max_reported: int = 8,
+                 require_blocks: bool = True) -> LevelResult:
+    """Level 0: the candidate passes when it has no violation. The reason lists the first `max_reported`.
+
+    `require_blocks=False` accepts a program without EVOLVE blocks (a workload's host seed, which is
+    measured but never mutated); every other rule still applies.
+    """
     start = time.perf_counter()
-    found, nblocks = _analyse(code, parent_code)
+    found, nblocks = _analyse(code, parent_code, require_blocks)
     seconds = time.perf_counter() - start
     data = {"violations": [attrs.asdict(v) for v in found], "blocks": nblocks}
     if not found:

@@ -186,3 +186,14 @@ def test_a_host_seed_may_go_without_blocks_but_not_without_the_other_rules():
     assert not check_static(bad, require_blocks=False).passed
     unbalanced = seed + "// EVOLVE-BLOCK-START\n"
     assert "never closed" in check_static(unbalanced, require_blocks=False).reason
+
+
+def test_host_collectives_rejected_in_candidates_but_not_in_seeds() -> None:
+    seed_body = "ncclAllGather(a, b, n, ncclBfloat16, ctx->comm, ctx->stream);"
+    candidate = GOOD.replace("// EVOLVE-BLOCK-END", f"void f(cuco_ctx* ctx) {{ {seed_body} }}\n// EVOLVE-BLOCK-END", 1)
+    result = check_static(candidate)
+    assert not result.passed and "ncclAllGather: a device-initiated candidate" in result.reason
+    # a comment or a member named like a collective is not a call
+    benign = GOOD.replace("// EVOLVE-BLOCK-END", "// ncclSend(x) is gone\nvoid g(T t) { t.ncclSend (1); }\n"
+                          "// EVOLVE-BLOCK-END", 1)
+    assert "host-collective" not in str(check_static(benign).data["violations"])

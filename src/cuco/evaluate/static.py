@@ -350,6 +350,20 @@ def _check_entry_points(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
     return out
 
 
+#: Host-side NCCL communication: legal in a workload's host seed, never in a device-initiated candidate.
+HOST_COLLECTIVES = frozenset((
+    "ncclAllGather", "ncclAllReduce", "ncclReduceScatter", "ncclBroadcast", "ncclBcast", "ncclReduce",
+    "ncclAlltoAll", "ncclAlltoAllv", "ncclSend", "ncclRecv", "ncclGather", "ncclScatter"))
+_HOST_COLLECTIVE = re.compile(r"(?<![\w.>])(" + "|".join(sorted(HOST_COLLECTIVES)) + r")\s*\(")
+
+
+def _check_host_collectives(lexed: _Lexed, line_of: "_Lines") -> list[Violation]:
+    return [Violation(line_of(m.start()), "host-collective",
+                      f"{m.group(1)}: a device-initiated candidate communicates from the GPU (LSA, GIN or "
+                      "NVSHMEM); host NCCL calls belong only in the workload's host seed")
+            for m in _HOST_COLLECTIVE.finditer(lexed.code_only)]
+
+
 def _analyse(code: str, parent_code: str | None, require_blocks: bool = True) -> tuple[list[Violation], int]:
     lexed = _lex(code)
     line_of = _Lines(code)
@@ -360,6 +374,8 @@ def _analyse(code: str, parent_code: str | None, require_blocks: bool = True) ->
     found += _check_identifiers(lexed, line_of)
     found += _check_structure(lexed, line_of)
     found += _check_entry_points(lexed, line_of)
+    if require_blocks:  # an evolvable candidate, not a host seed
+        found += _check_host_collectives(lexed, line_of)
     return sorted(found, key=lambda v: v.line), len(blocks)
 
 

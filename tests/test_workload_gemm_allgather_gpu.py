@@ -1,29 +1,19 @@
-"""GPU tests of the GEMM+AllGather workload on 2 GPUs: the seed and every LSA point verify at the verify shapes.
-
-They use the workload's standalone driver (dev/driver.cu: one process, one thread per GPU, the cuco ABI);
-run with `pytest -m gpu tests/test_workload_gemm_allgather_gpu.py` on a machine with >= 2 GPUs.
+"""GPU tests of the GEMM+AllGather workload through the cuco harness on 2 GPUs: the host seed, the fast path's
+transform of it and every LSA point of the template verify at the verify shapes on two seeds; a candidate
+that leaves remote rows unwritten fails. Run with `pytest -m gpu` on a machine with >= 2 GPUs.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from cuco.toolchain import Toolchain
-from cuco.workloads.gemm_allgather.dev.devrun import build, point_labels, run_driver, so_name
+from cuco import workloads
+from cuco.design_space import Topology
 
-VERIFY_DIMS = ["512,256,384", "1024,512,256"]
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
-    out = tmp_path_factory.mktemp("gemm_ag")
-    logs: list[str] = []
-    paths = build(point_labels(("lsa",)), out, Toolchain.detect(), jobs=os.cpu_count() or 2, log=logs.append)
-    assert not logs, "\n".join(logs)
-    return out, paths
+VERIFY_SHAPES = [(512, 256, 384), (1024, 512, 256)]
+WL = workloads.get("gemm_allgather")
 
 
 def _need_two(gpus: int) -> None:
@@ -31,45 +21,65 @@ def _need_two(gpus: int) -> None:
         pytest.skip(f"needs 2 GPUs, found {gpus}")
 
 
-@pytest.mark.gpu
-def test_seed_verifies(built, gpus):
-    _need_two(gpus)
-    _out, paths = built
-    recs = run_driver(paths["driver"], paths["plugin"], [paths["seed"]], VERIFY_DIMS, seeds="1,2")
-    assert [r for r in recs if "error" in r] == []
-    assert len(recs) == 2 and all(r["verified"] for r in recs), recs
+@pytest.fixture(scope="module")
+def plugin() -> Path:
+    from cuco.harness.build import build_shared
+
+    return build_shared(WL.plugin_path(), WL.libraries)
+
+
+def _compile(codes: list[str]) -> list[Path]:
+    from cuco.evaluate.compile import Compiler
+
+    outcomes = Compiler().compile_many(codes, WL.libraries)
+    bad = [o.log_excerpt for o in outcomes if not o.ok]
+    assert not bad, bad[:2]
+    return [o.so_path for o in outcomes]
+
+
+def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], seeds=(1, 2)):
+    from cuco.harness.runner import HarnessRequest, run_harness
+
+    res = run_harness(HarnessRequest(plugin, sos, dims, world=2, seeds=seeds, verify=True, bench=False,
+                                     timeout_s=60))
+    return {Path(r.path): r for r in res.candidates}
 
 
 @pytest.mark.gpu
-def test_every_lsa_point_verifies(built, gpus):
+def test_seed_and_fast_path_verify(plugin, gpus):
     _need_two(gpus)
-    _out, paths = built
-    labels = point_labels(("lsa",))
-    recs = run_driver(paths["driver"], paths["plugin"], [paths[x] for x in labels], VERIFY_DIMS, seeds="1,2")
-    assert [r for r in recs if "error" in r] == []
-    passed = {(r["dims"], r["candidate"]) for r in recs if r.get("verified")}
-    missing = [(d, x) for d in VERIFY_DIMS for x in labels if (d, so_name(x)) not in passed]
-    assert not missing, f"{len(missing)} (shape, point) pairs did not verify, e.g. {missing[:5]}: " + str(
-        [r for r in recs if not r.get("verified")][:3])
+    from cuco.fastpath.agent import FastPathAgent
+
+    fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(WL.seed_code()).code
+    seed_so, fast_so = _compile([WL.seed_code(), fast])
+    for dims in VERIFY_SHAPES:
+        runs = _verify(plugin, [seed_so, fast_so], dims)
+        assert runs[seed_so].status == "ok", runs[seed_so]
+        assert runs[fast_so].status == "ok", runs[fast_so]
 
 
 @pytest.mark.gpu
-def test_poisoned_output_is_rejected(built, gpus, tmp_path):
-    """The check must fail a candidate that leaves part of C unwritten (it would stay NaN poison)."""
+def test_every_lsa_point_verifies(plugin, gpus):
     _need_two(gpus)
-    out, paths = built
-    bad = (out / "lsa.stream_overlap.block.warp.whole.cu").read_text().replace(
-        "for (int s = 1; s < g.W; ++s) {\n    const int p = (g.me + s) % g.W;\n    for (int c = 0; c < g.nchunks; ++c) {\n"
-        "      const int64_t r0 = p * g.Mr",
-        "for (int s = 1; s < 1; ++s) {\n    const int p = (g.me + s) % g.W;\n    for (int c = 0; c < g.nchunks; ++c) {\n"
-        "      const int64_t r0 = p * g.Mr")
-    assert "s < 1; ++s" in bad
-    src = tmp_path / "skip_remote.cu"
-    src.write_text(bad)
-    from cuco.toolchain import csrc_dir
+    space = WL.space(Topology(world=2, gin_available=False))
+    points = [p for p in space.points() if p.backend == "lsa"]
+    sos = _compile([WL.render(p) for p in points])
+    for dims in VERIFY_SHAPES:
+        runs = _verify(plugin, sos, dims)
+        failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
+                  if runs[so].status != "ok"]
+        assert not failed, f"{len(failed)} of {len(points)} points failed at {dims}: {failed[:5]}"
 
-    r = Toolchain.detect().compile([src], tmp_path / "skip_remote.so", include_dirs=[csrc_dir() / "include"],
-                                   libraries=("cublasLt",))
-    assert r.ok, r.log
-    recs = run_driver(paths["driver"], paths["plugin"], [r.output], VERIFY_DIMS[:1], seeds="1")
-    assert recs and not any(x.get("verified") for x in recs), recs
+
+@pytest.mark.gpu
+def test_unwritten_remote_rows_fail_verification(plugin, gpus):
+    """Poisoned outputs must be caught: skip the remote-rows GEMM and the check has to fail."""
+    _need_two(gpus)
+    from cuco.design_space import Directives
+
+    code = WL.render(Directives.from_label("lsa/stream_overlap/block/warp/whole"))
+    anchor = "for (int s = 1; s < g.W; ++s) {"
+    assert anchor in code
+    (so,) = _compile([code.replace(anchor, "for (int s = 1; s < 1; ++s) {", 1)])
+    runs = _verify(plugin, [so], VERIFY_SHAPES[0], seeds=(1,))
+    assert runs[so].status == "verify_failed", runs[so]

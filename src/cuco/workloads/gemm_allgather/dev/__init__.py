@@ -1,1 +1,0 @@
-"""Development tools for the GEMM+AllGather workload (standalone driver, build-and-run helpers)."""

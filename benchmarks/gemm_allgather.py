@@ -47,7 +47,11 @@ def _history(run_dir: Path, workload: str) -> dict[str, Any]:
             best, t_best = c.fitness, c.created_at - t0
         curve.append({"evaluation": i + 1, "best_fitness": best})
     gpu_s = sum(c.results[lv].seconds for c in cands for lv in ("verify", "bench") if lv in c.results)
-    return {"evaluations": len(cands), "best_fitness_curve": curve, "seconds_to_best_from_start": t_best,
+    timed = sorted((c for c in cands if c.status == "passed" and c.metrics.get("time_ms")),
+                   key=lambda c: c.metrics["time_ms"])
+    ranking = [{"point": c.directives.label() if c.directives else c.mutation, "ms": c.metrics["time_ms"],
+                "speedup": c.metrics.get("speedup"), "spread": c.metrics.get("spread")} for c in timed]
+    return {"evaluations": len(cands), "ranking_by_time": ranking, "best_fitness_curve": curve, "seconds_to_best_from_start": t_best,
             "gpu_seconds_in_harness": gpu_s,
             "evaluations_per_gpu_minute": (len(cands) / (gpu_s / 60.0)) if gpu_s else None,
             "failed": sum(1 for c in cands if c.failed),
@@ -62,6 +66,7 @@ def main() -> None:
     ap.add_argument("--shapes", default=";".join(SHAPES), help="';'-separated M,K,N list")
     ap.add_argument("--torch-json", default=None, help="output of benchmarks/torch_anchor.py")
     ap.add_argument("--runs", default="/tmp/cuco-bench-runs")
+    ap.add_argument("--out", default=str(RESULTS), help="folder for the results files")
     args = ap.parse_args()
     torch_rows = _torch_rows(args.torch_json)
     rows, searches = [], []
@@ -95,15 +100,19 @@ def main() -> None:
                 row["faster_than_torch_fused"] = row["best_ms"] < t["torch_fused_ms"]
         rows.append(row)
         searches.append({"shape": shape, **_history(run_dir, "gemm_allgather"), "search_wall_s": round(wall, 1)})
+        _write(Path(args.out), rows, searches)  # after every shape: a cut-off run still leaves its results
+
+
+def _write(out: Path, rows: list[dict[str, Any]], searches: list[dict[str, Any]]) -> None:
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "note": "times in ms: median over timed iterations, max over ranks; host, best and parts from the same "
                     "harness run", "rows": rows}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gemm_allgather.json").write_text(json.dumps(meta, indent=2))
-    (RESULTS / "search_gemm_allgather.json").write_text(json.dumps({"date": meta["date"], "searches": searches},
-                                                                   indent=2))
-    (RESULTS / "gemm_allgather.md").write_text(_table(meta))
-    print(_table(meta))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gemm_allgather.json").write_text(json.dumps(meta, indent=2))
+    (out / "search_gemm_allgather.json").write_text(json.dumps({"date": meta["date"], "searches": searches},
+                                                               indent=2))
+    (out / "gemm_allgather.md").write_text(_table(meta))
+    print(_table(meta), flush=True)
 
 
 def _fmt(v: Any, nd: int = 3) -> str:

@@ -40,7 +40,9 @@ def test_registered_and_described():
 
 
 def test_space_size_and_backends():
-    assert len(POINTS) == 140
+    assert len(POINTS) == 152
+    ce = [p for p in POINTS if p.issuer == "copy_engine"]
+    assert len(ce) == 12 and all(p.backend == "lsa" and p.sync_scope in ("world", "team") for p in ce)
     assert {p.backend for p in POINTS} == {"lsa", "gin"}
     assert all(p.placement == "split_put_wait" and p.sync_scope == "signal" for p in POINTS if p.backend == "gin")
     assert set(SPACE.chunk_sizes) == {WHOLE, 16 << 20, 4 << 20, 1 << 20}

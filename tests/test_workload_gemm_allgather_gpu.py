@@ -78,8 +78,8 @@ def test_unwritten_remote_rows_fail_verification(plugin, gpus):
     from cuco.design_space import Directives
 
     code = WL.render(Directives.from_label("lsa/stream_overlap/block/warp/whole"))
-    anchor = "for (int s = 1; s < g.W; ++s) {"
+    anchor = "if ((rc = gemm_rows(st, ctx, a_full"  # the remote-rows GEMM; the flag waits stay
     assert anchor in code
-    (so,) = _compile([code.replace(anchor, "for (int s = 1; s < 1; ++s) {", 1)])
+    (so,) = _compile([code.replace(anchor, "if (false && (rc = gemm_rows(st, ctx, a_full", 1)])
     runs = _verify(plugin, [so], VERIFY_SHAPES[0], seeds=(1,))
     assert runs[so].status == "verify_failed", runs[so]

@@ -22,7 +22,7 @@ WHOLE = 0
 BACKENDS = ("lsa", "gin", "nvshmem")
 PLACEMENTS = ("deferred", "split_put_wait", "stream_overlap", "fused")
 SYNC_SCOPES = ("world", "team", "block", "signal")
-ISSUERS = ("thread", "warp", "cta")
+ISSUERS = ("thread", "warp", "cta", "copy_engine")
 MIN_CHUNK = 64 * KiB
 MAX_CHUNK = 1 * GiB
 CHUNK_SIZES = (WHOLE, 64 * MiB, 16 * MiB, 4 * MiB, 1 * MiB, 256 * KiB, 64 * KiB)
@@ -37,7 +37,8 @@ MEANINGS = {
     "high-priority stream beside compute, fused = inside the compute kernel (tile-and-send)",
     "sync_scope": "how widely completion is synchronised: world barrier, team (LSA team) barrier, block-level "
     "barrier sessions, or signal = per-chunk flags with no barrier",
-    "issuer": "which thread group issues a transfer: thread, warp or cta (ncclCoopThread/Warp/Cta)",
+    "issuer": "which thread group issues a transfer: thread, warp or cta (ncclCoopThread/Warp/Cta), or "
+    "copy_engine = the GPU's DMA copy engines (stream copies between LSA-mapped buffers: no SM moves data)",
     "chunk_bytes": "bytes per transfer, the pipelining granularity; 0 = whole buffer",
 }
 
@@ -260,6 +261,18 @@ def _signal_needs_chunks(d: Directives, s: "DesignSpace") -> str | None:
     return None
 
 
+def _copy_engine_transport(d: Directives, s: "DesignSpace") -> str | None:
+    if d.issuer != "copy_engine":
+        return None
+    if d.backend == "gin":
+        return ("issuer=copy_engine copies between NVLink-mapped buffers, but backend=gin moves data through the "
+                "NIC; use issuer=thread/warp/cta with gin, or backend=lsa")
+    if d.placement == "fused":
+        return ("placement=fused issues transfers from inside the compute kernel, which a copy engine cannot do; "
+                "use issuer=warp or cta with fused, or another placement")
+    return None
+
+
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("lsa-single-node", _lsa_single_node),
     Rule("gin-needs-nic", _gin_needs_nic),
@@ -268,6 +281,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("fused-co-resident", _fused_coresident),
     Rule("fused-no-thread-issuer", _fused_thread_issuer),
     Rule("signal-needs-chunks", _signal_needs_chunks),
+    Rule("copy-engine-transport", _copy_engine_transport),
 )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from cuco.design_space import Directives, format_bytes
 
-ISSUER_TYPES = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta"}
+# copy_engine has no device issuer; its CTA type serves the barrier kernels only.
+ISSUER_TYPES = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta", "copy_engine": "ncclCoopCta"}
 
 PROLOGUE = r"""
 namespace cuco_ag {

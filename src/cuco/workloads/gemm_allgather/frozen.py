@@ -40,6 +40,7 @@ namespace cuco_ag {
 enum { BUF_A_LOCAL = 0, BUF_B = 1, BUF_C = 2, BUF_A_FULL = 3 };
 constexpr size_t kLtWorkspaceBytes = 32u << 20;  // cuBLASLt workspace at the start of ctx->workspace
 constexpr int kMaxPlans = 32;
+constexpr int kMaxRanks = 72;  // one NVLink domain at most (NVL72)
 
 // What the block asks of the harness; filled by block_needs() inside the EVOLVE block.
 struct Needs {
@@ -55,9 +56,17 @@ struct State {
   int nplans = 0;
   cudaEvent_t ev_start = nullptr, ev_side = nullptr;
   CUresult (*wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
   Needs needs;
   uint32_t epoch = 0;  // cuco::lsa::epoch_of(ctx->iteration) of the current launch
+  // Peers' symmetric buffers as this rank maps them (LSA pointers; null for this rank and for non-symmetric
+  // buffers), resolved once at setup so that host-issued copy-engine transfers can address them.
+  char* peer[CUCO_MAX_BUFFERS][kMaxRanks] = {};
 };
+
+static char* peer_base(State* st, int buffer, int rank) {
+  return (buffer < CUCO_MAX_BUFFERS && rank >= 0 && rank < kMaxRanks) ? st->peer[buffer][rank] : nullptr;
+}
 
 // C rows = A rows . B for `rows` rows (A row-major K wide, C row-major N wide) on stream s. sm_target > 0 keeps
 // the GEMM on that many SMs. Plans are cached per (rows, sm_target); the first launch pays for the heuristic.
@@ -89,6 +98,44 @@ static int stream_wait_epoch(State* st, cudaStream_t s, uint32_t* flag, uint32_t
     return st->wait_value32((CUstream)s, (CUdeviceptr)flag, e, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS ? 0 : 62;
   wait_epoch_kernel<<<1, 32, 0, s>>>(flag, e);
   return cudaGetLastError() == cudaSuccess ? 0 : 63;
+}
+
+__global__ void set_epoch_kernel(uint32_t* flag, uint32_t e) {
+  if (threadIdx.x == 0) cuco::lsa::store_release_sys(flag, e);
+}
+
+// *flag (device memory) := e once the work before it on stream s is complete (cuStreamWriteValue32 fences it
+// after that work), else a one-thread kernel.
+static int stream_set_epoch(State* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
+  if (st->write_value32)
+    return st->write_value32((CUstream)s, (CUdeviceptr)flag, e, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS ? 0
+                                                                                                             : 65;
+  set_epoch_kernel<<<1, 32, 0, s>>>(flag, e);
+  return cudaGetLastError() == cudaSuccess ? 0 : 63;
+}
+
+__global__ void peer_bases_kernel(ncclDevComm dc, ncclWindow_t win, int me, int world, char** out) {
+  const int p = threadIdx.x;
+  if (p < world) out[p] = p == me ? nullptr : cuco::lsa::peer_ptr<char>(dc, win, 0, me, p);
+}
+
+// Resolve st->peer for every symmetric buffer of a single-node world (setup only: it synchronises).
+static int resolve_peers(cuco_ctx* ctx, State* st) {
+  if (!ctx->has_devcomm || ctx->world > kMaxRanks || ctx->world != ctx->local_world) return 0;
+  char** d = nullptr;
+  if (cudaMalloc(&d, sizeof(char*) * kMaxRanks) != cudaSuccess) return 8;
+  int rc = 0;
+  for (int b = 0; b < ctx->nbuffers && b < CUCO_MAX_BUFFERS && !rc; ++b) {
+    if (!ctx->buffers[b].window) continue;
+    peer_bases_kernel<<<1, kMaxRanks, 0, ctx->stream>>>(ctx->devcomm, ctx->buffers[b].window, ctx->rank, ctx->world,
+                                                         d);
+    if (cudaMemcpyAsync(st->peer[b], d, sizeof(char*) * ctx->world, cudaMemcpyDeviceToHost, ctx->stream) !=
+            cudaSuccess ||
+        cudaStreamSynchronize(ctx->stream) != cudaSuccess)
+      rc = 9;
+  }
+  cudaFree(d);
+  return rc;
 }
 
 // The block's plain flags live after the cuBLASLt workspace.
@@ -127,8 +174,11 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
       q == cudaDriverEntryPointSuccess)
     st->wait_value32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess)
+    st->write_value32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
   (void)cudaGetLastError();
-  return 0;
+  return cuco_ag::resolve_peers(ctx, st);
 }
 
 // One operation: fork the side stream off ctx->stream, enqueue the block's work, join it back.

@@ -13,7 +13,8 @@ from cuco.design_space import (
     Topology,
 )
 from cuco.workloads.gemm_allgather import frozen
-from cuco.workloads.gemm_allgather.common_block import EPILOGUE, prologue
+from cuco.workloads.gemm_allgather.ce_block import render_ce
+from cuco.workloads.gemm_allgather.common_block import EPILOGUE, barrier_launch, prologue
 from cuco.workloads.gemm_allgather.fused_block import render_fused
 from cuco.workloads.gemm_allgather.gin_block import render_gin
 from cuco.workloads.gemm_allgather.lsa_blocks import render_lsa
@@ -42,8 +43,21 @@ def _lsa_one_team(d: Directives, s: DesignSpace) -> str | None:
     return None
 
 
+def _copy_engine_subset(d: Directives, _s: DesignSpace) -> str | None:
+    if d.issuer != "copy_engine":
+        return None
+    if d.sync_scope not in ("world", "team"):
+        return ("issuer=copy_engine is bracketed by barrier kernels on the copy stream (no CTA of ours opens a "
+                "barrier session or polls a peer's flag); use sync_scope=world or team")
+    if d.placement == "split_put_wait" and d.chunk_bytes:
+        return ("issuer=copy_engine with placement=split_put_wait multiplies the pushed rows after one barrier, "
+                "so chunks change nothing; use chunk_bytes=whole, or placement=stream_overlap for chunked pulls")
+    return None
+
+
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("gemm-ag-gin-subset", _gin_subset),
+    Rule("gemm-ag-copy-engine-subset", _copy_engine_subset),
     Rule("gemm-ag-lsa-one-team", _lsa_one_team),
 )
 
@@ -55,7 +69,7 @@ def space(topology: Topology) -> DesignSpace:
         backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
         backends=backends,
-        issuers=("thread", "warp", "cta"),
+        issuers=("thread", "warp", "cta", "copy_engine"),
         chunk_sizes=CHUNK_SIZES,
         topology=topology,
         fused_grid_ctas=topology.sm_count,
@@ -67,6 +81,8 @@ def space(topology: Topology) -> DesignSpace:
 def _block(point: Directives) -> str:
     if point.backend == "gin":
         body = render_gin(point)
+    elif point.issuer == "copy_engine":
+        body = render_ce(point, barrier_launch)
     elif point.placement == "fused":
         body = render_fused(point)
     else:

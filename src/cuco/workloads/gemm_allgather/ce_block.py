@@ -1,0 +1,141 @@
+"""Copy-engine block text (issuer=copy_engine): LSA-mapped buffers moved by the GPU's DMA engines.
+
+No SM moves data, so the GEMM keeps every SM. The copies are stream copies between this rank's buffers and its
+peers' buffers as mapped by the NCCL window (the LSA pointers, resolved once at setup); LSA barrier kernels on
+the same stream bracket them (sync_scope world/team), and per-chunk epoch flags written by the stream
+(cuStreamWriteValue32) tell the GEMM stream which rows have landed.
+"""
+
+from __future__ import annotations
+
+from cuco.design_space import Directives
+
+CE_DEFERRED = r"""
+// placement=deferred, issuer=copy_engine: barrier | copy every rank's block into A_full | barrier | one GEMM.
+static Needs block_needs(const cuco_ctx* ctx) {
+  Geo g = geo_of(ctx);
+  Needs n;
+  n.flag_bytes = 4 * local_words(g);
+  n.sym_bytes = 4096;
+  n.lsa_barriers = 1;
+  return n;
+}
+
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  cudaStream_t main = ctx->stream;
+  const size_t block = (size_t)g.Mr * g.K * 2;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  int rc = 0;
+@PRE@  for (int s = 0; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    const char* src = p == g.me ? (const char*)ctx->buffers[BUF_A_LOCAL].ptr : peer_base(st, BUF_A_LOCAL, p);
+    if (!src) return 66;
+    if (cudaMemcpyAsync(a_full + p * block, src, block, cudaMemcpyDeviceToDevice, main) != cudaSuccess) return 67;
+  }
+@POST@  return gemm_rows(st, ctx, a_full, ctx->buffers[BUF_C].ptr, g.M, 0, main);
+}
+"""
+
+CE_PULL = r"""
+// placement=stream_overlap, issuer=copy_engine: the side stream pulls every peer's block into A_full, chunk by
+// chunk, with copy engines and raises chunk[p][c] after each chunk; the main stream multiplies the local rows on
+// all SMs, then each remote chunk once its flag is up.
+static Needs block_needs(const cuco_ctx* ctx) {
+  Geo g = geo_of(ctx);
+  Needs n;
+  n.flag_bytes = 4 * local_words(g);
+  n.sym_bytes = 4096;
+  n.lsa_barriers = 1;
+  return n;
+}
+
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
+  const size_t row_bytes = (size_t)g.K * 2;
+  int rc = 0;
+@PRE@  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    const char* src = peer_base(st, BUF_A_LOCAL, p);
+    if (!src) return 66;
+    for (int c = 0; c < g.nchunks; ++c) {
+      const int64_t r0 = c * g.chunk_rows;
+      const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
+      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
+                          cudaMemcpyDeviceToDevice, side) != cudaSuccess)
+        return 67;
+      if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;
+    }
+  }
+@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
+  if (rc) return rc;
+  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    for (int c = 0; c < g.nchunks; ++c) {
+      const int64_t r0 = p * g.Mr + c * g.chunk_rows;
+      const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;
+      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;
+      if ((rc = gemm_rows(st, ctx, a_full + r0 * row_bytes, c_out + (size_t)r0 * g.N * 2, rows, 0, main)))
+        return rc;
+    }
+  }
+  return 0;
+}
+"""
+
+CE_PUSH = r"""
+// placement=split_put_wait, issuer=copy_engine: the side stream pushes this rank's block into every peer's A_full
+// with copy engines, meets the peers at a barrier (after it, every peer's rows have landed here), then multiplies
+// the remote rows on the side stream, beside the local-rows GEMM of the main stream: the two GEMMs share the SMs,
+// so the second fills the first one's last wave.
+static Needs block_needs(const cuco_ctx* ctx) {
+  Geo g = geo_of(ctx);
+  Needs n;
+  n.flag_bytes = 4 * local_words(g);
+  n.sym_bytes = 4096;
+  n.lsa_barriers = 1;
+  return n;
+}
+
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  const char* a_local = (const char*)ctx->buffers[BUF_A_LOCAL].ptr;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
+  const size_t block = (size_t)g.Mr * g.K * 2;
+  int rc = 0;
+@PRE@  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    char* dst = peer_base(st, BUF_A_FULL, p);
+    if (!dst) return 66;
+    if (cudaMemcpyAsync(dst + g.me * block, a_local, block, cudaMemcpyDeviceToDevice, side) != cudaSuccess)
+      return 67;
+  }
+@POST@  rc = gemm_rows(st, ctx, a_local, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
+  if (rc) return rc;
+  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    if ((rc = gemm_rows(st, ctx, a_full + p * block, c_out + (size_t)p * g.Mr * g.N * 2, g.Mr, 0, side))) return rc;
+  }
+  return 0;
+}
+"""
+
+
+def render_ce(point: Directives, barrier_launch) -> str:
+    """The placement-specific part of a copy-engine block; `barrier_launch(point, stream)` gives the barrier
+    kernel launches that bracket the copies."""
+    if point.placement == "deferred":
+        text, stream = CE_DEFERRED, "main"
+    elif point.placement == "stream_overlap":
+        text, stream = CE_PULL, "side"
+    elif point.placement == "split_put_wait":
+        text, stream = CE_PUSH, "side"
+    else:
+        raise ValueError(f"render_ce does not handle placement={point.placement}")
+    return text.replace("@PRE@", barrier_launch(point, stream)).replace("@POST@", barrier_launch(point, stream))

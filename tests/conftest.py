@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import shutil
 import subprocess
 
@@ -44,3 +45,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def gpus() -> int:
     """GPU count, for tests that need a minimum (e.g. 2 for world size 2)."""
     return gpu_count()
+
+
+@pytest.fixture
+def as_user() -> list[str]:
+    """[uid, gid] for a child that must not be root (root ignores permission bits): 'nobody' when we are root,
+    ["-1", "-1"] (stay as we are) otherwise."""
+    if os.geteuid() != 0:
+        return ["-1", "-1"]
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("running as root and there is no 'nobody' user to drop privileges to")
+    return [str(nobody.pw_uid), str(nobody.pw_gid)]

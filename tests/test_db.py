@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pwd
 import random
 import shutil
 import signal
@@ -480,15 +479,8 @@ else:
 """
 
 
-def test_read_only_location_rejected() -> None:
+def test_read_only_location_rejected(as_user: list[str]) -> None:
     """Runs the opener unprivileged (as nobody when we are root, since root ignores permission bits)."""
-    as_user = ["-1", "-1"]
-    if os.geteuid() == 0:
-        try:
-            nobody = pwd.getpwnam("nobody")
-        except KeyError:
-            pytest.skip("running as root and there is no 'nobody' user to drop privileges to")
-        as_user = [str(nobody.pw_uid), str(nobody.pw_gid)]
     base = Path(tempfile.mkdtemp(prefix="cuco-ro-", dir="/tmp"))
     try:
         base.chmod(0o755)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cuco.evaluate.executor import DeviceGroup, Executor, NoGPUError, partition, visible_gpus
+from cuco.process import SAFE_GPU_ENV, is_secret, run_group, scrubbed_env
 
 
 def _alive(pid: int) -> bool:
@@ -144,3 +148,47 @@ def test_exclusive_jobs_have_the_host_to_themselves():
     ex.run(lambda g: seen.append(state["running"]), exclusive=True)
     plain.join()
     assert seen == [0]
+
+
+SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+           "AWS_SESSION_TOKEN", "AZURE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN", "LITELLM_MASTER_KEY",
+           "deepseek_api_key", "GITHUB_TOKEN")
+KEPT = ("PATH", "HOME", "CUDA_HOME", "NCCL_DEBUG", "NCCL_HOME", "CUCO_CACHE_DIR", "LD_LIBRARY_PATH", "PYTHONPATH")
+names = st.one_of(st.sampled_from(SECRETS + KEPT + tuple(SAFE_GPU_ENV)),
+                  st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ_abc", min_size=1, max_size=24))
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.dictionaries(names, st.text(max_size=8)), extra=st.dictionaries(names, st.text(max_size=8)))
+def test_scrubbed_env_drops_every_secret_keeps_the_rest_and_forces_multicast_off(base, extra):
+    env = scrubbed_env(base, extra)
+    merged = {**base, **extra}
+    assert not any(is_secret(k) for k in env)
+    assert not set(SECRETS) & set(env)
+    for k, v in merged.items():
+        if k in SAFE_GPU_ENV:
+            assert env[k] == SAFE_GPU_ENV[k]
+        elif not is_secret(k):
+            assert env[k] == v
+    assert set(env) == {k for k in merged if not is_secret(k)} | set(SAFE_GPU_ENV)
+    assert all(k in env for k in KEPT if k in merged)
+
+
+def test_run_group_scrubs_even_an_environment_the_caller_built(tmp_path):
+    given_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPENAI_API_KEY": "sk-x",
+                 "AWS_SECRET_ACCESS_KEY": "y", "NCCL_NVLS_ENABLE": "1", "CUCO_KEEP_ME": "yes"}
+    outcome = run_group(["env"], timeout_s=30, env=given_env, cwd=tmp_path)
+    env = dict(line.split("=", 1) for line in outcome.stdout.splitlines() if "=" in line)
+    assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "sk-x" not in outcome.stdout
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["CUCO_KEEP_ME"] == "yes"
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
+    code = ("import os, signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print(os.getpid(), flush=True)\ntime.sleep(100)\n")
+    start = time.monotonic()
+    outcome = run_group([sys.executable, "-c", code], timeout_s=1.0, grace_s=0.5, cwd=tmp_path)
+    assert outcome.timed_out and outcome.returncode is None
+    assert time.monotonic() - start < 8
+    pid = int(outcome.stdout.split()[0])
+    assert not _alive(pid)

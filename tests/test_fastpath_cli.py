@@ -30,3 +30,9 @@ def test_bad_input_exits_non_zero_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
     rc = transform_main([str(tmp_path / "missing.cu"), "-o", str(out)])
     assert rc == 2 and "does not exist" in capsys.readouterr().err and not out.exists()
+
+
+def test_unknown_model_is_refused_before_any_work(tmp_path, capsys):
+    out = tmp_path / "never.cu"
+    rc = transform_main([str(FIX / "bad_unknown_collective.cu"), "-o", str(out), "--model", "no-such-model-xyz"])
+    assert rc == 2 and "unknown model 'no-such-model-xyz'" in capsys.readouterr().err and not out.exists()

@@ -12,8 +12,11 @@ TOPOLOGY = Topology(world=2, nodes=1, gin_available=False, nvshmem_available=Fal
 SHAPE = Shape((8192, 8192, 8192))
 
 
+ISSUERS = ("thread", "warp", "cta")  # the SM issuers this toy template renders
+
+
 def _space(topology: Topology) -> DesignSpace:
-    return DesignSpace(topology=topology)
+    return DesignSpace(topology=topology).restrict(issuers=ISSUERS)
 
 
 def render(d: Directives) -> str:

@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("workload", help="built-in workload name (see `cuco workloads`)")
     r.add_argument("--world", type=int, default=2, help="ranks (GPUs) per evaluation (default 2)")
     r.add_argument("--shape", default=None, help="problem size, e.g. 8192,8192,8192 (default: the workload's first)")
-    r.add_argument("--evals", type=int, default=40, help="evaluations after the fast path (default 40)")
+    r.add_argument("--evals", type=int, default=40,
+                   help="candidates to evaluate in all, the fast path's included (default 40)")
     r.add_argument("--run-dir", default=None, help="where the database and report go (default runs/<workload>-<time>)")
     r.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
     r.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
@@ -108,6 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.fn(args) or 0)
     except CucoError as exc:
         print(f"cuco: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file or device problem of this machine, not a bug: no traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"cuco: error: {exc.strerror or exc}{where}; check that path, its permissions and free space",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("cuco: interrupted; `cuco run --resume --run-dir DIR` continues a run", file=sys.stderr)

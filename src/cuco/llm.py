@@ -285,6 +285,21 @@ class LLMClient:
                                      "environment; export the provider's API key and retry")
         self._checked.add(model)
 
+    def check(self) -> None:
+        """Fail fast, before any prompt is sent: every configured model must name a known provider, have its API
+        key in the environment (unless a completion function is injected) and, under a budget cap, a price.
+        Replay mode needs none of that and checks nothing. Raises LLMConfigError naming the model and the fix."""
+        if self.cache is not None and self.config.cache_mode == "replay":
+            return
+        litellm = import_litellm()
+        for model, _weight in self.config.models:
+            self._check_model(litellm, model, mocked=self._completion_fn is not None)
+            if self.config.budget_usd is not None and self._prices(litellm, model) is None:
+                raise LLMConfigError(
+                    f"model {model!r} has no price in litellm's cost map, so the budget cap cannot be enforced; "
+                    f"set LLMConfig(prices={{{model!r}: (usd_per_input_token, usd_per_output_token)}}) or "
+                    "budget_usd=None")
+
     # -- the call --------------------------------------------------------------------------------------
     def complete(self, messages: Sequence[Mapping[str, str]], temperature: float | None = None, *,
                  model: str | None = None, rng: random.Random | None = None, key_extra: str = "",

@@ -101,6 +101,37 @@ def _run_dir(opts: RunOptions) -> Path:
     return Path("runs") / f"{opts.workload}-{stamp}"
 
 
+def _check_options(opts: RunOptions) -> None:
+    """Reject option values that cannot make a run, before anything is built or written."""
+    if opts.evaluations < 1:
+        raise CucoError(f"--evals must be >= 1, got {opts.evaluations}")
+    if opts.world < 1:
+        raise CucoError(f"--world must be >= 1 (ranks, one GPU each), got {opts.world}")
+    if not opts.budget_usd >= 0:  # also rejects NaN
+        raise CucoError(f"--budget-usd must be >= 0, got {opts.budget_usd}")
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """Fail early, before anything is built, when the run directory cannot be created or written."""
+    existing = run_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CucoError(f"--run-dir {run_dir}: {existing} is a file, not a directory; choose another --run-dir")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CucoError(f"--run-dir {run_dir}: {existing} is not writable; choose a writable --run-dir "
+                        "or fix its permissions")
+
+
+def _make_run_dir(run_dir: Path) -> None:
+    """Create the run directory, or say why it cannot be and what to do."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CucoError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}); "
+                        "choose a writable --run-dir") from None
+
+
 def _progress(enabled: bool) -> Any:
     return "auto" if enabled else None
 
@@ -123,21 +154,21 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     from cuco.search import api
 
     workload = workloads.get(opts.workload)
-    if opts.evaluations < 1:
-        raise CucoError(f"--evals must be >= 1, got {opts.evaluations}")
+    _check_options(opts)
     shape = workload.parse_shape(opts.shape) if opts.shape else None
-    cascade = Cascade(workload, world=opts.world, bench_shape=shape)
-    measured = cascade.has_gpu
-    # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
-    topology = Topology(world=opts.world, nodes=1, gin_available=False if measured else None)
-    space = workload.space(topology)
     run_dir = _run_dir(opts)
     db_path = run_dir / api.DB_FILE
     if opts.resume and not db_path.exists():
         raise CucoError(f"{run_dir} holds no run to resume; drop --resume to start one there")
     if not opts.resume and db_path.exists():
         raise CucoError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run-dir")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _check_run_dir(run_dir)
+    cascade = Cascade(workload, world=opts.world, bench_shape=shape)
+    measured = cascade.has_gpu
+    # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
+    topology = Topology(world=opts.world, nodes=1, gin_available=False if measured else None)
+    space = workload.space(topology)
+    _make_run_dir(run_dir)
     on_event(f"cuco: {workload.name} at world {opts.world}, shape {cascade.bench_shape}; "
              f"{space.size()} legal points; {'GPU cascade' if measured else 'no GPU: static check + compile only'}")
 

@@ -19,6 +19,11 @@ from cuco.errors import CucoError
 
 #: The NCCL device API (LSA, ncclDevComm) first shipped in 2.28.
 MIN_NCCL = (2, 28, 0)
+#: Where a system NCCL is looked for last: (include dir, lib dir).
+SYSTEM_NCCL = (Path("/usr/include"), Path("/usr/lib/x86_64-linux-gnu"))
+#: nvcc locations tried after CUCO_NVCC, CUDA_HOME and PATH.
+NVCC_FALLBACKS = ("/usr/local/cuda/bin/nvcc",)
+_NCCL_PIP = "pip install 'nvidia-nccl-cu13>=2.28.9' (CUDA 13) or 'nvidia-nccl-cu12>=2.28.9' (CUDA 12)"
 
 
 class ToolchainError(CucoError):
@@ -76,10 +81,14 @@ def find_nccl() -> Library:
     candidates: list[tuple[Path, Path, str]] = []
     if os.environ.get("NCCL_HOME"):
         home = Path(os.environ["NCCL_HOME"])
+        if not (home / "include" / "nccl.h").exists() or _first_lib(home / "lib", "libnccl.so") is None:
+            raise ToolchainError(
+                f"NCCL_HOME={home} has no include/nccl.h and lib/libnccl.so*; point NCCL_HOME at an NCCL >= "
+                f"{'.'.join(map(str, MIN_NCCL))} install, or unset it to use the pip wheel ({_NCCL_PIP})")
         candidates.append((home / "include", home / "lib", "env"))
     for site in _site_dirs():
         candidates.append((site / "nvidia" / "nccl" / "include", site / "nvidia" / "nccl" / "lib", "wheel"))
-    candidates.append((Path("/usr/include"), Path("/usr/lib/x86_64-linux-gnu"), "system"))
+    candidates.append((*SYSTEM_NCCL, "system"))
     for include, libdir, origin in candidates:
         if not (include / "nccl.h").exists():
             continue
@@ -89,12 +98,11 @@ def find_nccl() -> Library:
         version = _nccl_version(include)
         if not (include / "nccl_device.h").exists():
             raise ToolchainError(
-                f"NCCL {version} at {include} has no device API (nccl_device.h); cuco needs NCCL >= "
-                f"{'.'.join(map(str, MIN_NCCL))}: pip install 'nvidia-nccl-cu13>=2.28.9' (or cu12), or set NCCL_HOME"
-            )
+                f"NCCL {version} at {include} is too old: it has no device API (nccl_device.h) and cuco needs "
+                f"NCCL >= {'.'.join(map(str, MIN_NCCL))}; {_NCCL_PIP}, or set NCCL_HOME to a newer install")
         return Library("nccl", include, libdir, link, version, origin)
     raise ToolchainError(
-        "NCCL not found: pip install 'nvidia-nccl-cu13>=2.28.9' (CUDA 13) or 'nvidia-nccl-cu12>=2.28.9', "
+        f"NCCL not found (cuco needs NCCL >= {'.'.join(map(str, MIN_NCCL))}): {_NCCL_PIP}, "
         "or set NCCL_HOME to an install with include/nccl.h and lib/libnccl.so"
     )
 
@@ -125,14 +133,19 @@ def find_cublaslt(cuda_home: Path | None) -> Library:
 
 
 def find_nvcc() -> Path:
-    for cand in (os.environ.get("CUCO_NVCC"),
-                 os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"),
-                 shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+    """CUCO_NVCC (which must exist when set), else CUDA_HOME/bin/nvcc, PATH, then NVCC_FALLBACKS."""
+    if os.environ.get("CUCO_NVCC"):
+        given = Path(os.environ["CUCO_NVCC"])
+        if not given.is_file():
+            raise ToolchainError(f"CUCO_NVCC={given} does not exist; point it at an nvcc binary or unset it")
+        return given
+    for cand in (os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"),
+                 shutil.which("nvcc"), *NVCC_FALLBACKS):
         if cand and Path(cand).exists():
             return Path(cand)
     raise ToolchainError(
-        "nvcc not found: install the CUDA toolkit (12.4 or newer; e.g. apt-get install cuda-nvcc-13-0) "
-        "or set CUDA_HOME or CUCO_NVCC"
+        "nvcc not found: install the CUDA toolkit (12.4 or newer; e.g. apt-get install cuda-nvcc-13-0 from "
+        "NVIDIA's CUDA repository) and put nvcc on PATH, or set CUDA_HOME or CUCO_NVCC"
     )
 
 
@@ -189,7 +202,9 @@ class Toolchain:
         flags = self.nccl.flags()
         if "cublasLt" in libraries:
             if self.cublaslt is None:
-                raise ToolchainError("cuBLASLt is needed but was not detected")
+                raise ToolchainError(
+                    "cuBLASLt is needed by this workload but was not found: pip install nvidia-cublas (CUDA 13) "
+                    "or nvidia-cublas-cu12, or set CUBLAS_HOME / CUDA_HOME to a toolkit with cublasLt.h")
             flags += self.cublaslt.flags()
         return flags
 

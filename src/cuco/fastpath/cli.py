@@ -30,7 +30,9 @@ def _llm(model: str | None) -> Any:
     if not model:
         return None
     from cuco.llm import LLMClient, LLMConfig  # lazy: litellm is optional
-    return LLMClient(LLMConfig(models=model))
+    client = LLMClient(LLMConfig(models=model))
+    client.check()  # unknown model or missing API key: said before the input is even compiled
+    return client
 
 
 def write_atomic(path: Path, text: str) -> None:

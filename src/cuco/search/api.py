@@ -41,7 +41,21 @@ def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, **llm_kwargs: An
     if isinstance(llm, LLMConfig) and llm.cache_mode != "off" and not llm.cache_path:
         llm = attrs.evolve(llm, cache_path=str(run_dir / LLM_CACHE_FILE))
     client = llm if isinstance(llm, LLMClient) else LLMClient(llm)
+    client.check()  # before anything is written: a model that cannot work leaves no half-made run behind
     return Mutators(llm=LLMMutator(client, **llm_kwargs))
+
+
+def _stored_space(data: dict, workload: Workload) -> DesignSpace:
+    """The run's stored space, with the workload's own validity rules (stored by name) resolved again."""
+    try:
+        extra = workload.space(Topology(**data.get("topology", {}))).rules
+    except (CucoError, TypeError):
+        extra = ()
+    try:
+        return DesignSpace.from_dict(data, extra_rules=extra)
+    except CucoError as exc:
+        raise RunMismatchError(f"the stored design space does not load with workload {workload.name!r}: {exc}; "
+                               "resume with the cuco version that started the run, or start a new run") from None
 
 
 def start(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, space: DesignSpace | None = None,
@@ -57,11 +71,11 @@ def start(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, spac
             raise RunDirError(f"{run_dir} already holds a run; resume it (cuco.search.api.resume) or pick a new directory")
         db.close()
     space = space or workload.space(topology or Topology(world=workload.default_world))
+    mutators = _mutators(llm, run_dir)
     db = CandidateDB(path)
     if llm is not None:
         db.meta_set(PREFIX + "llm", (llm.config if isinstance(llm, LLMClient) else llm).to_dict())
-    return Search(workload, space, evaluator, db, config=config, mutators=_mutators(llm, run_dir), progress=progress,
-                  **settings)
+    return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress, **settings)
 
 
 def resume(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, llm: LLMConfig | LLMClient | None = None,
@@ -83,11 +97,20 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, llm
         db.close()
         raise RunMismatchError(f"{run_dir} is a run of workload {ident['workload']!r}, not {workload.name!r}; "
                                f"resume it with workload {ident['workload']!r} or start a new run directory")
-    space = DesignSpace.from_dict(ident["space"])
+    try:
+        space = _stored_space(ident["space"], workload)
+    except CucoError:
+        db.close()
+        raise
     config = SearchConfig.from_dict(ident["config"])
     if llm is None and db.meta_get(PREFIX + "llm") is not None:
         llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
-    return Search(workload, space, evaluator, db, config=config, mutators=_mutators(llm, run_dir), progress=progress)
+    try:
+        mutators = _mutators(llm, run_dir)
+    except CucoError:
+        db.close()
+        raise
+    return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress)
 
 
 def run(run_dir: str | Path, workload: Workload, evaluator: Evaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:

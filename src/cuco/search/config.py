@@ -7,6 +7,7 @@ from typing import Any, Mapping
 import attrs
 
 from cuco.errors import CucoError
+from cuco.search.island import IslandSpec
 from cuco.search.migration import MigrationPolicy
 from cuco.search.novelty import NoveltyFilter
 from cuco.search.schedule import Schedule
@@ -28,7 +29,8 @@ def _positive(name: str):
 class SearchConfig:
     """islands x island_capacity populations; batch_size candidates per evaluation call (a generation);
     max_in_flight proposals prepared ahead (LLM calls overlap evaluation); meta_every: evaluations between
-    meta-summaries; seed: makes offline runs reproducible (per-evaluation random streams derive from it)."""
+    meta-summaries; seed: makes offline runs reproducible (per-evaluation random streams derive from it);
+    island_specs: none, or one IslandSpec per island (its own backend, seed point or prompt note)."""
 
     islands: int = attrs.field(default=4, validator=_positive("islands"))
     island_capacity: int = attrs.field(default=16, validator=_positive("island_capacity"))
@@ -42,8 +44,12 @@ class SearchConfig:
     max_in_flight: int = attrs.field(default=8, validator=_positive("max_in_flight"))
     meta_every: int = attrs.field(default=10, validator=_positive("meta_every"))
     seed: int = 0
+    island_specs: tuple[IslandSpec, ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
+        if self.island_specs and len(self.island_specs) != self.islands:
+            raise SearchConfigError(f"island_specs has {len(self.island_specs)} entries for {self.islands} islands; "
+                                    "give one IslandSpec per island (IslandSpec() for a plain one) or none")
         if self.max_in_flight < self.batch_size:
             raise SearchConfigError(f"max_in_flight ({self.max_in_flight}) must be >= batch_size ({self.batch_size}) "
                                     "so that a whole batch can be prepared")
@@ -60,7 +66,11 @@ class SearchConfig:
             "archive_axes": list(self.archive_axes), "inspirations": self.inspirations,
             "batch_size": self.batch_size, "max_in_flight": self.max_in_flight, "meta_every": self.meta_every,
             "seed": self.seed,
-        }
+        } | ({"island_specs": [s.to_dict() for s in self.island_specs]} if self.island_specs else {})
+
+    def spec(self, island: int) -> IslandSpec:
+        """The spec of island `island` (a plain one when none were given)."""
+        return self.island_specs[island] if self.island_specs else IslandSpec()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SearchConfig":
@@ -68,7 +78,8 @@ class SearchConfig:
         try:
             return cls(
                 selection=policy_from_dict(d.pop("selection")), migration=MigrationPolicy(**d.pop("migration")),
-                schedule=Schedule.from_dict(d.pop("schedule")), novelty=NoveltyFilter(**d.pop("novelty")), **d)
+                schedule=Schedule.from_dict(d.pop("schedule")), novelty=NoveltyFilter(**d.pop("novelty")),
+                island_specs=tuple(IslandSpec.from_dict(x) for x in d.pop("island_specs", ())), **d)
         except (KeyError, TypeError) as exc:
             raise SearchConfigError(f"stored search config is incomplete or from another cuco version ({exc}); "
                                     "start a new run directory") from None

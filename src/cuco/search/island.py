@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import statistics
-from typing import Iterable
+from typing import Any, Iterable, Mapping
+
+import attrs
 
 from cuco.candidate import Candidate
+from cuco.design_space import DesignSpace, Directives
 from cuco.errors import CucoError
 
 
@@ -81,3 +84,49 @@ def make_islands(n: int, capacity: int) -> list[Island]:
     if n < 1:
         raise IslandError(f"a search needs at least one island, got {n}")
     return [Island(i, capacity) for i in range(n)]
+
+
+def _point(value: Directives | Mapping[str, Any] | str | None) -> Directives | None:
+    if value is None or isinstance(value, Directives):
+        return value
+    return Directives.from_label(value) if isinstance(value, str) else Directives.from_dict(value)
+
+
+@attrs.frozen
+class IslandSpec:
+    """What sets one island apart (e.g. an LSA island and a GIN island); unset fields follow the run.
+
+    backend: the only backend its proposals may use; seed_point: the design point it starts from (default the
+    conservative point of its space); prompt: a note added to its LLM prompts."""
+
+    backend: str | None = None
+    seed_point: Directives | None = attrs.field(default=None, converter=_point)
+    prompt: str = ""
+
+    def space(self, space: DesignSpace) -> DesignSpace:
+        """The part of `space` this island searches."""
+        return space if self.backend is None else space.restrict(backends=(self.backend,))
+
+    def check(self, index: int, space: DesignSpace) -> None:
+        """Raise IslandError if this island cannot search `space`."""
+        if self.backend is not None and self.backend not in space.backends:
+            raise IslandError(f"island {index}: backend {self.backend!r} is not in the design space "
+                              f"({', '.join(space.backends)})")
+        own = self.space(space)
+        if next(own.points(), None) is None:
+            raise IslandError(f"island {index}: backend {self.backend!r} has no legal point in this design space "
+                              "(is its transport available on this topology?)")
+        if self.seed_point is not None and not own.is_legal(self.seed_point):
+            raise IslandError(f"island {index}: seed point {self.seed_point.label()} is not legal there: "
+                              f"{own.check(self.seed_point)}")
+
+    def start_point(self, space: DesignSpace) -> Directives:
+        return self.seed_point or self.space(space).conservative()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "seed_point": self.seed_point.to_dict() if self.seed_point else None,
+                "prompt": self.prompt}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "IslandSpec":
+        return cls(d.get("backend"), d.get("seed_point"), str(d.get("prompt", "")))

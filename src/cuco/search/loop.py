@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import random
 import threading
+import warnings
 from typing import Any, Sequence
 
 import attrs
@@ -19,7 +20,7 @@ from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
 from cuco.evaluate.base import Evaluator
-from cuco.llm import LLMBudgetError
+from cuco.llm import LLMBudgetError, LLMConfigError
 from cuco.search import migration as mig
 from cuco.search import selection
 from cuco.search.archive import Archive
@@ -45,12 +46,16 @@ class Mutators:
 
 @attrs.frozen
 class SearchResult:
+    """A run's outcome: its best candidate, per-generation history, counts by status, evaluations, LLM spend,
+    the evaluator's kind ("modelled" where no GPU measured anything) and notes on how the run went."""
+
     best: Candidate | None
     history: tuple[GenerationStats, ...]
     counts: dict
     evaluated: int
     llm_cost_usd: float
     evaluator_kind: str
+    notes: tuple[str, ...] = ()  # plain sentences about how the run went (e.g. an LLM that never helped)
 
 
 @attrs.frozen
@@ -63,6 +68,7 @@ class _Plan:
 
 
 ELITE_SELECTION = selection.PowerLaw(alpha=2.0)
+LLM_WARN_AFTER = 8  # failed LLM proposals, none usable, before the run warns that the LLM is not helping
 
 
 def _rng(seed: int, *parts: Any) -> random.Random:
@@ -86,11 +92,19 @@ class Search:
             changes["seed"] = seed
         self.config = attrs.evolve(cfg, **changes) if changes else cfg
         self.workload, self.space, self.evaluator, self.db = workload, space, evaluator, db
+        for i in range(self.config.islands):
+            self.config.spec(i).check(i, space)
+        self._spaces = [self.config.spec(i).space(space) for i in range(self.config.islands)]
         self.mutators = mutators or Mutators()
         self.novelty = novelty or self.config.novelty
         self.summarizer = meta or MetaSummarizer(every=self.config.meta_every)
         self.progress = make_progress(progress)
         self._llm_off = threading.Event()
+        self._llm_note = ""
+        self._llm_warned = False
+        check = getattr(self.mutators.llm.client, "check", None) if self.mutators.llm is not None else None
+        if check is not None:
+            check()  # unknown model, missing API key, no price under a cap: said now, not after the seeds
         write_run_meta(db, workload.name, space, self.config, evaluator.kind)  # raises on another run's dir
 
     # -- state ---------------------------------------------------------------------------------------------
@@ -107,6 +121,7 @@ class Search:
             mig.apply(self.islands, [mig.Move(*m) for m in moves], by_id)
         if self.state.llm_disabled:
             self._llm_off.set()
+        self._llm_note = self.state.llm_note
 
     def _absorb(self, c: Candidate) -> None:
         if c.parent_id:
@@ -140,7 +155,9 @@ class Search:
         island = self.islands[index % len(self.islands)]
         step = self.config.schedule.step(index, total, rng, self._llm_on())
         members = island.members()
-        elites = self.archive.top()
+        space = self._spaces[island.index]
+        elites = [c for c in self.archive.top()  # an island with its own backend exploits only its own elites
+                  if space is self.space or (c.directives is not None and space.is_legal(c.directives))]
         if step.op == "directive_near" and elites:
             # offline exploitation: unseen neighbours of the run's elites, the best most often
             parent = selection.select(ELITE_SELECTION, elites, rng)
@@ -152,21 +169,24 @@ class Search:
         others = tuple(self.archive.inspirations(2, rng, exclude=(parent.id,))[: rng.choice((1, 2))])
         insp = tuple(self.archive.inspirations(self.config.inspirations, rng, exclude=(parent.id,)))
         summary = self.state.summary
-        ctx = MutationContext(self.workload, self.space, island.index, frozenset(self._seen() | set(extra_seen)),
+        ctx = MutationContext(self.workload, space, island.index, frozenset(self._seen() | set(extra_seen)),
                               insp, summary.recommendations, summary.scratchpad, step.temperature,
-                              key=f"{self.config.seed}:{index}", value_scores=self._value_scores())
+                              key=f"{self.config.seed}:{index}", value_scores=self._value_scores(),
+                              island_note=self.config.spec(island.index).prompt)
         self.children[parent.id] = self.children.get(parent.id, 0) + 1
         return _Plan(index, step, parent, others, ctx)
 
     def _seed_candidate(self, index: int, extra_seen: Sequence[str] = ()) -> Candidate:
         rng = _rng(self.config.seed, index, "seed")
         seen = self._seen() | set(extra_seen)
-        point = self.space.conservative()  # the fast path's point seeds the run unless already evaluated
+        island = index % len(self.islands)
+        space = self._spaces[island]
+        point = self.config.spec(island).start_point(self.space)  # the fast path's point unless the island has its own
         if point.label() in seen:
-            point = next((p for p in (self.space.sample(rng) for _ in range(64)) if p.label() not in seen),
-                         self.space.sample(rng))
+            point = next((p for p in (space.sample(rng) for _ in range(64)) if p.label() not in seen),
+                         space.sample(rng))
         return Candidate(code=self.workload.render(point), workload=self.workload.name, directives=point,
-                         island=index % len(self.islands), mutation="seed")
+                         island=island, mutation="seed")
 
     # -- proposing (worker threads: pure functions of the plan) --------------------------------------------
     def _propose(self, plan: _Plan, attempt: int = 0) -> tuple[Candidate, str]:
@@ -186,7 +206,12 @@ class Search:
             except LLMBudgetError:
                 self._llm_off.set()  # the cap is reached: the rest of the run is offline
                 op = "budget_fallback"
-            except MutationError:
+            except LLMConfigError as exc:
+                self._llm_note = f"{exc}"
+                self._llm_off.set()  # the configuration cannot work: asking again would fail the same way
+                op = "llm_config_fallback"
+            except MutationError as exc:
+                self._llm_note = f"{exc}"[:500]
                 op = "llm_failed_fallback"
         d = self.mutators.directive
         phase = plan.step.phase
@@ -304,19 +329,28 @@ class Search:
         stats = GenerationStats(gen, evaluated, phase, best.fitness if best else None, max(fits) if fits else None,
                                 dict(ops), sum(1 for c in batch if done[c.id].failed))
         self.state = attrs.evolve(self.state, generation=gen, migrations=tuple(migrations), summary=summary,
-                                  history=(*self.state.history, stats), llm_disabled=self._llm_off.is_set())
+                                  history=(*self.state.history, stats), llm_disabled=self._llm_off.is_set(),
+                                  llm_note=self._llm_note)
         self.state.save(self.db)
+        self._warn_if_llm_useless()
         if self.progress is not None:
             label = best.directives.label() if best and best.directives else "-"
             self.progress(Progress(evaluated, total, gen, phase, best.fitness if best else None, label))
 
+    def _warn_if_llm_useless(self) -> None:
+        usable, failed = self.state.llm_counts()
+        if self.mutators.llm is not None and not usable and failed >= LLM_WARN_AFTER and not self._llm_warned:
+            self._llm_warned = True
+            warnings.warn(f"cuco search: {self.state.llm_notes()[0]}", RuntimeWarning, stacklevel=3)
+
     def result(self) -> SearchResult:
         """The outcome so far, read from the database."""
         cost = sum(c.llm_cost_usd for c in self.db.all(self.workload.name))
-        return SearchResult(self.db.best(self.workload.name), tuple(RunState.load(self.db).history),
+        state = RunState.load(self.db)
+        return SearchResult(self.db.best(self.workload.name), tuple(state.history),
                             self.db.count_by_status(self.workload.name),
                             sum(n for s, n in self.db.count_by_status(self.workload.name).items() if s != "pending"),
-                            cost, self.evaluator.kind)
+                            cost, self.evaluator.kind, state.llm_notes())
 
     @property
     def summary(self) -> MetaSummary:

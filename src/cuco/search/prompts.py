@@ -87,13 +87,15 @@ def _section(title: str, body: str) -> str:
 
 def user_prompt(task: str, workload: Workload, space: DesignSpace, parent: Candidate,
                 inspirations: Sequence[Candidate] = (), recommendations: Sequence[str] = (),
-                scratchpad: str = "", others: Sequence[Candidate] = ()) -> str:
+                scratchpad: str = "", others: Sequence[Candidate] = (), island_note: str = "") -> str:
     """The user message for one mutation: workload, machine, API notes, lessons, parent, inspirations, task."""
     parts = [
         _section("Workload", workload.description),
         _section("Hardware and design space", space.prompt_text()),
         _section("Backend API notes", BACKEND_NOTES),
     ]
+    if island_note:
+        parts.append(_section("Focus of this island", island_note))
     if recommendations or scratchpad:
         rec = "\n".join(f"{i}. {r}" for i, r in enumerate(recommendations, 1))
         parts.append(_section("What earlier candidates taught", (scratchpad + "\n" + rec).strip()))

@@ -29,6 +29,8 @@ _EDIT = re.compile(r"<{5,}\s*SEARCH[^\n]*\n(.*?)\n?={5,}[^\n]*\n(.*?)\n?>{5,}\s*
 
 def parse_directives(text: str, space: DesignSpace) -> Directives:
     """The point named by `DIRECTIVES: {json}`; it must be legal in `space`."""
+    if not text.strip():
+        raise ReplyError("the reply is empty; answer with a `DIRECTIVES: {json}` line followed by the code")
     at = text.find("DIRECTIVES:")
     if at < 0:
         raise ReplyError("the reply does not state its point: begin with a line `DIRECTIVES: {json}` naming all five "

@@ -16,6 +16,10 @@ from cuco.search.meta import MetaSummary
 PREFIX = "search:"
 
 
+LLM_CHILD_OPS = ("llm_diff", "llm_full", "llm_cross")
+LLM_FAILED_OPS = ("llm_failed_fallback", "llm_config_fallback")
+
+
 class RunMismatchError(CucoError):
     """The run directory (database) belongs to another workload, space, config or evaluator."""
 
@@ -41,19 +45,40 @@ class RunState:
     migrations: tuple[tuple[int, list], ...] = ()
     summary: MetaSummary = attrs.field(factory=MetaSummary)
     llm_disabled: bool = False
+    llm_note: str = ""  # why the LLM was switched off, else the last reason an LLM proposal failed
 
     def to_dict(self) -> dict[str, Any]:
         return {"generation": self.generation, "total": self.total,
                 "history": [attrs.asdict(h) for h in self.history],
                 "migrations": [[g, moves] for g, moves in self.migrations],
-                "summary": self.summary.to_dict(), "llm_disabled": self.llm_disabled}
+                "summary": self.summary.to_dict(), "llm_disabled": self.llm_disabled, "llm_note": self.llm_note}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunState":
         return cls(int(d.get("generation", 0)), int(d.get("total", 0)),
                    tuple(GenerationStats(**h) for h in d.get("history", ())),
                    tuple((int(g), list(m)) for g, m in d.get("migrations", ())),
-                   MetaSummary.from_dict(d.get("summary", {})), bool(d.get("llm_disabled", False)))
+                   MetaSummary.from_dict(d.get("summary", {})), bool(d.get("llm_disabled", False)),
+                   str(d.get("llm_note", "")))
+
+    def llm_counts(self) -> tuple[int, int]:
+        """(usable LLM children, LLM proposals that failed and fell back to the directive mutator)."""
+        ops = [op for h in self.history for op in h.ops.items()]
+        usable = sum(n for op, n in ops if op in LLM_CHILD_OPS)
+        return usable, sum(n for op, n in ops if op in LLM_FAILED_OPS)
+
+    def llm_notes(self) -> tuple[str, ...]:
+        """Plain sentences about the LLM's part in the run: nothing usable, switched off, budget reached."""
+        usable, failed = self.llm_counts()
+        notes = []
+        if any(h.ops.get("llm_config_fallback") for h in self.history):
+            notes.append(f"LLM mutations were switched off during the run: {self.llm_note or 'configuration error'}")
+        elif failed and not usable:
+            notes.append(f"the LLM returned nothing usable in {failed} proposal(s); each fell back to the directive "
+                         f"mutator" + (f" (last reason: {self.llm_note})" if self.llm_note else ""))
+        if any(h.ops.get("budget_fallback") for h in self.history):
+            notes.append("the LLM budget cap was reached; the rest of the run used the directive mutator")
+        return tuple(notes)
 
     @classmethod
     def load(cls, db: Any) -> "RunState":

@@ -41,6 +41,7 @@ class MutationContext:
     temperature: float = 0.0
     key: str = ""
     value_scores: Mapping[str, float] = attrs.field(factory=dict)  # "name=value" -> mean fitness seen with it
+    island_note: str = ""  # the island's own prompt note (IslandSpec.prompt)
 
     def with_seen(self, more: Sequence[str]) -> "MutationContext":
         return attrs.evolve(self, seen=self.seen | set(more))

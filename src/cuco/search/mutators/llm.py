@@ -10,7 +10,7 @@ import attrs
 
 from cuco.candidate import Candidate
 from cuco.design_space import Directives
-from cuco.llm import LLMBudgetError, LLMClient, LLMError
+from cuco.llm import LLMBudgetError, LLMClient, LLMConfigError, LLMError
 from cuco.search import blocks as blk
 from cuco.search import prompts
 from cuco.search.mutators.base import MutationContext, MutationError
@@ -27,8 +27,9 @@ class Attempt:
 
 
 class LLMMutator:
-    """Produces children through an LLMClient. Budget exhaustion propagates (LLMBudgetError) so that the loop
-    can continue offline; other failures become MutationError after bounded retries."""
+    """Produces children through an LLMClient. Budget exhaustion (LLMBudgetError) and configuration errors
+    (LLMConfigError) propagate so that the loop can continue offline; other failures become MutationError
+    after bounded retries."""
 
     def __init__(self, client: LLMClient, fix_attempts: int = 2, completion_kwargs: dict | None = None):
         if fix_attempts < 0:
@@ -42,15 +43,16 @@ class LLMMutator:
         try:
             return self.client.complete(messages, ctx.temperature, rng=rng, key_extra=f"{ctx.key}:{tag}",
                                         **self.completion_kwargs)
-        except LLMBudgetError:
-            raise
+        except (LLMBudgetError, LLMConfigError):
+            raise  # not a bad reply: the loop stops asking this LLM
         except LLMError as exc:
             raise MutationError(str(exc)) from exc
 
     def _prompt(self, task: str, parent: Candidate, ctx: MutationContext,
                 others: Sequence[Candidate] = ()) -> list[dict[str, str]]:
         return prompts.messages(task, ctx.workload, ctx.space, parent, inspirations=ctx.inspirations,
-                                recommendations=ctx.recommendations, scratchpad=ctx.scratchpad, others=others)
+                                recommendations=ctx.recommendations, scratchpad=ctx.scratchpad, others=others,
+                                island_note=ctx.island_note)
 
     def _converse(self, task: str, parent: Candidate, ctx: MutationContext, rng: random.Random,
                   build, others: Sequence[Candidate] = ()) -> tuple[str, Directives, Attempt]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from cuco.design_space import Directives
 
-CE_DEFERRED = r"""
-// placement=deferred, issuer=copy_engine: barrier | copy every rank's block into A_full | barrier | one GEMM.
+# Every copy-engine block asks for the same: local flags and one LSA barrier (a one-CTA kernel opens it).
+CE_NEEDS = r"""
 static Needs block_needs(const cuco_ctx* ctx) {
   Geo g = geo_of(ctx);
   Needs n;
@@ -20,7 +20,11 @@ static Needs block_needs(const cuco_ctx* ctx) {
   n.lsa_barriers = 1;
   return n;
 }
+"""
 
+CE_DEFERRED = r"""
+// placement=deferred, issuer=copy_engine: barrier | copy every rank's block into A_full | barrier | one GEMM.
+@NEEDS@
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo g = geo_of(ctx);
   cudaStream_t main = ctx->stream;
@@ -41,15 +45,7 @@ CE_PULL = r"""
 // placement=stream_overlap, issuer=copy_engine: the side stream pulls every peer's block into A_full, chunk by
 // chunk, with copy engines and raises chunk[p][c] after each chunk; the main stream multiplies the local rows on
 // all SMs, then each remote chunk once its flag is up.
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 4096;
-  n.lsa_barriers = 1;
-  return n;
-}
-
+@NEEDS@
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo g = geo_of(ctx);
   const Flags f = flags_of(ctx, g);
@@ -92,15 +88,7 @@ CE_PUSH = r"""
 // with copy engines, meets the peers at a barrier (after it, every peer's rows have landed here), then multiplies
 // the remote rows on the side stream, beside the local-rows GEMM of the main stream: the two GEMMs share the SMs,
 // so the second fills the first one's last wave.
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 4096;
-  n.lsa_barriers = 1;
-  return n;
-}
-
+@NEEDS@
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo g = geo_of(ctx);
   cudaStream_t main = ctx->stream, side = ctx->side_stream;
@@ -138,4 +126,5 @@ def render_ce(point: Directives, barrier_launch) -> str:
         text, stream = CE_PUSH, "side"
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
-    return text.replace("@PRE@", barrier_launch(point, stream)).replace("@POST@", barrier_launch(point, stream))
+    barrier = barrier_launch(point, stream)
+    return text.replace("@NEEDS@", CE_NEEDS.lstrip("\n")).replace("@PRE@", barrier).replace("@POST@", barrier)

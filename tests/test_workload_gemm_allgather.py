@@ -204,3 +204,15 @@ def test_all_points_compile(toolchain: Toolchain, tmp_path: Path):
     failed = _compile_all(toolchain, {p.label(): WORKLOAD.render(p) for p in POINTS}, tmp_path)
     assert not failed, f"{len(failed)} of {len(POINTS)} points failed: " + "\n\n".join(
         f"{k}:\n{v}" for k, v in list(failed.items())[:3])
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_larger_worlds_share_the_compiled_points_and_take_the_bench_shapes(world):
+    """A candidate reads the world size at run time, so the points compiled for W = 2 (every one, in
+    test_all_points_compile) are the programs W = 4 and 8 run; the bench shapes divide at those sizes."""
+    wide = WORKLOAD.space(Topology(world=world))
+    assert [p.label() for p in wide.points()] == [p.label() for p in POINTS]
+    for shape in WORKLOAD.bench_shapes:
+        WORKLOAD.check_shape(shape, world)
+    with pytest.raises(ShapeError, match=f"divisible by the world size {world}"):
+        WORKLOAD.check_shape(Shape((8192 + 2, 8192, 8192)), world)

@@ -63,6 +63,7 @@ def _history(run_dir: Path, workload: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--evals", type=int, default=32)
+    ap.add_argument("--world", type=int, default=2, help="ranks, one GPU each")
     ap.add_argument("--shapes", default=";".join(SHAPES), help="';'-separated M,K,N list")
     ap.add_argument("--torch-json", default=None, help="output of benchmarks/torch_anchor.py")
     ap.add_argument("--runs", default="/tmp/cuco-bench-runs")
@@ -73,14 +74,14 @@ def main() -> None:
     for shape in args.shapes.split(";"):
         run_dir = Path(args.runs) / f"gemm_allgather-{shape.replace(',', 'x')}-{int(time.time())}"
         start = time.monotonic()
-        summary = run_workload(RunOptions(workload="gemm_allgather", world=2, shape=shape, evaluations=args.evals,
-                                          run_dir=str(run_dir), progress=False, batch_size=8),
-                               on_event=lambda s: print(s, flush=True))
+        opts = RunOptions(workload="gemm_allgather", world=args.world, shape=shape, evaluations=args.evals,
+                          run_dir=str(run_dir), progress=False, batch_size=8)
+        summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
         wall = time.monotonic() - start
         print(summary.text(), flush=True)
         m, k, n = (int(x) for x in shape.split(","))
         best = summary.best
-        row: dict[str, Any] = {"M": m, "K": k, "N": n, "world": 2, "search_wall_s": round(wall, 1),
+        row: dict[str, Any] = {"M": m, "K": k, "N": n, "world": args.world, "search_wall_s": round(wall, 1),
                                "evaluations": summary.evaluated, "measured": summary.measured}
         if best is not None:
             bm = best.metrics
@@ -122,7 +123,8 @@ def _fmt(v: Any, nd: int = 3) -> str:
 def _table(meta: dict[str, Any]) -> str:
     rows = meta["rows"]
     env = next((r for r in rows if r.get("device")), {})
-    out = [f"# GEMM+AllGather, world 2 — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, "
+    world = rows[0]["world"] if rows else "?"
+    out = [f"# GEMM+AllGather, world {world} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, "
            f"CUDA runtime {env.get('cuda_runtime_version', '?')}, {meta['date']}", "",
            "| M,K,N | host AG→GEMM | best (cuco) | speedup | GEMM | AG | bound | overlap eff. | torch fused | "
            "verified | best point |", "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -4,7 +4,7 @@
 #
 #   bash benchmarks/gpu_suite.sh OUT_DIR [bench|tests|all]
 #
-# Environment: EVALS (search evaluations per shape, default 24), BENCH_TIMEOUT / TEST_TIMEOUT (seconds).
+# Environment: WORLD (ranks = GPUs, default 2), EVALS (search evaluations per shape, default 24), BENCH_TIMEOUT / TEST_TIMEOUT (seconds).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, NVSHMEM_DISABLE_NVLS=1), as on every shared GPU machine.
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_suite.sh OUT_DIR [bench|tests|all]}
@@ -23,10 +23,10 @@ environment() {
 }
 
 if [[ $WHAT == bench || $WHAT == all ]]; then
-  timeout 150 python3 -m torch.distributed.run --nproc_per_node 2 benchmarks/torch_anchor.py \
+  timeout 150 python3 -m torch.distributed.run --nproc_per_node "${WORLD:-2}" benchmarks/torch_anchor.py \
     "$OUT/torch_anchor.json" >"$OUT/torch_anchor.log" 2>&1 || echo "torch anchor: exit $?" >>"$OUT/torch_anchor.log"
   { environment
-    timeout "${BENCH_TIMEOUT:-420}" python3 benchmarks/gemm_allgather.py --evals "${EVALS:-24}" \
+    timeout "${BENCH_TIMEOUT:-420}" python3 benchmarks/gemm_allgather.py --world "${WORLD:-2}" --evals "${EVALS:-24}" \
       --torch-json "$OUT/torch_anchor.json" --out "$OUT"
     echo "benchmark: exit $?"; } 2>&1 | tee "$OUT/bench.log"
 fi

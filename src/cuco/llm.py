@@ -199,6 +199,7 @@ class LLMClient:
         self._spent = 0.0
         self._reserved = 0.0
         self._checked: set[str] = set()
+        self._config_checked = False  # check() passed once: the configuration does not change
         self.calls = 0
         self.cache: ReplayCache | None = None
         if config.cache_mode != "off":
@@ -289,7 +290,7 @@ class LLMClient:
         """Fail fast, before any prompt is sent: every configured model must name a known provider, have its API
         key in the environment (unless a completion function is injected) and, under a budget cap, a price.
         Replay mode needs none of that and checks nothing. Raises LLMConfigError naming the model and the fix."""
-        if self.cache is not None and self.config.cache_mode == "replay":
+        if self._config_checked or (self.cache is not None and self.config.cache_mode == "replay"):
             return
         litellm = import_litellm()
         for model, _weight in self.config.models:
@@ -299,6 +300,7 @@ class LLMClient:
                     f"model {model!r} has no price in litellm's cost map, so the budget cap cannot be enforced; "
                     f"set LLMConfig(prices={{{model!r}: (usd_per_input_token, usd_per_output_token)}}) or "
                     "budget_usd=None")
+        self._config_checked = True
 
     # -- the call --------------------------------------------------------------------------------------
     def complete(self, messages: Sequence[Mapping[str, str]], temperature: float | None = None, *,

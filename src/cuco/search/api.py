@@ -97,15 +97,11 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, llm
         db.close()
         raise RunMismatchError(f"{run_dir} is a run of workload {ident['workload']!r}, not {workload.name!r}; "
                                f"resume it with workload {ident['workload']!r} or start a new run directory")
-    try:
+    try:  # a space or LLM that cannot load leaves the database closed and untouched
         space = _stored_space(ident["space"], workload)
-    except CucoError:
-        db.close()
-        raise
-    config = SearchConfig.from_dict(ident["config"])
-    if llm is None and db.meta_get(PREFIX + "llm") is not None:
-        llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
-    try:
+        config = SearchConfig.from_dict(ident["config"])
+        if llm is None and db.meta_get(PREFIX + "llm") is not None:
+            llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
         mutators = _mutators(llm, run_dir)
     except CucoError:
         db.close()

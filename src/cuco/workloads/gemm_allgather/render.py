@@ -97,12 +97,13 @@ def render(point: Directives) -> str:
     if reason:
         raise IllegalPointError(reason)
     header = (
-        f"// GEMM+AllGather, device-initiated ({point.label()}).\n"
-        f"// backend={point.backend} placement={point.placement} sync_scope={point.sync_scope} "
-        f"issuer={point.issuer} chunk_bytes={point.chunk_bytes}\n"
+        "// GEMM+AllGather, device-initiated.\n"
         "// C[M x N] = AllGather_rows(A_r)[M x K] . B_r[K x N] on every rank r; bf16 in/out, fp32 accumulate.\n"
         "// Buffers: 0 A_local (M/W x K, symmetric), 1 B (K x N), 2 C (M x N), 3 A_full (M x K, symmetric).\n"
         "// The EVOLVE block must define block_needs(ctx) and enqueue(ctx, state) in namespace cuco_ag.\n"
     )
-    return (header + frozen.head() + "\n" + EVOLVE_START + "\n" + _block(point).strip("\n") + "\n" + EVOLVE_END
-            + "\n" + frozen.TAIL)
+    # The point's label lives inside the EVOLVE block: frozen text is byte-identical across points.
+    point_line = (f"// design point {point.label()}: backend={point.backend} placement={point.placement} "
+                  f"sync_scope={point.sync_scope} issuer={point.issuer} chunk_bytes={point.chunk_bytes}\n")
+    return (header + frozen.head() + "\n" + EVOLVE_START + "\n" + point_line + _block(point).strip("\n") + "\n"
+            + EVOLVE_END + "\n" + frozen.TAIL)

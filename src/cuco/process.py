@@ -1,10 +1,14 @@
-"""Run a command in its own process group with a hard timeout that kills the whole group."""
+"""Run a command under a hard timeout, with bounded output and no process of it left behind afterwards."""
 
 from __future__ import annotations
 
+import errno
 import os
+import selectors
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -21,15 +25,57 @@ SECRET_MARKERS = ("_KEY", "_TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "LITELLM
 SAFE_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 
 
+#: Bytes of each stream kept at its start and at its end; the middle of longer output is counted, not kept.
+KEEP_BYTES = 64 * 1024
+_REAPER = str(Path(__file__).with_name("reaper.py"))
+#: Seconds to wait for the output pipes to close once the launcher has exited.
+_DRAIN_S = 1.0
+
+
 @attrs.frozen
 class ProcessOutcome:
-    """How a command run by `run_group` ended: its status (None when killed for the timeout) and output."""
+    """How a command run by `run_group` ended: its status (None when killed for the timeout) and output.
+
+    Output is decoded as UTF-8 with undecodable bytes replaced; of a long stream only the first and last
+    KEEP_BYTES are kept, with "[... N bytes dropped ...]" between them and N in `*_dropped`.
+    """
 
     returncode: int | None      # None when killed for the timeout
     stdout: str
     stderr: str
     seconds: float
     timed_out: bool
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+
+class _Capture:
+    """A bounded record of one output stream: its head, its tail, and how many bytes fell between."""
+
+    def __init__(self, keep: int):
+        self.keep, self.head, self.tail, self.dropped = keep, bytearray(), bytearray(), 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > 2 * self.keep:  # trimmed in steps: amortised O(1) per byte, at most 3x keep held
+            self._trim()
+
+    def _trim(self) -> None:
+        cut = len(self.tail) - self.keep
+        if cut > 0:
+            self.dropped += cut
+            del self.tail[:cut]
+
+    def text(self) -> str:
+        self._trim()
+        if not self.dropped:
+            return bytes(self.head + self.tail).decode("utf-8", "replace")
+        return (self.head.decode("utf-8", "replace") + f"\n[... {self.dropped} bytes dropped ...]\n"
+                + self.tail.decode("utf-8", "replace"))
 
 
 def is_secret(name: str) -> bool:
@@ -46,30 +92,88 @@ def scrubbed_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str]
     return env
 
 
+def _check_executable(program: str, env: Mapping[str, str], cwd: Path | None) -> None:
+    """Raise FileNotFoundError / PermissionError for a program that cannot start, as Popen would."""
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() or cwd is None else Path(cwd) / program
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+        if not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, "Permission denied", program)
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory (not on PATH)", program)
+
+
+def _pump(proc: subprocess.Popen, captures: dict[int, _Capture], deadline: float, grace_s: float) -> bool:
+    """Read both pipes into their captures until they close; True when the deadline passed (the launcher was
+    told to stop the command). Never blocks past the deadline plus the kill's grace."""
+    timed_out, hard_stop, drain_until = False, None, None
+    with selectors.DefaultSelector() as sel:
+        for fd in captures:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out, hard_stop = True, now + grace_s + 10.0
+                _signal(proc.pid, signal.SIGTERM)  # the launcher stops the command's whole tree
+            if drain_until is None and proc.poll() is not None:
+                drain_until = now + _DRAIN_S  # pipes still open after the launcher ended: a survivor holds them
+            limits = [t for t in (hard_stop if timed_out else deadline, drain_until) if t is not None]
+            if now >= min(limits) and (timed_out or drain_until is not None):
+                break
+            for key, _ in sel.select(max(0.0, min(min(limits) - now, 0.5))):
+                data = os.read(key.fd, 1 << 16)
+                if data:
+                    captures[key.fd].feed(data)
+                else:
+                    sel.unregister(key.fd)
+    return timed_out
+
+
+def _signal(pid: int, sig: int, group: bool = False) -> None:
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _finish(proc: subprocess.Popen, grace_s: float) -> None:
+    """Make sure the launcher (and through it the command's tree) is gone: SIGTERM, then SIGKILL its group."""
+    if proc.poll() is None:
+        _signal(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s + 10.0)
+        except subprocess.TimeoutExpired:
+            _signal(proc.pid, signal.SIGKILL, group=True)
+            proc.wait()
+    for f in (proc.stdout, proc.stderr):
+        if f is not None:
+            f.close()
+
+
 def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None,
               cwd: Path | None = None, grace_s: float = 2.0) -> ProcessOutcome:
-    """Run argv in a new session; on timeout SIGTERM then SIGKILL the whole process group.
+    """Run argv under a hard timeout; on timeout SIGTERM, then after grace_s SIGKILL, its whole process tree.
 
-    The child's environment is `env` (default: this process's), always scrubbed of secrets and with
-    NVLink multicast off, whatever the caller passed.
+    Nothing the command started outlives this call, on any exit path (normal exit, timeout, an exception
+    here, or this process being killed): argv runs under a small launcher (cuco/reaper.py) that is a child
+    subreaper. Output is read as bytes and kept bounded (see ProcessOutcome). The child's environment is
+    `env` (default: this process's), always scrubbed of secrets and with NVLink multicast off.
     """
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise ValueError("run_group needs a command")
+    child_env = scrubbed_env(env)
+    _check_executable(argv[0], child_env, cwd)
     start = time.monotonic()
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=scrubbed_env(env), cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-I", "-S", _REAPER, str(os.getpid()), f"{grace_s:g}", "--", *argv],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=child_env, cwd=cwd, start_new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = _Capture(KEEP_BYTES), _Capture(KEEP_BYTES)
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-        return ProcessOutcome(proc.returncode, out, err, time.monotonic() - start, False)
-    except subprocess.TimeoutExpired:
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                out, err = proc.communicate(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        else:
-            out, err = "", ""
-        return ProcessOutcome(None, out or "", err or "", time.monotonic() - start, True)
+        timed_out = _pump(proc, {proc.stdout.fileno(): out, proc.stderr.fileno(): err}, start + timeout_s, grace_s)
+    finally:
+        _finish(proc, grace_s)
+    return ProcessOutcome(None if timed_out else proc.returncode, out.text(), err.text(), time.monotonic() - start,
+                          timed_out, out.dropped, err.dropped)

@@ -1,0 +1,137 @@
+"""Launcher that runs one command and leaves none of its descendants alive, however the command ends.
+
+Run as `python -I -S reaper.py PARENT_PID GRACE_S -- ARGV...` by `cuco.process.run_group`; stdlib only.
+
+Why a subreaper (prctl PR_SET_CHILD_SUBREAPER) and not a process-group kill or a /proc scan for a marker:
+a process group or session is left by one `setsid()`, and an environment marker is dropped by `env -i` or
+overwritten in memory, so a hostile candidate can escape both. A subreaper cannot be escaped: every orphan
+below it, double-forked daemons in new sessions included, is re-parented to it. After the command exits
+(or on SIGTERM: the caller's timeout, or PR_SET_PDEATHSIG when the caller dies), the launcher kills its
+children until it has none left; since every orphaned descendant becomes its child, "no child" means "no
+descendant". The exit status is the command's (a signal is re-raised), so callers see the command itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: the caller timed out or died."""
+
+
+def _stop(_sig: int, _frame: object) -> None:
+    raise _Stop
+
+
+def _children(me: int) -> list[int]:
+    """Pids whose parent is `me` (from /proc/*/stat; the comm field may hold spaces and parentheses)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(name))
+    return found
+
+
+def _signal_all(pgid: int, sig: int) -> None:
+    """Signal the command's process group and every child of ours (orphans re-parented here included)."""
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass
+    for pid in _children(os.getpid()):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _reap_until_none(pgid: int, grace_s: float) -> None:
+    """SIGTERM everything, wait up to grace_s, then SIGKILL in rounds until no child is left."""
+    if grace_s > 0:
+        _signal_all(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    time.sleep(0.02)
+            except ChildProcessError:
+                return
+    while True:
+        _signal_all(pgid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)  # one dead child: its own orphans are ours now, the next round kills them
+        except ChildProcessError:
+            return
+
+
+def _exit_like(status: int) -> None:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the command already dumped core if it was to
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def main(argv: list[str]) -> None:
+    parent, grace_s, cmd = int(argv[1]), float(argv[2]), argv[4:]
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the process-group kill below still takes the ordinary descendants
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            os.execvp(cmd[0], cmd)
+        except BaseException as exc:  # noqa: BLE001 - anything here must end this child, never return
+            os.write(2, f"cuco: cannot run {cmd[0]}: {exc}\n".encode(errors="replace"))
+        os._exit(127)
+    try:
+        os.setpgid(pid, pid)  # also here: whichever of the two runs first, the group exists before a kill
+    except OSError:
+        pass
+    status = None
+    try:
+        if os.getppid() != parent:  # the caller died before PR_SET_PDEATHSIG was in place
+            raise _Stop
+        while status is None:
+            done, st = os.waitpid(-1, 0)
+            if done == pid:
+                status = st
+    except _Stop:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        _reap_until_none(pid, grace_s)
+        os._exit(128 + signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _reap_until_none(pid, 0.0)  # the command is done: whatever it left behind goes now
+    _exit_like(status)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

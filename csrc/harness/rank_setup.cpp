@@ -1,6 +1,5 @@
-// Rank setup and teardown: device, communicator, streams, cuBLASLt, workload buffers, and a
+// Rank setup and teardown: device, communicator, streams, workload buffers, and a
 // candidate's workspaces and device communicator.
-#include <cublasLt.h>
 
 #include <cstring>
 #include <fstream>
@@ -101,10 +100,6 @@ void Rank::setup() {
   CUCO_CK(cudaEventCreate(&start_));
   CUCO_CK(cudaEventCreate(&stop_));
 
-  cublasLtHandle_t lt = nullptr;
-  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) CUCO_FAIL("cublasLtCreate failed");
-  ctx_.cublaslt = lt;
-
   const cuco_workload_desc& d = s_.desc;
   ctx_.nbuffers = d.nbuffers;
   for (int i = 0; i < d.nbuffers; ++i) {
@@ -147,7 +142,6 @@ void Rank::teardown() {
     }
     b = cuco_buffer{};
   }
-  if (ctx_.cublaslt) cublasLtDestroy(static_cast<cublasLtHandle_t>(ctx_.cublaslt));
   for (cudaEvent_t e : {fork_, join_, start_, stop_})
     if (e) CUCO_CK(cudaEventDestroy(e));
   CUCO_CK(cudaStreamDestroy(ctx_.side_stream));

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import attrs
 
 from cuco.errors import CucoError
+from cuco.extra_directives import DirectiveError, ExtraDirective, normalise
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -41,10 +42,6 @@ MEANINGS = {
     "copy_engine = the GPU's DMA copy engines (stream copies between LSA-mapped buffers: no SM moves data)",
     "chunk_bytes": "bytes per transfer, the pipelining granularity; 0 = whole buffer",
 }
-
-
-class DirectiveError(CucoError, ValueError):
-    """A directive name or value is not part of the design space."""
 
 
 class IllegalPointError(CucoError, ValueError):
@@ -116,20 +113,33 @@ def parse_bytes(text: str | int) -> int:
 
 @attrs.frozen
 class Directives:
-    """One point of the design space: the five directives."""
+    """One point of the design space: the five directives, plus the workload's extra ones (name -> value)."""
 
     backend: str = attrs.field(validator=_one_of(BACKENDS))
     placement: str = attrs.field(validator=_one_of(PLACEMENTS))
     sync_scope: str = attrs.field(validator=_one_of(SYNC_SCOPES))
     issuer: str = attrs.field(validator=_one_of(ISSUERS))
     chunk_bytes: int = attrs.field(validator=_chunk_ok)
+    extra: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=normalise)
+
+    def get(self, name: str) -> Any:
+        """A core or extra directive's value by name."""
+        if name in DIRECTIVE_NAMES:
+            return getattr(self, name)
+        for key, value in self.extra:
+            if key == name:
+                return value
+        raise DirectiveError(f"point {self.label()} has no directive {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        d: dict[str, Any] = {n: getattr(self, n) for n in DIRECTIVE_NAMES}
+        if self.extra:  # points without extras keep the five-key JSON
+            d["extra"] = dict(self.extra)
+        return d
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Directives":
-        unknown = set(data) - set(DIRECTIVE_NAMES)
+        unknown = set(data) - set(DIRECTIVE_NAMES) - {"extra"}
         if unknown:
             raise DirectiveError(
                 f"unknown directive name(s) {sorted(unknown)}; the directives are {', '.join(DIRECTIVE_NAMES)}"
@@ -139,6 +149,8 @@ class Directives:
             raise DirectiveError(f"missing directive(s) {missing}; a point names all of {', '.join(DIRECTIVE_NAMES)}")
         values = dict(data)
         values["chunk_bytes"] = parse_bytes(values["chunk_bytes"])
+        if not isinstance(values.get("extra", {}), Mapping):
+            raise DirectiveError(f"'extra' must be an object of extra directive values, got {values['extra']!r}")
         return cls(**values)
 
     def to_json(self) -> str:
@@ -155,20 +167,27 @@ class Directives:
         return cls.from_dict(data)
 
     def replace(self, **changes: Any) -> "Directives":
-        return attrs.evolve(self, **changes)
+        """A copy with core or extra directives changed (an extra one only if the point already has it)."""
+        extra = dict(changes.pop("extra", self.extra))
+        for name in [n for n in changes if n not in attrs.fields_dict(Directives)]:
+            if name not in extra:
+                raise DirectiveError(f"point {self.label()} has no directive {name!r}")
+            extra[name] = changes.pop(name)
+        return attrs.evolve(self, extra=extra, **changes)
 
     def label(self) -> str:
-        """Compact, stable name, e.g. 'lsa/stream_overlap/signal/warp/4MiB'."""
-        return "/".join(
-            (self.backend, self.placement, self.sync_scope, self.issuer, format_bytes(self.chunk_bytes))
-        )
+        """Compact, stable name, e.g. 'lsa/stream_overlap/signal/warp/4MiB' (+ '/name=value' per extra)."""
+        core = (self.backend, self.placement, self.sync_scope, self.issuer, format_bytes(self.chunk_bytes))
+        return "/".join((*core, *(f"{n}={v}" for n, v in self.extra)))
 
     @classmethod
     def from_label(cls, label: str) -> "Directives":
         parts = label.split("/")
-        if len(parts) != 5:
-            raise DirectiveError(f"a label has five parts backend/placement/sync_scope/issuer/chunk, got {label!r}")
-        return cls(parts[0], parts[1], parts[2], parts[3], parse_bytes(parts[4]))
+        if len(parts) < 5 or any("=" not in p for p in parts[5:]):
+            raise DirectiveError(f"a label has five parts backend/placement/sync_scope/issuer/chunk, then "
+                                 f"name=value per extra directive; got {label!r}")
+        extra = [tuple(p.split("=", 1)) for p in parts[5:]]
+        return cls(parts[0], parts[1], parts[2], parts[3], parse_bytes(parts[4]), extra)
 
 
 @attrs.frozen
@@ -319,10 +338,29 @@ class DesignSpace:
     fused_grid_ctas: int | None = None
     max_coresident_ctas: int | None = None
     rules: tuple[Rule, ...] = attrs.field(default=DEFAULT_RULES, converter=tuple)
+    extras: tuple[ExtraDirective, ...] = attrs.field(default=(), converter=tuple)
+
+    @extras.validator
+    def _extras_unique(self, _attr: attrs.Attribute, extras: tuple[ExtraDirective, ...]) -> None:
+        names = [e.name for e in extras]
+        if len(set(names)) != len(names):
+            raise DirectiveError(f"extra directives named twice: {names}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every directive of this space: the five core ones, then the workload's extras."""
+        return DIRECTIVE_NAMES + tuple(e.name for e in self.extras)
+
+    def _make(self, values: Sequence[Any]) -> Directives:
+        core, extra = values[:len(DIRECTIVE_NAMES)], values[len(DIRECTIVE_NAMES):]
+        return Directives(*core, extra=tuple(zip((e.name for e in self.extras), extra)))
 
     # -- values ---------------------------------------------------------------------------------------
     def values(self, name: str) -> tuple:
         """Legal values of one directive."""
+        for e in self.extras:
+            if e.name == name:
+                return e.values
         table = {
             "backend": self.backends,
             "placement": self.placements,
@@ -331,7 +369,7 @@ class DesignSpace:
             "chunk_bytes": self.chunk_sizes,
         }
         if name not in table:
-            raise DirectiveError(f"unknown directive name {name!r}; the directives are {', '.join(DIRECTIVE_NAMES)}")
+            raise DirectiveError(f"unknown directive name {name!r}; the directives are {', '.join(self.names)}")
         return table[name]
 
     # -- validity -------------------------------------------------------------------------------------
@@ -343,6 +381,13 @@ class DesignSpace:
                 shown = format_bytes(value) if name == "chunk_bytes" else value
                 allowed = [format_bytes(v) if name == "chunk_bytes" else v for v in self.values(name)]
                 return f"{name}={shown} is outside this design space; choose one of {', '.join(map(str, allowed))}"
+        given, wanted = {n for n, _v in point.extra}, {e.name for e in self.extras}
+        if given != wanted:
+            return (f"point {point.label()} names extra directive(s) {sorted(given) or 'none'} but this space has "
+                    f"{sorted(wanted) or 'none'}; name exactly those (e.g. from conservative())")
+        for e in self.extras:
+            if point.get(e.name) not in e.values:
+                return f"{e.name}={point.get(e.name)} is outside this design space; choose one of {', '.join(e.values)}"
         for rule in self.rules:
             reason = rule.check(point, self)
             if reason:
@@ -362,8 +407,8 @@ class DesignSpace:
     # -- enumeration ----------------------------------------------------------------------------------
     def all_points(self) -> Iterator[Directives]:
         """Every combination of values, legal or not."""
-        for combo in itertools.product(*(self.values(n) for n in DIRECTIVE_NAMES)):
-            yield Directives(*combo)
+        for combo in itertools.product(*(self.values(n) for n in self.names)):
+            yield self._make(combo)
 
     def points(self) -> Iterator[Directives]:
         """Every legal point, in a stable order."""
@@ -375,7 +420,7 @@ class DesignSpace:
     def sample(self, rng: random.Random, attempts: int = 10_000) -> Directives:
         """A uniformly drawn legal point (rejection sampling, then enumeration as a fallback)."""
         for _ in range(attempts):
-            p = Directives(*(rng.choice(self.values(n)) for n in DIRECTIVE_NAMES))
+            p = self._make([rng.choice(self.values(n)) for n in self.names])
             if self.is_legal(p):
                 return p
         legal = list(self.points())
@@ -386,9 +431,9 @@ class DesignSpace:
     def neighbours(self, point: Directives) -> list[Directives]:
         """Legal points that differ from `point` in exactly one directive."""
         out = []
-        for name in DIRECTIVE_NAMES:
+        for name in self.names:
             for value in self.values(name):
-                if value == getattr(point, name):
+                if value == point.get(name):
                     continue
                 q = point.replace(**{name: value})
                 if self.is_legal(q):
@@ -398,6 +443,7 @@ class DesignSpace:
     def distance(self, a: Directives, b: Directives) -> float:
         """Categorical directives count 1 when they differ; chunk sizes by log2 ratio, capped at 1."""
         d = sum(getattr(a, n) != getattr(b, n) for n in ("backend", "placement", "sync_scope", "issuer"))
+        d += sum(dict(a.extra).get(e.name) != dict(b.extra).get(e.name) for e in self.extras)
         ca, cb = a.chunk_bytes, b.chunk_bytes
         if ca != cb:
             if WHOLE in (ca, cb):
@@ -408,11 +454,12 @@ class DesignSpace:
 
     def conservative(self) -> Directives:
         """The fast path's point: deferred / world (or team) / cta / whole buffer on the first backend that
-        allows it; else the first legal point."""
+        allows it, extras at their first value; else the first legal point."""
+        defaults = tuple((e.name, e.default) for e in self.extras)
         for scopes in (("world", "team"), tuple(self.sync_scopes)):
             for backend in self.backends:
                 for scope in scopes:
-                    p = Directives(backend, "deferred", scope, "cta", WHOLE)
+                    p = Directives(backend, "deferred", scope, "cta", WHOLE, defaults)
                     if p.sync_scope in self.sync_scopes and self.is_legal(p):
                         return p
         first = next(self.points(), None)
@@ -447,6 +494,7 @@ class DesignSpace:
             "fused_grid_ctas": self.fused_grid_ctas,
             "max_coresident_ctas": self.max_coresident_ctas,
             "rules": [r.name for r in self.rules],
+            **({"extras": [e.to_dict() for e in self.extras]} if self.extras else {}),
         }
 
     def to_json(self) -> str:
@@ -459,13 +507,14 @@ class DesignSpace:
         missing = [n for n in names if n not in known]
         if missing:
             raise DirectiveError(f"unknown rule(s) {missing}; pass them as extra_rules when loading")
-        fields = {k: v for k, v in data.items() if k not in ("rules", "topology")}
+        fields = {k: v for k, v in data.items() if k not in ("rules", "topology", "extras")}
         unknown = set(fields) - set(attrs.fields_dict(cls))
         if unknown:
             raise DirectiveError(f"unknown design-space field(s) {sorted(unknown)}")
         return cls(
             topology=Topology(**data.get("topology", {})),
             rules=tuple(known[n] for n in names),
+            extras=tuple(ExtraDirective.from_dict(e) for e in data.get("extras", ())),
             **fields,
         )
 
@@ -487,6 +536,9 @@ class DesignSpace:
             vals = self.values(name)
             shown = [format_bytes(v) for v in vals] if name == "chunk_bytes" else list(vals)
             lines.append(f"- {name}: {' | '.join(map(str, shown))} -- {MEANINGS[name]}")
+        for e in self.extras:
+            lines.append(f"- {e.name}: {' | '.join(e.values)} -- {e.meaning} (workload-specific; write it under "
+                         f"\"extra\" in the JSON)")
         t = self.topology
         lines.append(
             f"Machine: world={t.world} ranks on {t.nodes} node(s), {t.sm_count} SMs per GPU, "

@@ -1,4 +1,5 @@
-"""Toolchain discovery: nvcc, one consistent NCCL install, cuBLASLt, the GPU arch; and nvcc invocations."""
+"""Toolchain discovery: nvcc, one consistent NCCL install, the GPU arch, the libraries workloads declare; and nvcc
+invocations."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
 import attrs
 
+from cuco import libraries as libs
 from cuco.errors import CucoError
+from cuco.libraries import Library, LibraryError
 
 #: The NCCL device API (LSA, ncclDevComm) first shipped in 2.28.
 MIN_NCCL = (2, 28, 0)
@@ -26,23 +28,11 @@ NVCC_FALLBACKS = ("/usr/local/cuda/bin/nvcc",)
 _NCCL_PIP = "pip install 'nvidia-nccl-cu13>=2.28.9' (CUDA 13) or 'nvidia-nccl-cu12>=2.28.9' (CUDA 12)"
 
 
-class ToolchainError(CucoError):
+class ToolchainError(LibraryError):
     """A compiler or library is missing or too old; the message says how to install it."""
 
 
-@attrs.frozen
-class Library:
-    """A library found on disk: include dir, lib dir, the file to link, and its version."""
-
-    name: str
-    include: Path
-    libdir: Path
-    link_name: str          # passed as -l:<link_name>
-    version: str
-    origin: str             # 'wheel', 'env', 'system', 'toolkit'
-
-    def flags(self) -> list[str]:
-        return [f"-I{self.include}", f"-L{self.libdir}", f"-l:{self.link_name}", f"-Xlinker=-rpath,{self.libdir}"]
+__all__ = ["Library", "Toolchain", "ToolchainError", "find_library"]
 
 
 @attrs.frozen
@@ -55,16 +45,10 @@ class CompileResult:
 
 
 def _site_dirs() -> list[Path]:
-    dirs = [Path(p) for p in sys.path if p and Path(p).is_dir()]
-    return [d for d in dirs if (d / "nvidia").is_dir()]
+    return libs.site_dirs()
 
 
-def _first_lib(libdir: Path, stem: str) -> str | None:
-    """The best file to link for `stem` (e.g. 'libnccl.so') in libdir: unversioned, else highest version."""
-    if (libdir / stem).exists():
-        return stem
-    versions = sorted(libdir.glob(stem + ".*"), key=lambda p: len(p.name))
-    return versions[0].name if versions else None
+_first_lib = libs.first_lib
 
 
 def _nccl_version(include: Path) -> str:
@@ -107,29 +91,17 @@ def find_nccl() -> Library:
     )
 
 
+def find_library(name: str, cuda_home: Path | None) -> Library:
+    """A declared library (see cuco.libraries) on this machine; ToolchainError names the install on a miss."""
+    try:
+        return libs.find(libs.spec_of(name), cuda_home)
+    except LibraryError as exc:
+        raise ToolchainError(str(exc)) from None
+
+
 def find_cublaslt(cuda_home: Path | None) -> Library:
     """cuBLASLt headers and library: CUBLAS_HOME, the pip wheel, or the CUDA toolkit."""
-    candidates: list[tuple[Path, Path, str]] = []
-    if os.environ.get("CUBLAS_HOME"):
-        home = Path(os.environ["CUBLAS_HOME"])
-        candidates.append((home / "include", home / "lib", "env"))
-    for site in _site_dirs():
-        for sub in ("cu13", "cu12", "cublas"):
-            candidates.append((site / "nvidia" / sub / "include", site / "nvidia" / sub / "lib", "wheel"))
-    if cuda_home is not None:
-        for lib in ("lib64", "targets/x86_64-linux/lib", "lib"):
-            candidates.append((cuda_home / "include", cuda_home / lib, "toolkit"))
-            candidates.append((cuda_home / "targets/x86_64-linux/include", cuda_home / lib, "toolkit"))
-    for include, libdir, origin in candidates:
-        if not (include / "cublasLt.h").exists():
-            continue
-        link = _first_lib(libdir, "libcublasLt.so")
-        if link:
-            return Library("cublasLt", include, libdir, link, "", origin)
-    raise ToolchainError(
-        "cuBLASLt not found: pip install nvidia-cublas (CUDA 13) or nvidia-cublas-cu12, "
-        "or set CUBLAS_HOME / CUDA_HOME to a toolkit with cublasLt.h and libcublasLt.so"
-    )
+    return find_library("cublasLt", cuda_home)
 
 
 def find_nvcc() -> Path:
@@ -175,11 +147,13 @@ class Toolchain:
     cuda_version: str
     cuda_home: Path
     nccl: Library
-    cublaslt: Library | None
     arch: str
 
     @classmethod
-    def detect(cls, arch: str | None = None, need_cublas: bool = True) -> "Toolchain":
+    def detect(cls, arch: str | None = None, need: Sequence[str] = (), need_cublas: bool = False) -> "Toolchain":
+        """nvcc, NCCL and the arch; the libraries in `need` (need_cublas: cuBLASLt) are resolved now, so a missing
+        one fails here rather than at the first compile."""
+        need = (*need, "cublasLt") if need_cublas else tuple(need)
         nvcc = find_nvcc()
         try:
             text = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60).stdout
@@ -187,8 +161,22 @@ class Toolchain:
             raise ToolchainError(f"nvcc at {nvcc} does not run ({exc}); reinstall the CUDA toolkit") from None
         m = re.search(r"release (\d+\.\d+)", text)
         cuda_home = nvcc.resolve().parent.parent
-        cublas = find_cublaslt(cuda_home) if need_cublas else None
-        return cls(nvcc, m.group(1) if m else "unknown", cuda_home, find_nccl(), cublas, arch or detect_arch())
+        tc = cls(nvcc, m.group(1) if m else "unknown", cuda_home, find_nccl(), arch or detect_arch())
+        for name in need:
+            tc.library(name)
+        return tc
+
+    def library(self, name: str) -> Library:
+        """A library a workload declared (e.g. 'cublasLt', 'cutlass'), found for this toolkit."""
+        return find_library(name, self.cuda_home)
+
+    @property
+    def cublaslt(self) -> Library | None:
+        """cuBLASLt if present (for `cuco doctor`); None when missing."""
+        try:
+            return self.library("cublasLt")
+        except ToolchainError:
+            return None
 
     def fingerprint(self) -> str:
         """Identifies what a compiled artefact depends on, for content-hash caches."""
@@ -200,12 +188,8 @@ class Toolchain:
 
     def link_flags(self, libraries: Sequence[str] = ()) -> list[str]:
         flags = self.nccl.flags()
-        if "cublasLt" in libraries:
-            if self.cublaslt is None:
-                raise ToolchainError(
-                    "cuBLASLt is needed by this workload but was not found: pip install nvidia-cublas (CUDA 13) "
-                    "or nvidia-cublas-cu12, or set CUBLAS_HOME / CUDA_HOME to a toolkit with cublasLt.h")
-            flags += self.cublaslt.flags()
+        for name in dict.fromkeys(libraries):
+            flags += self.library(name).flags()
         return flags
 
     def compile(self, sources: Sequence[Path], output: Path, *, shared: bool = True,

@@ -14,6 +14,7 @@ import attrs
 
 from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.errors import CucoError
+from cuco.kit.compute import ComputeLibrary
 
 
 class ShapeError(CucoError, ValueError):
@@ -47,8 +48,11 @@ class Workload:
     check_shape: Callable[[Shape, int], None] = attrs.field(eq=False, repr=False)
     flops: Callable[[Shape, int], float] = attrs.field(eq=False, repr=False)        # per rank
     comm_bytes: Callable[[Shape, int], float] = attrs.field(eq=False, repr=False)   # received per rank
-    libraries: tuple[str, ...] = ("cublasLt",)   # extra libraries candidates and the plugin link against
+    # Libraries plugin, seed and candidates link against, by name (cuco.libraries resolves them).
+    libraries: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     default_world: int = 2
+    # Library kernels compiled once per configuration into lib<name>_compute.so (cuco.kit.compute).
+    compute: ComputeLibrary | None = None
 
     def plugin_path(self) -> Path:
         return self.folder / self.plugin_source

@@ -1,4 +1,4 @@
-// cuco candidate and workload ABI (version 1).
+// cuco candidate and workload ABI (version 2: the harness links no compute library; workloads bring theirs).
 //
 // The harness owns main(): it starts one rank per GPU, creates the NCCL communicator, allocates the
 // workload's buffers (symmetric ones through ncclMemAlloc + ncclCommWindowRegister), creates the
@@ -22,7 +22,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#define CUCO_ABI_VERSION 1
+#define CUCO_ABI_VERSION 2
 #define CUCO_MAX_BUFFERS 8
 #define CUCO_MAX_DIMS 8
 #define CUCO_MAX_PARTS 4
@@ -84,8 +84,7 @@ typedef struct cuco_ctx {
   int nbuffers;
   cuco_buffer buffers[CUCO_MAX_BUFFERS];  // in the order of the workload's cuco_buffer_spec list
 
-  void* cublaslt;               // cublasLtHandle_t created by the harness for this rank
-  void* workspace;              // requirements.workspace_bytes of device memory (cuBLASLt may use it)
+  void* workspace;              // requirements.workspace_bytes of device memory (library scratch, flags)
   size_t workspace_bytes;
   cuco_buffer symmetric_workspace;  // requirements.symmetric_workspace_bytes, with its window
 
@@ -98,7 +97,7 @@ typedef struct cuco_ctx {
 // Declare device-communicator and scratch requirements. Called once per rank, before devcomm creation;
 // ctx->devcomm is not valid yet.
 typedef int (*cuco_candidate_requirements_fn)(const cuco_ctx* ctx, cuco_requirements* req);
-// One-time, untimed preparation (cuBLASLt plans, events). Optional symbol.
+// One-time, untimed preparation (library handles and plans, events). Optional symbol.
 typedef int (*cuco_candidate_setup_fn)(cuco_ctx* ctx);
 // Enqueue one complete operation (inputs -> outputs) on ctx->stream (and optionally ctx->side_stream).
 // Must not synchronise the host with the device. Timed.

@@ -26,6 +26,7 @@ from cuco.errors import CucoError
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_static
+from cuco.kit.compute import LinkOptions, link_options
 from cuco.toolchain import Toolchain
 from cuco.workload import Shape, ShapeError, Workload
 
@@ -115,6 +116,16 @@ class Cascade:
         self.verify_at_bench = verify_at_bench
         self._plugin_so: Path | None = None
         self._seed: str | None = None
+        self._link_options: LinkOptions | None = None
+
+    def _link(self) -> LinkOptions:
+        """The workload's libraries and compute library (built once here), for plugin, seed and candidates."""
+        if self._link_options is None:
+            try:
+                self._link_options = link_options(self.workload, self.compiler.toolchain)
+            except CucoError as exc:
+                raise CascadeError(f"workload {self.workload.name}: {exc}") from None
+        return self._link_options
 
     def _seed_code(self) -> str:
         if self._seed is None:
@@ -172,7 +183,9 @@ class Cascade:
         return alive
 
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
-        outcomes = self.compiler.compile_many([out[i].code for i in alive], self.workload.libraries)
+        link = self._link()
+        outcomes = self.compiler.compile_many([out[i].code for i in alive], link.libraries, link.include_dirs,
+                                              link.extra)
         survivors = []
         for i, o in zip(alive, outcomes):
             data = {"cached": o.cached, "key": o.key, "so_path": str(o.so_path) if o.so_path else None}
@@ -188,8 +201,10 @@ class Cascade:
             from cuco.harness.build import build_shared
 
             try:
-                self._plugin_so = build_shared(self.workload.plugin_path().resolve(), self.workload.libraries,
-                                               toolchain=self.compiler.toolchain)
+                link = self._link()
+                self._plugin_so = build_shared(self.workload.plugin_path().resolve(), link.libraries,
+                                               toolchain=self.compiler.toolchain, include_dirs=link.include_dirs,
+                                               extra=link.extra)
             except CucoError as exc:
                 raise CascadeError(f"workload {self.workload.name}: its plugin does not build: {exc}") from None
         return self._plugin_so
@@ -247,7 +262,8 @@ class Cascade:
         return survivors
 
     def _bench(self, out: list[Candidate], alive: list[int]) -> None:
-        seed = self.compiler.compile(self._seed_code(), self.workload.libraries)
+        link = self._link()
+        seed = self.compiler.compile(self._seed_code(), link.libraries, link.include_dirs, link.extra)
         if not seed.ok:
             for i in alive:
                 out[i] = out[i].with_result(LevelResult("bench", False, "the workload's host seed does not compile, "

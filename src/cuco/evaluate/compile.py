@@ -18,7 +18,7 @@ from typing import Sequence
 import attrs
 
 from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
-    csrc_dir, find_cublaslt
+    csrc_dir
 
 #: Name the candidate's source gets on disk, so compiler messages read "candidate.cu(12): error ...".
 SOURCE_NAME = "candidate.cu"
@@ -57,12 +57,8 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 
 def _detect(arch: str | None) -> Toolchain:
-    """nvcc and NCCL are required; cuBLASLt only by workloads that link it (link_flags says so then)."""
-    toolchain = Toolchain.detect(arch, need_cublas=False)
-    try:
-        return attrs.evolve(toolchain, cublaslt=find_cublaslt(toolchain.cuda_home))
-    except ToolchainError:
-        return toolchain
+    """nvcc and NCCL are required; a workload's libraries are resolved when it links them."""
+    return Toolchain.detect(arch)
 
 
 def _dir_hash(directory: Path) -> str:
@@ -164,18 +160,19 @@ class Compiler:
         self._headers_hash = content_hash(*(p.relative_to(self.include_dir).as_posix() + p.read_text(errors="replace")
                                             for p in headers))
 
-    def key(self, code: str, libraries: Sequence[str] = (), include_dirs: Sequence[Path] = ()) -> str:
+    def key(self, code: str, libraries: Sequence[str] = (), include_dirs: Sequence[Path] = (),
+            extra: Sequence[str] = ()) -> str:
         """The cache key of one compilation."""
         return content_hash(code, self.toolchain.fingerprint(), " ".join(self.toolchain.base_flags()),
-                            " ".join(self.extra_flags), ",".join(sorted(libraries)),
+                            " ".join(self.extra_flags), ",".join(sorted(libraries)), " ".join(extra),
                             *(_dir_hash(d) for d in include_dirs), self._headers_hash)
 
     def compile(self, candidate_code: str, libraries: Sequence[str] = (),
-                include_dirs: Sequence[Path] = ()) -> CompileOutcome:
+                include_dirs: Sequence[Path] = (), extra: Sequence[str] = ()) -> CompileOutcome:
         """Compile one program to a shared object (or return the cached one). Never raises on a compile
-        error: the trimmed log is in the outcome."""
+        error: the trimmed log is in the outcome. `extra` flags (e.g. a compute library to link) are keyed."""
         start = time.monotonic()
-        key = self.key(candidate_code, libraries, include_dirs)
+        key = self.key(candidate_code, libraries, include_dirs, extra)
         entry = self.cache_dir / key
         so_path, fail_path = entry / "candidate.so", entry / "error.txt"
         if so_path.exists():
@@ -187,7 +184,7 @@ class Compiler:
         _write_atomic(source, candidate_code)
         result = self.toolchain.compile([source], so_path, shared=True,
                                         include_dirs=[self.include_dir, *include_dirs], libraries=libraries,
-                                        extra=self.extra_flags, timeout_s=self.timeout_s)
+                                        extra=(*self.extra_flags, *extra), timeout_s=self.timeout_s)
         if result.ok:
             return CompileOutcome(True, so_path, "", time.monotonic() - start, False, key)
         excerpt = trim_log(result.log, candidate_code)
@@ -197,10 +194,10 @@ class Compiler:
         return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
 
     def compile_many(self, codes: Sequence[str], libraries: Sequence[str] = (),
-                     include_dirs: Sequence[Path] = ()) -> list[CompileOutcome]:
+                     include_dirs: Sequence[Path] = (), extra: Sequence[str] = ()) -> list[CompileOutcome]:
         """Compile several programs in parallel (at most `jobs` nvcc at once); results in input order.
         Identical programs are compiled once."""
         unique = list(dict.fromkeys(codes))
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(self.jobs, max(1, len(unique)))) as pool:
-            outcomes = dict(zip(unique, pool.map(lambda c: self.compile(c, libraries, include_dirs), unique)))
+            outcomes = dict(zip(unique, pool.map(lambda c: self.compile(c, libraries, include_dirs, extra), unique)))
         return [outcomes[c] for c in codes]

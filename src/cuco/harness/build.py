@@ -31,7 +31,8 @@ class BuildError(CucoError):
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created) held for the with-block, across threads and processes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -42,7 +43,7 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def _read_all(paths: Sequence[Path]) -> list[bytes]:
-    return [p.name.encode() + b"\0" + p.read_bytes() for p in sorted(paths)]
+    return [p.as_posix().encode() + b"\0" + p.read_bytes() for p in sorted(paths)]
 
 
 def include_dir() -> Path:
@@ -51,7 +52,7 @@ def include_dir() -> Path:
 
 
 def _header_files() -> list[Path]:
-    return sorted((include_dir() / "cuco").glob("*"))
+    return sorted(p for p in (include_dir() / "cuco").rglob("*") if p.is_file())
 
 
 def harness_sources() -> list[Path]:
@@ -74,13 +75,12 @@ def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = Non
     sources = harness_sources()
     if not any(p.suffix in (".cpp", ".cu") for p in sources):
         raise BuildError(f"no harness sources in {csrc_dir() / 'harness'}; reinstall cuco")
-    key = content_hash(*_read_all(sources), *_read_all(_header_files()), tc.fingerprint(),
-                       str(tc.cublaslt.libdir if tc.cublaslt else ""), "harness-v1")
+    key = content_hash(*_read_all(sources), *_read_all(_header_files()), tc.fingerprint(), "harness-v2")
     out_dir = cache_dir() / "harness" / key
     binary = out_dir / HARNESS_NAME
     if binary.exists():
         return binary
-    with _file_lock(out_dir.with_suffix(".lock")):
+    with file_lock(out_dir.with_suffix(".lock")):
         if binary.exists():  # another caller built it while we waited
             return binary
         compiled = [p for p in sources if p.suffix in (".cpp", ".cu")]
@@ -89,13 +89,13 @@ def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = Non
         def compile_one(src: Path) -> Path:
             obj = objdir / (src.name + ".o")
             # Compile-only: the link flags Toolchain appends are ignored by nvcc with -c.
-            return _check(tc.compile([src], obj, shared=False, include_dirs=[include_dir()],
-                                     libraries=("cublasLt",), extra=["-c"]), f"harness source {src.name}")
+            return _check(tc.compile([src], obj, shared=False, include_dirs=[include_dir()], extra=["-c"]),
+                          f"harness source {src.name}")
 
         workers = max(1, min(jobs or os.cpu_count() or 1, len(compiled), 8))
         with ThreadPoolExecutor(workers) as pool:
             objects = list(pool.map(compile_one, compiled))
-        _check(tc.compile(objects, binary, shared=False, libraries=("cublasLt",), extra=["-ldl", "-lpthread"]),
+        _check(tc.compile(objects, binary, shared=False, extra=["-ldl", "-lpthread"]),
                "the harness binary")
         for obj in objects:
             obj.unlink(missing_ok=True)
@@ -132,7 +132,7 @@ def compile_shared(source: Path | str, libraries: Sequence[str] = (), *, toolcha
     output = out_dir / f"lib{stem}.so"
     if output.exists():
         return CompileResult(True, output, "cached", 0.0, ())
-    with _file_lock(out_dir.with_suffix(".lock")):
+    with file_lock(out_dir.with_suffix(".lock")):
         if output.exists():
             return CompileResult(True, output, "cached", 0.0, ())
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -52,6 +52,7 @@ struct Needs {
 };
 
 struct State {
+  cublasLtHandle_t lt = nullptr;  // this candidate's cuBLASLt handle (created at setup)
   LtGemm plans[kMaxPlans];
   int nplans = 0;
   cudaEvent_t ev_start = nullptr, ev_side = nullptr;
@@ -80,11 +81,11 @@ static int gemm_rows(State* st, cuco_ctx* ctx, const void* a_rows, void* c_rows,
   if (!plan) {
     if (st->nplans == kMaxPlans) return 61;
     plan = &st->plans[st->nplans++];
-    int rc = lt_gemm_plan((cublasLtHandle_t)ctx->cublaslt, plan, rows, ctx->dims[1], ctx->dims[2], CUDA_R_16BF,
+    int rc = lt_gemm_plan(st->lt, plan, rows, ctx->dims[1], ctx->dims[2], CUDA_R_16BF,
                           kLtWorkspaceBytes, sm_target);
     if (rc) return 1000 + rc;
   }
-  return lt_gemm_run((cublasLtHandle_t)ctx->cublaslt, plan, a_rows, ctx->buffers[BUF_B].ptr, c_rows, ctx->workspace,
+  return lt_gemm_run(st->lt, plan, a_rows, ctx->buffers[BUF_B].ptr, c_rows, ctx->workspace,
                      s);
 }
 
@@ -167,6 +168,7 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   if (st->needs.sym_bytes && (!ctx->symmetric_workspace.ptr || ctx->symmetric_workspace.bytes < st->needs.sym_bytes))
     return 3;
   if (st->needs.lsa_barriers && !ctx->has_devcomm) return 4;
+  if (cublasLtCreate(&st->lt) != CUBLAS_STATUS_SUCCESS) return 10;
   if (cudaEventCreateWithFlags(&st->ev_start, cudaEventDisableTiming) != cudaSuccess) return 5;
   if (cudaEventCreateWithFlags(&st->ev_side, cudaEventDisableTiming) != cudaSuccess) return 5;
   void* fn = nullptr;
@@ -199,6 +201,7 @@ extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) {
   for (int i = 0; i < st->nplans; ++i) cuco_ag::lt_gemm_destroy(&st->plans[i]);
   if (st->ev_start) cudaEventDestroy(st->ev_start);
   if (st->ev_side) cudaEventDestroy(st->ev_side);
+  if (st->lt) cublasLtDestroy(st->lt);
   delete st;
   ctx->candidate_state = nullptr;
   return 0;

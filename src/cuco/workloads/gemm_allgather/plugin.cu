@@ -36,6 +36,7 @@ struct State {
   cuco_ag::LtGemm full;  // bf16 output, all SMs: the "compute" part
   cuco_ag::LtGemm ref;   // fp32 output: the reference
   void* ws = nullptr;
+  cublasLtHandle_t lt = nullptr;  // this plugin's own handle: the harness links no compute library
 };
 
 struct Stats {
@@ -101,7 +102,7 @@ __global__ void compare_pass2(const __nv_bfloat16* c, const float* r, size_t n, 
 
 int part_compute(cuco_ctx* ctx) {
   State* s = state_of(ctx);
-  return cuco_ag::lt_gemm_run((cublasLtHandle_t)ctx->cublaslt, &s->full, ctx->buffers[BUF_A_FULL].ptr,
+  return cuco_ag::lt_gemm_run(s->lt, &s->full, ctx->buffers[BUF_A_FULL].ptr,
                               ctx->buffers[BUF_B].ptr, ctx->buffers[BUF_C].ptr, s->ws, ctx->stream);
 }
 
@@ -158,7 +159,8 @@ extern "C" int cuco_workload_setup(cuco_ctx* ctx) {
   s->Mr = s->M / ctx->world;
   ctx->workload_state = s;
   PLUGIN_CUDA(cudaMalloc(&s->ws, kWorkspaceBytes));
-  cublasLtHandle_t h = (cublasLtHandle_t)ctx->cublaslt;
+  if (cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) return 200;
+  cublasLtHandle_t h = s->lt;
   int rc = cuco_ag::lt_gemm_plan(h, &s->full, s->M, s->K, s->N, CUDA_R_16BF, kWorkspaceBytes, 0);
   if (rc) return 300 + rc;
   rc = cuco_ag::lt_gemm_plan(h, &s->ref, s->M, s->K, s->N, CUDA_R_32F, kWorkspaceBytes, 0);
@@ -192,7 +194,7 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   for (int p = 0; p < ctx->world; ++p)
     PLUGIN_CUDA(cuco::gen_fill_bf16(a + (size_t)p * Mr * K, (uint64_t)(Mr * K), seed, p, GEN_A, st));
   PLUGIN_CUDA(cuco::gen_fill_bf16(b, (uint64_t)(K * N), seed, ctx->rank, GEN_B, st));
-  int rc = cuco_ag::lt_gemm_run((cublasLtHandle_t)ctx->cublaslt, &s->ref, a, b, r, s->ws, st);
+  int rc = cuco_ag::lt_gemm_run(s->lt, &s->ref, a, b, r, s->ws, st);
   if (rc) {
     snprintf(out->message, sizeof(out->message), "reference GEMM failed (cuBLASLt status %d)", rc);
     return 500 + rc;
@@ -276,6 +278,7 @@ extern "C" int cuco_workload_teardown(cuco_ctx* ctx) {
   cuco_ag::lt_gemm_destroy(&s->full);
   cuco_ag::lt_gemm_destroy(&s->ref);
   if (s->ws) cudaFree(s->ws);
+  if (s->lt) cublasLtDestroy(s->lt);
   delete s;
   ctx->workload_state = nullptr;
   return 0;

@@ -18,6 +18,7 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo;
+  cublasLtHandle_t lt = nullptr;
 };
 
 }  // namespace
@@ -33,7 +34,8 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   const int64_t M = ctx->dims[0], K = ctx->dims[1], N = ctx->dims[2];
   Plan* p = new Plan();
   ctx->candidate_state = p;
-  cublasLtHandle_t h = (cublasLtHandle_t)ctx->cublaslt;
+  if (cublasLtCreate(&p->lt) != CUBLAS_STATUS_SUCCESS) return 1;
+  cublasLtHandle_t h = p->lt;
   if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return 1;
   cublasOperation_t n = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &n, sizeof(n));
@@ -65,7 +67,7 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
       ncclSuccess)
     return 10;
   const float alpha = 1.0f, beta = 0.0f;
-  cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)ctx->cublaslt, p->op, &alpha, b, p->la, a_full, p->lb, &beta,
+  cublasStatus_t st = cublasLtMatmul(p->lt, p->op, &alpha, b, p->la, a_full, p->lb, &beta,
                                      c, p->lc, c, p->lc, &p->algo, ctx->workspace, ctx->workspace_bytes, ctx->stream);
   return st == CUBLAS_STATUS_SUCCESS ? 0 : 20;
 }
@@ -77,6 +79,7 @@ extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) {
   if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
   if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
   if (p->op) cublasLtMatmulDescDestroy(p->op);
+  if (p->lt) cublasLtDestroy(p->lt);
   delete p;
   ctx->candidate_state = nullptr;
   return 0;

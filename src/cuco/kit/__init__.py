@@ -1,0 +1,1 @@
+"""The workload kit: template filling, EVOLVE layout, compute libraries (see docs/workloads.md)."""

@@ -1,0 +1,139 @@
+"""A workload's compute library: its library kernels (CUTLASS, cuBLASLt, ...) compiled once per configuration.
+
+The workload declares `ComputeLibrary(sources=..., header=...)`; `build_compute` compiles the sources into
+`lib<workload>_compute.so`, cached by the content of every file in the sources' folders, the toolchain and the
+flags, and publishes the C interface header as `cuco/compute/<workload>.h`. Plugin, seed and candidates include
+that header and link the library (`link_options`), so a candidate compiles in seconds whatever the library
+kernels cost to build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+from cuco.errors import CucoError
+from cuco.harness.build import file_lock
+from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir
+
+if TYPE_CHECKING:
+    from cuco.workload import Workload
+
+_SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl")
+
+
+class ComputeBuildError(CucoError):
+    """The compute library did not compile; `log` holds nvcc's output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@attrs.frozen
+class ComputeLibrary:
+    """What a workload compiles once: sources and the C interface header (paths relative to the workload
+    folder), extra nvcc flags, the libraries the kernels need, and an arch override (e.g. 'sm_90a' for
+    CUTLASS's Hopper kernels; None: the toolchain's)."""
+
+    sources: tuple[str, ...] = attrs.field(converter=tuple)
+    header: str
+    flags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    libraries: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    arch: str | None = None
+
+    @sources.validator
+    def _some(self, _attr: attrs.Attribute, value: tuple[str, ...]) -> None:
+        if not value:
+            raise ValueError("a compute library needs at least one source file")
+
+
+@attrs.frozen
+class BuiltCompute:
+    """A compiled compute library: the .so, the include dir holding cuco/compute/<workload>.h, how to link it."""
+
+    library: Path
+    include_dir: Path
+    seconds: float
+    cached: bool
+
+    def link_flags(self) -> list[str]:
+        d = self.library.parent
+        return [f"-L{d}", f"-l:{self.library.name}", f"-Xlinker=-rpath,{d}"]
+
+
+@attrs.frozen
+class LinkOptions:
+    """Everything a plugin, seed or candidate of one workload is compiled with beyond the cuco headers."""
+
+    libraries: tuple[str, ...] = ()
+    include_dirs: tuple[Path, ...] = ()
+    extra: tuple[str, ...] = ()
+
+
+def _inputs(folder: Path, spec: ComputeLibrary) -> list[Path]:
+    """Every file the build can read from the workload: all sources and headers in the sources' folders."""
+    dirs = {(folder / s).parent for s in spec.sources} | {(folder / spec.header).parent}
+    files = {p for d in dirs for p in d.rglob("*") if p.is_file() and p.suffix in _SOURCE_SUFFIXES}
+    return sorted(files)
+
+
+def compute_key(workload: "Workload", toolchain: Toolchain) -> str:
+    """The cache key of a workload's compute library on this toolchain."""
+    spec = workload.compute
+    assert spec is not None
+    tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
+    files = _inputs(workload.folder, spec)
+    return content_hash(*(p.relative_to(workload.folder).as_posix() + "\0" + p.read_text(errors="replace")
+                          for p in files),
+                        tc.fingerprint(), " ".join(tc.base_flags()), " ".join(spec.flags), ",".join(spec.libraries),
+                        *(str(tc.library(n).include) for n in spec.libraries), workload.name, "compute-v1")
+
+
+def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float = 1800) -> BuiltCompute:
+    """Compile (or find cached) `workload`'s compute library; ComputeBuildError with nvcc's log on failure."""
+    spec = workload.compute
+    if spec is None:
+        raise ComputeBuildError(f"workload {workload.name} declares no compute library")
+    missing = [s for s in (*spec.sources, spec.header) if not (workload.folder / s).is_file()]
+    if missing:
+        raise ComputeBuildError(f"workload {workload.name}'s compute library names missing file(s) {missing} "
+                                f"under {workload.folder}; fix ComputeLibrary(sources=..., header=...)")
+    start = time.monotonic()
+    key = compute_key(workload, toolchain)
+    out_dir = cache_dir() / "compute" / key
+    library = out_dir / f"lib{workload.name}_compute.so"
+    include = out_dir / "include"
+    published = include / "cuco" / "compute" / f"{workload.name}.h"
+    if library.exists() and published.exists():
+        return BuiltCompute(library, include, time.monotonic() - start, True)
+    with file_lock(out_dir.with_suffix(".lock")):
+        if not (library.exists() and published.exists()):
+            tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
+            incs = [csrc_dir() / "include", workload.folder, *{(workload.folder / s).parent for s in spec.sources}]
+            result = tc.compile([workload.folder / s for s in spec.sources], library, shared=True,
+                                include_dirs=incs, libraries=spec.libraries, extra=spec.flags, timeout_s=timeout_s)
+            if not result.ok:
+                tail = "\n".join(result.log.strip().splitlines()[-40:])
+                raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{tail}", result.log)
+            published.parent.mkdir(parents=True, exist_ok=True)
+            tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
+            shutil.copyfile(workload.folder / spec.header, tmp)
+            os.replace(tmp, published)
+            return BuiltCompute(library, include, time.monotonic() - start, False)
+    return BuiltCompute(library, include, time.monotonic() - start, True)
+
+
+def link_options(workload: "Workload", toolchain: Toolchain) -> LinkOptions:
+    """How to compile `workload`'s plugin, seed and candidates: its libraries, and its compute library (built
+    here once if it declares one)."""
+    if workload.compute is None:
+        return LinkOptions(tuple(workload.libraries))
+    built = build_compute(workload, toolchain)
+    libraries = tuple(dict.fromkeys((*workload.libraries, *workload.compute.libraries)))
+    return LinkOptions(libraries, (built.include_dir,), tuple(built.link_flags()))

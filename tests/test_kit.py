@@ -1,0 +1,127 @@
+"""The workload kit: one template style, EVOLVE layout, declared libraries, the compute library built once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuco import libraries
+from cuco.evaluate.compile import Compiler
+from cuco.kit.compute import ComputeBuildError, ComputeLibrary, build_compute, link_options
+from cuco.kit.evolve import EVOLVE_END, EVOLVE_START, assemble, frozen_text, split
+from cuco.kit.template import TemplateError, fill
+from cuco.toolchain import Toolchain, ToolchainError
+from cuco.workload import Shape, Workload
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kit"
+
+
+def test_fill_replaces_every_placeholder_once():
+    assert fill("a @X@ b @Y_2@ @X@", {"X": 1, "Y_2": "two"}) == "a 1 b two 1"
+    assert fill("no placeholders", {}) == "no placeholders"
+
+
+@pytest.mark.parametrize("template, values, match", [
+    ("@A@ @B@", {"A": 1}, "no value for placeholder.*@B@"),
+    ("@A@", {"A": 1, "TYPO": 2}, "TYPO match no placeholder"),
+    ("@A@", {"A": "carries @C@"}, "@C@ remain after filling"),
+])
+def test_fill_fails_on_missing_unknown_and_leftover(template, values, match):
+    with pytest.raises(TemplateError, match=match):
+        fill(template, values)
+
+
+def test_assemble_and_split_round_trip():
+    code = assemble("head\n", "// point a/b\nbody\n", "tail\n")
+    assert code == f"head\n{EVOLVE_START}\n// point a/b\nbody\n{EVOLVE_END}\ntail\n"
+    head, block, tail = split(code)
+    assert "point a/b" in block and "point" not in head + tail
+    assert frozen_text(code) == frozen_text(assemble("head", "other", "tail\n"))
+    with pytest.raises(TemplateError, match="EVOLVE marker"):
+        assemble(EVOLVE_START, "", "")
+    with pytest.raises(TemplateError, match="before"):
+        split(f"{EVOLVE_END}\n{EVOLVE_START}\n")
+
+
+def test_cutlass_headers_found_without_importing_the_package():
+    import sys
+
+    spec = libraries.spec_of("cutlass")
+    try:
+        lib = libraries.find(spec, None)
+    except libraries.LibraryError as exc:
+        pytest.skip(f"nvidia-cutlass not installed: {exc}")
+    assert (lib.include / "cutlass" / "cutlass.h").is_file() and lib.link_name == ""
+    assert any((d / "cutlass" / "util").is_dir() for d in lib.more_includes)
+    assert "cutlass_library" not in sys.modules
+    assert f"-I{lib.include}" in lib.flags() and not any(f.startswith("-l") for f in lib.flags())
+
+
+def test_unknown_library_names_the_registry(monkeypatch):
+    with pytest.raises(libraries.LibraryError, match="unknown library 'nope'.*register"):
+        libraries.spec_of("nope")
+    monkeypatch.setattr(libraries, "site_dirs", lambda: [])
+    monkeypatch.delenv("CUDNN_HOME", raising=False)
+    with pytest.raises(libraries.LibraryError, match="pip install nvidia-cudnn"):
+        libraries.find(libraries.spec_of("cudnn"), Path("/nonexistent"))
+    with pytest.raises(libraries.LibraryError, match="registered differently"):
+        libraries.register(libraries.LibrarySpec("cublasLt", "other.h"))
+
+
+# ---- the compute library (nvcc) ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def toolchain() -> Toolchain:
+    try:
+        return Toolchain.detect(arch="sm_90")
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+
+
+def _workload(folder: Path, compute: ComputeLibrary) -> Workload:
+    return Workload(name="kit_scale", description="", dim_names=("N",), verify_shapes=(Shape((1,)),),
+                    bench_shapes=(Shape((1,)),), folder=folder, plugin_source="p.cu", seed_source="s.cu",
+                    space=lambda t: None, render=lambda d: "", check_shape=lambda s, w: None,
+                    flops=lambda s, w: 0.0, comm_bytes=lambda s, w: 0.0, compute=compute)
+
+
+CANDIDATE = """
+#include "cuco/abi.h"
+#include "cuco/compute/kit_scale.h"
+extern "C" int cuco_candidate_requirements(const cuco_ctx*, cuco_requirements*) { return 0; }
+extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
+  return kit_scale((const float*)ctx->buffers[0].ptr, (float*)ctx->buffers[1].ptr, 2.0f, 16, ctx->stream);
+}
+"""
+
+
+def test_compute_library_builds_once_and_candidates_link_it(toolchain, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
+    wl = _workload(FIXTURES, ComputeLibrary(sources=("compute/scale.cu",), header="compute/scale.h"))
+    first = build_compute(wl, toolchain)
+    again = build_compute(wl, toolchain)
+    assert first.library.name == "libkit_scale_compute.so" and first.library.is_file() and not first.cached
+    assert again.cached and again.library == first.library
+    assert (first.include_dir / "cuco" / "compute" / "kit_scale.h").is_file()
+    link = link_options(wl, toolchain)
+    outcome = Compiler(toolchain, cache_dir=tmp_path / "cand").compile(CANDIDATE, link.libraries, link.include_dirs,
+                                                                      link.extra)
+    assert outcome.ok, outcome.log_excerpt
+    # Without the compute library the same candidate fails to link (--no-undefined): the link is real.
+    bare = Compiler(toolchain, cache_dir=tmp_path / "bare").compile(CANDIDATE, (), link.include_dirs)
+    assert not bare.ok and "kit_scale" in bare.log_excerpt
+
+
+def test_compute_library_errors_name_the_fix(toolchain, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ComputeBuildError, match="missing file"):
+        build_compute(_workload(FIXTURES, ComputeLibrary(sources=("compute/none.cu",), header="compute/scale.h")),
+                      toolchain)
+    broken = tmp_path / "wl"
+    (broken / "compute").mkdir(parents=True)
+    (broken / "compute" / "bad.cu").write_text("this is not C++;\n")
+    (broken / "compute" / "bad.h").write_text("#pragma once\n")
+    with pytest.raises(ComputeBuildError, match="compute library failed"):
+        build_compute(_workload(broken, ComputeLibrary(sources=("compute/bad.cu",), header="compute/bad.h")),
+                      toolchain)

@@ -1,0 +1,41 @@
+// MoE expert FFN compute library: y = (silu(x W_gate^T) * (x W_up^T)) W_down^T per group of rows, on tensor
+// cores (CUTLASS Hopper grouped GEMM, bf16 in/out, fp32 accumulate). Built once per configuration; candidates
+// and the workload plugin call it through this C interface.
+//
+// A "group" is a run of consecutive rows that all go to one local expert. Row counts, row offsets and expert
+// ids live in DEVICE memory and are read by the GPU when the call runs: a candidate can compute them on the
+// device (e.g. from counts its peers published) without a host round trip.
+//
+// Layouts (row-major, bf16): x [rows x H], w1 [E_local x 2I x H] (gate rows 0..I-1, up rows I..2I-1),
+// w2 [E_local x H x I], h1 [rows x 2I] and act [rows x I] scratch, y [rows x H]. Group g covers rows
+// row_offset[g] .. row_offset[g] + rows[g] - 1 of x, h1, act and y.
+#pragma once
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuco_moe_ffn cuco_moe_ffn;
+
+// A plan for up to `max_groups` groups at hidden size `hidden` and expert size `inter`, whose GEMMs use at
+// most `sm_count` SMs (0: all SMs of the current device). Allocates its device arrays; returns 0 on success.
+int cuco_moe_ffn_create(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count);
+
+// Enqueue the FFN of `groups` groups on `stream`. rows, row_offset and expert are device arrays of `groups`
+// entries; a group of 0 rows does nothing. Never synchronises the host. Returns 0 on success.
+int cuco_moe_ffn_run(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
+                     void* act, void* y, const int32_t* rows, const int64_t* row_offset, const int32_t* expert,
+                     cudaStream_t stream);
+
+// Human-readable description of the kernel configuration (for reports).
+const char* cuco_moe_ffn_config(void);
+
+int cuco_moe_ffn_destroy(cuco_moe_ffn* plan);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

@@ -13,7 +13,7 @@ from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
 from cuco.evaluate.base import Evaluator
-from cuco.evaluate.cascade import NO_GPU_REASON, Cascade
+from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Cascade
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import Executor
 from cuco.toolchain import Toolchain, ToolchainError
@@ -193,7 +193,7 @@ def test_mocks_match_the_real_harness_types():
     assert names(MockPart) <= names(result.PartRun)
     assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
     assert {"workload_plugin", "candidates", "dims", "world", "devices", "seeds", "verify", "bench", "warmup",
-            "iters", "parts", "timeout_s"} == names(runner.HarnessRequest)
+            "iters", "parts", "timeout_s", "delay_comm_us"} == names(runner.HarnessRequest)
 
 
 def install_mock_harness(monkeypatch, behaviour):
@@ -214,6 +214,7 @@ def install_mock_harness(monkeypatch, behaviour):
         iters: int
         parts: bool
         timeout_s: float
+        delay_comm_us: float = 0.0
 
     def run_harness(request, toolchain=None):
         requests.append(request)
@@ -256,6 +257,7 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     verify_req, bench_req = requests
     assert not verify_req.bench and verify_req.verify and verify_req.seeds == (1, 2) and verify_req.dims == (4100,)
     assert len(verify_req.candidates) == 4 and verify_req.devices == (0, 1)
+    assert verify_req.delay_comm_us == DEFAULT_VERIFY_DELAY_US > 0  # L2 verifies under delayed arrival
     assert bench_req.bench and bench_req.parts and bench_req.dims == (1 << 24,) and bench_req.iters == 20
     assert Path(bench_req.candidates[0]) == seed_so and len(bench_req.candidates) == 3   # host seed in the batch
 

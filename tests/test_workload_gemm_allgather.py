@@ -13,6 +13,8 @@ from cuco.toolchain import Toolchain, ToolchainError, csrc_dir
 from cuco.workload import Shape, ShapeError
 from cuco.workloads import get
 from cuco.workloads.gemm_allgather import WORKLOAD, WORKLOAD_RULES
+from cuco.kit.compute import link_options
+from cuco.kit.sample import covering_points
 from cuco.workloads.gemm_allgather.render import EVOLVE_END, EVOLVE_START
 
 SPACE = WORKLOAD.space(Topology(world=2))
@@ -160,6 +162,7 @@ def toolchain() -> Toolchain:
 
 def _compile_all(tc: Toolchain, sources: dict[str, str | Path], out: Path) -> dict[str, str]:
     """name -> compiler log for each source that failed to compile."""
+    link = link_options(WORKLOAD, tc)
     def one(item):
         name, src = item
         if isinstance(src, str):
@@ -167,8 +170,9 @@ def _compile_all(tc: Toolchain, sources: dict[str, str | Path], out: Path) -> di
             path.write_text(src)
         else:
             path = src
-        r = tc.compile([path], out / (name.replace("/", ".") + ".so"), include_dirs=[csrc_dir() / "include"],
-                       libraries=WORKLOAD.libraries)
+        r = tc.compile([path], out / (name.replace("/", ".") + ".so"),
+                       include_dirs=[csrc_dir() / "include", *link.include_dirs], libraries=link.libraries,
+                       extra=link.extra)
         return name, r
 
     failed = {}
@@ -181,13 +185,7 @@ def _compile_all(tc: Toolchain, sources: dict[str, str | Path], out: Path) -> di
 
 def _representative() -> list[Directives]:
     """A small set of points that uses every value of every directive at least once."""
-    chosen: list[Directives] = []
-    for name in ("backend", "placement", "sync_scope", "issuer", "chunk_bytes"):
-        for value in SPACE.values(name):
-            if any(getattr(p, name) == value for p in chosen):
-                continue
-            chosen.append(next(p for p in POINTS if getattr(p, name) == value))
-    return chosen
+    return covering_points(SPACE)
 
 
 def test_representative_set_covers_every_value():
@@ -203,7 +201,7 @@ def test_plugin_seed_and_representative_points_compile(toolchain: Toolchain, tmp
     assert not failed, "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_all_points_compile(toolchain: Toolchain, tmp_path: Path):
     failed = _compile_all(toolchain, {p.label(): WORKLOAD.render(p) for p in POINTS}, tmp_path)
     assert not failed, f"{len(failed)} of {len(POINTS)} points failed: " + "\n\n".join(

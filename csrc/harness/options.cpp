@@ -50,7 +50,7 @@ double Options::derived_total_timeout_s() const {
 std::string usage() {
   return "usage: cuco-harness --workload W.so --candidate C.so [--candidate C2.so ...] --dims D1,D2,... --world N\n"
          "         [--devices 0,1] [--seeds 1,2] [--verify 1] [--bench 1] [--warmup 5] [--iters 30] [--parts 0]\n"
-         "         [--timeout-s 120] [--total-timeout-s T] --out result.json\n";
+         "         [--timeout-s 120] [--total-timeout-s T] [--delay-comm-us 0] --out result.json\n";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -74,6 +74,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--timeout-s") o.timeout_s = parse_double(flag, v);
     else if (flag == "--total-timeout-s") o.total_timeout_s = parse_double(flag, v);
     else if (flag == "--out") o.out = v;
+    else if (flag == "--delay-comm-us") o.delay_comm_us = parse_double(flag, v);
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage());
   }
   if (o.workload.empty()) throw std::invalid_argument("--workload is required\n" + usage());
@@ -89,6 +90,8 @@ Options parse_options(int argc, char** argv) {
   if (o.warmup < 0) throw std::invalid_argument("--warmup must be >= 0");
   if (o.bench && o.iters < 1) throw std::invalid_argument("--iters must be >= 1 when --bench 1");
   if (o.timeout_s <= 0) throw std::invalid_argument("--timeout-s must be > 0");
+  if (o.delay_comm_us < 0 || o.delay_comm_us > 1e6)
+    throw std::invalid_argument("--delay-comm-us must be between 0 and 1000000 (one second)");
   if (o.total_timeout_s <= 0) o.total_timeout_s = o.derived_total_timeout_s();
   return o;
 }

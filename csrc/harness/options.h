@@ -19,6 +19,7 @@ struct Options {
   int warmup = 5;                       // --warmup 5
   int iters = 30;                       // --iters 30
   bool parts = false;                   // --parts 1: time the workload's parts (the bound)
+  double delay_comm_us = 0;             // --delay-comm-us: verified launches start the side stream this late
   double timeout_s = 120;               // --timeout-s: deadline of every phase
   double total_timeout_s = 0;           // --total-timeout-s: deadline of the process (0: derived)
   std::string out;                      // --out result.json

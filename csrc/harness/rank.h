@@ -59,7 +59,8 @@ class Rank {
   bool verify(Target t, const CandidatePlugin& c);
   bool bench(Target t, cuco_candidate_launch_fn launch);
   // Forks the side stream, launches, joins it back; returns "" or why the launch failed.
-  std::string launch_joined(cuco_candidate_launch_fn launch, bool timed);
+  // delayed: queue the delayed-arrival spin (opts.delay_comm_us) on the side stream before the launch.
+  std::string launch_joined(cuco_candidate_launch_fn launch, bool timed, bool delayed = false);
   void fill_and_poison(uint64_t seed);
 
   // Runs f; returns "" or the error's message. A sticky CUDA error ends the process as "crash".

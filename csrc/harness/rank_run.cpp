@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "delay.h"
 #include "rank.h"
 
 namespace cuco_harness {
@@ -51,9 +52,10 @@ void Rank::fill_and_poison(uint64_t seed) {
   CUCO_CK(cudaDeviceSynchronize());
 }
 
-std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed) {
+std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed, bool delayed) {
   CUCO_CK(cudaEventRecord(fork_, ctx_.stream));
   CUCO_CK(cudaStreamWaitEvent(ctx_.side_stream, fork_, 0));
+  if (delayed) CUCO_CK(enqueue_delay(ctx_.side_stream, s_.opts.delay_comm_us));
   ctx_.iteration++;
   if (timed) CUCO_CK(cudaEventRecord(start_, ctx_.stream));
   int rc = launch(&ctx_);
@@ -172,7 +174,7 @@ bool Rank::verify(Target t, const CandidatePlugin& c) {
     enter(t, "verify seed " + std::to_string(seed));
     if (!agreed(t, attempt(t, [&] { fill_and_poison(seed); }), "error")) return false;
     std::string launch_err;
-    std::string err = attempt(t, [&] { launch_err = launch_joined(c.launch, false); });
+    std::string err = attempt(t, [&] { launch_err = launch_joined(c.launch, false, true); });
     if (err.empty()) err = launch_err;
     // Agree before synchronising: if one rank's launch failed, the others' kernels may wait for it forever
     // and the watchdog ends the process with this candidate already marked "error".

@@ -38,6 +38,10 @@ _STATUS_TEXT = {"verify_failed": "wrong result", "hang": "hang (killed at the ti
 class CascadeError(CucoError):
     """The cascade itself cannot run (the workload plugin does not build, the harness is missing)."""
 
+#: L2 verifies with the communication path held back this long (delayed arrival): a candidate that does not
+#: wait for its data reads poison and fails, even at W = 1. 0 turns it off.
+DEFAULT_VERIFY_DELAY_US = 2000.0
+
 
 def _plain(value: Any) -> Any:
     """JSON-friendly copy of harness result pieces (attrs objects, mappings, sequences)."""
@@ -96,7 +100,8 @@ class Cascade:
                  verify_shape: Shape | str | Sequence[int] | None = None,
                  bench_shape: Shape | str | Sequence[int] | None = None, seeds: Sequence[int] = (1, 2),
                  iters: int = 30, warmup: int = 5, timeout_s: float = 120.0, verify_timeout_s: float = 60.0,
-                 parent_code: Callable[[Candidate], str | None] | None = None, verify_at_bench: bool = True):
+                 parent_code: Callable[[Candidate], str | None] | None = None, verify_at_bench: bool = True,
+                 verify_delay_us: float = DEFAULT_VERIFY_DELAY_US):
         if not seeds:
             raise ValueError("seeds must name at least one input seed, e.g. (1, 2)")
         if iters < 1 or warmup < 0:
@@ -114,6 +119,7 @@ class Cascade:
         self.timeout_s, self.verify_timeout_s = timeout_s, verify_timeout_s
         self.parent_code = parent_code
         self.verify_at_bench = verify_at_bench
+        self.verify_delay_us = verify_delay_us
         self._plugin_so: Path | None = None
         self._seed: str | None = None
         self._link_options: LinkOptions | None = None
@@ -220,7 +226,7 @@ class Cascade:
         request = HarnessRequest(workload_plugin=self._plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
                                  world=self.world, devices=tuple(group.devices), seeds=tuple(seeds),
                                  verify=verify, bench=bench, warmup=self.warmup, iters=self.iters, parts=bench,
-                                 timeout_s=timeout_s)
+                                 timeout_s=timeout_s, delay_comm_us=self.verify_delay_us if verify else 0.0)
         start = time.monotonic()
         try:
             result = run_harness(request, toolchain=self.compiler.toolchain)

@@ -66,6 +66,9 @@ class HarnessRequest:
     iters: int = 30
     parts: bool = False
     timeout_s: float = 120.0
+    # Verified launches start the side stream (the communication path) this many microseconds late, so a
+    # candidate that does not wait for its data reads poison and fails (0: off).
+    delay_comm_us: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         if not self.dims or len(self.dims) > 8 or any(d <= 0 for d in self.dims):
@@ -78,6 +81,8 @@ class HarnessRequest:
             raise HarnessRequestError(f"verification needs at least one non-negative seed, got {self.seeds}")
         if self.warmup < 0 or (self.bench and self.iters < 1):
             raise HarnessRequestError(f"warmup must be >= 0 and iters >= 1, got warmup={self.warmup} iters={self.iters}")
+        if not 0 <= self.delay_comm_us <= 1e6:
+            raise HarnessRequestError(f"delay_comm_us must be between 0 and 1e6 (one second), got {self.delay_comm_us}")
         if self.timeout_s <= 0:
             raise HarnessRequestError(f"timeout_s must be > 0, got {self.timeout_s}")
         if not self.candidates and not self.parts:
@@ -100,6 +105,8 @@ class HarnessRequest:
                  "--bench", str(int(self.bench)), "--warmup", str(self.warmup), "--iters", str(self.iters),
                  "--parts", str(int(self.parts)), "--timeout-s", f"{self.timeout_s:g}",
                  "--total-timeout-s", f"{self.total_timeout_s():g}", "--out", str(out)]
+        if self.delay_comm_us:
+            argv += ["--delay-comm-us", f"{self.delay_comm_us:g}"]
         return argv
 
 

@@ -55,10 +55,27 @@ def test_bad_run_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 2 and "holds no run to resume; drop --resume" in err
     used = tmp_path / "used"
     used.mkdir()
-    (used / "candidates.db").write_bytes(b"")
+    (used / "manifest.json").write_text("{}")
     code, err = run(["run", "gemm_allgather", "--run-dir", str(used)], capsys)
-    assert code == 2 and "already holds a run; pass --resume" in err
+    assert code == 2 and "manifest.json cannot be read" in err
     assert afile.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "used"]
+
+
+@pytest.mark.parametrize("content, what", [(b"", "is empty (0 bytes)"), (b"not sqlite " * 200, "is unreadable")])
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_broken_database_is_named_for_start_and_resume_alike_and_stays_untouched(
+        content: bytes, what: str, resume: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "candidates.db").write_bytes(content)
+    code, err = run(["run", "gemm_allgather", "--quiet", "--run-dir", str(tmp_path), *(["--resume"] if resume else [])],
+                    capsys)
+    assert code == 2 and what in err and "not a cuco candidate database" in err and "rm " in err, err
+    assert (tmp_path / "candidates.db").read_bytes() == content
+    assert [p.name for p in tmp_path.iterdir()] == ["candidates.db"]
+
+
+def test_space_with_world_zero_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(["space", "gemm_allgather", "--world", "0"], capsys)
+    assert code == 2 and err.strip() == "cuco: error: --world must be >= 1 (ranks, one GPU each), got 0"
 
 
 _AS_USER = """

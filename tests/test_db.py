@@ -546,3 +546,16 @@ def test_unstorable_values(tmp_path: Path) -> None:
         db.add(make("one", fitness=1.0))
         assert db.best().id == "one" and [c.id for c in db.top_k(5)] == ["one"]
         assert db.get("nan").fitness != db.get("nan").fitness
+
+
+def test_a_read_only_handle_reads_and_never_writes(tmp_path):
+    path = tmp_path / "c.db"
+    with CandidateDB(path) as db:
+        db.add(make("a"))
+        with CandidateDB(path, readonly=True) as ro:  # beside an open writer
+            assert [c.id for c in ro.all()] == ["a"] and ro.best().id == "a"
+            with pytest.raises(DatabaseAccessError, match="opened read-only"):
+                ro.add(make("b"))
+    with pytest.raises(DatabaseError, match="does not exist"):
+        CandidateDB(tmp_path / "none.db", readonly=True)
+    assert not (tmp_path / "none.db").exists()

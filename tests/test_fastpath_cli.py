@@ -36,3 +36,29 @@ def test_unknown_model_is_refused_before_any_work(tmp_path, capsys):
     out = tmp_path / "never.cu"
     rc = transform_main([str(FIX / "bad_unknown_collective.cu"), "-o", str(out), "--model", "no-such-model-xyz"])
     assert rc == 2 and "unknown model 'no-such-model-xyz'" in capsys.readouterr().err and not out.exists()
+
+
+def test_output_onto_the_input_is_refused_and_the_source_kept(tmp_path, capsys):
+    seed = tmp_path / "ring.cu"
+    shutil.copy(FIX / "ring_threads.cu", seed)
+    before = seed.read_text()
+    for out in (seed, tmp_path / "." / "ring.cu"):
+        rc = transform_main([str(seed), "-o", str(out), "--no-input-check", "--no-run"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "is the input file" in err and "ring_device.cu" in err, err
+    assert seed.read_text() == before
+
+
+def test_unwritable_output_is_refused_before_the_compile(tmp_path, capsys, monkeypatch):
+    import cuco.fastpath.agent
+
+    def compile_must_not_run(*_a, **_k):
+        raise AssertionError("the agent ran although the output cannot be written")
+
+    monkeypatch.setattr(cuco.fastpath.agent.FastPathAgent, "run", compile_must_not_run)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out, why in ((afile / "x.cu", "is a file, not a directory"), (tmp_path, "is a directory")):
+        rc = transform_main([str(FIX / "ring_threads.cu"), "-o", str(out), "--no-run"])
+        err = capsys.readouterr().err
+        assert rc == 2 and why in err and "-o" in err, err

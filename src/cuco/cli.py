@@ -23,6 +23,8 @@ def _cmd_space(args: argparse.Namespace) -> int:
     from cuco.design_space import Topology
 
     wl = workloads.get(args.workload)
+    if args.world < 1:
+        raise CucoError(f"--world must be >= 1 (ranks, one GPU each), got {args.world}")
     space = wl.space(Topology(world=args.world))
     print(space.prompt_text())
     if args.list:
@@ -70,13 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="fast path + search on a workload; prints the best verified kernel")
     r.add_argument("workload", help="built-in workload name (see `cuco workloads`)")
-    r.add_argument("--world", type=int, default=2, help="ranks (GPUs) per evaluation (default 2)")
-    r.add_argument("--shape", default=None, help="problem size, e.g. 8192,8192,8192 (default: the workload's first)")
-    r.add_argument("--evals", type=int, default=40,
-                   help="candidates to evaluate in all, the fast path's included (default 40)")
+    r.add_argument("--world", type=int, default=None,
+                   help="ranks (GPUs) per evaluation (default: the workload's, 2; on --resume the run's)")
+    r.add_argument("--shape", default=None,
+                   help="problem size, e.g. 8192,8192,8192 (default: the workload's first; on --resume the run's)")
+    r.add_argument("--evals", type=int, default=None,
+                   help="candidates to evaluate in all, the fast path's included (default 40; on --resume the run's)")
     r.add_argument("--run-dir", default=None, help="where the database and report go (default runs/<workload>-<time>)")
     r.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    r.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
+    r.add_argument("--seed", type=int, default=None, help="random seed of the search (default 0; on --resume the run's)")
     r.add_argument("--model", default=None, help="litellm model for LLM mutations (default: none, offline)")
     r.add_argument("--budget-usd", type=float, default=5.0, help="LLM spending cap in USD (default 5)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")

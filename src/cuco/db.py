@@ -93,8 +93,11 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 class CandidateDB:
     """All candidates of one or more runs, plus run metadata (`meta_get`/`meta_set`) for resume."""
 
-    def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 30.0):
+    def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 30.0, *, readonly: bool = False):
+        """readonly: open an existing database for reading only (a report, a notebook, a check before a
+        write): nothing in the file is created or changed, and writes raise DatabaseAccessError."""
         self.path = Path(path)
+        self.readonly = readonly
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._pid = os.getpid()
@@ -105,23 +108,30 @@ class CandidateDB:
     def _open(self) -> sqlite3.Connection:
         if self.path.is_dir():
             raise DatabaseAccessError(f"candidate database path {self.path} is a directory; pass a file path")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DatabaseAccessError(
-                f"cannot create directory {self.path.parent} for the candidate database ({exc.strerror}); "
-                "choose a writable location") from None
+        if self.readonly:
+            if not self.path.is_file():
+                raise DatabaseError(f"{self.path} does not exist; pass the path of a candidate database to read")
+            target: str = f"{self.path.resolve().as_uri()}?mode=ro"
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DatabaseAccessError(
+                    f"cannot create directory {self.path.parent} for the candidate database ({exc.strerror}); "
+                    "choose a writable location") from None
+            target = str(self.path)
         conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
+            conn = sqlite3.connect(target, uri=self.readonly, timeout=self._busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
             # Read-only first, in one snapshot (another process may be creating the tables right now),
             # so that a file of a newer schema or another program stays untouched.
             self._retry(lambda: self._transaction(conn, False, self._check_header))
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
-            conn.execute("PRAGMA synchronous = FULL")
-            self._retry(lambda: self._transaction(conn, True, self._init_schema))
+            if not self.readonly:
+                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+                conn.execute("PRAGMA synchronous = FULL")
+                self._retry(lambda: self._transaction(conn, True, self._init_schema))
             return conn
         except BaseException as exc:
             if conn is not None:
@@ -198,6 +208,8 @@ class CandidateDB:
 
     def _run(self, write: bool, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in one transaction (retried while busy); sqlite errors become DatabaseError."""
+        if write and self.readonly:
+            raise DatabaseAccessError(f"{self.path} was opened read-only; open CandidateDB(path) to write")
         try:
             with self._lock:
                 conn = self._connection()

@@ -18,9 +18,14 @@ from typing import Any, Callable
 
 import attrs
 
+from cuco import fastpath_cache, rundir, runlock
 from cuco.candidate import Candidate
 from cuco.design_space import Topology
 from cuco.errors import CucoError
+from cuco.manifest import ManifestError, RunManifest, describe_gpus, sha256_text
+
+#: Candidates a new run evaluates unless --evals says otherwise (the fast path's included).
+DEFAULT_EVALUATIONS = 40
 
 
 @attrs.frozen
@@ -28,12 +33,12 @@ class RunOptions:
     """What `cuco run` was asked to do."""
 
     workload: str
-    world: int = 2
-    shape: str | None = None
-    evaluations: int = 40
+    world: int | None = None        # None: the run's (on resume), else the workload's default
+    shape: str | None = None        # None: the run's (on resume), else the workload's first bench shape
+    evaluations: int | None = None  # None: the run's (on resume), else DEFAULT_EVALUATIONS
     run_dir: str | None = None
     resume: bool = False
-    seed: int = 0
+    seed: int | None = None         # None: the run's (on resume), else 0
     model: str | None = None
     budget_usd: float = 5.0
     progress: bool = True
@@ -47,12 +52,16 @@ class RunSummary:
 
     workload: str
     run_dir: Path
-    measured: bool
+    evaluation: str             # "measured" (verified and timed here) or "unmeasured" (checked and compiled only)
     evaluated: int
     counts: dict[str, int]
     best: Candidate | None
     fastpath: Candidate | None
     environment: dict[str, Any]
+
+    @property
+    def measured(self) -> bool:
+        return self.evaluation == "measured"
 
     def to_dict(self) -> dict[str, Any]:
         def cand(c: Candidate | None) -> dict[str, Any] | None:
@@ -61,7 +70,7 @@ class RunSummary:
             return {"id": c.id, "point": c.directives.label() if c.directives else None, "mutation": c.mutation,
                     "status": c.status, "fitness": c.fitness, "metrics": dict(c.metrics), "feedback": c.feedback}
 
-        return {"workload": self.workload, "run_dir": str(self.run_dir), "measured": self.measured,
+        return {"workload": self.workload, "run_dir": str(self.run_dir), "evaluation": self.evaluation,
                 "evaluated": self.evaluated, "counts": self.counts, "best": cand(self.best),
                 "fastpath": cand(self.fastpath), "environment": self.environment}
 
@@ -71,8 +80,8 @@ class RunSummary:
         if self.fastpath is not None:
             lines.append(f"fast path: {self.fastpath.status}; {self.fastpath.feedback.splitlines()[0] if self.fastpath.feedback else ''}")
         if not self.measured:
-            lines.append("No GPU group for this world size here: every candidate was statically checked and "
-                         "compiled; nothing was verified or timed.")
+            lines.append("No GPU here: every candidate was statically checked and compiled, none was verified or "
+                         "timed (status 'unmeasured'); run on a host with GPUs to measure.")
         elif self.best is None:
             lines.append("No candidate passed verification and timing; see the run database for the reasons.")
         else:
@@ -103,9 +112,9 @@ def _run_dir(opts: RunOptions) -> Path:
 
 def _check_options(opts: RunOptions) -> None:
     """Reject option values that cannot make a run, before anything is built or written."""
-    if opts.evaluations < 1:
+    if opts.evaluations is not None and opts.evaluations < 1:
         raise CucoError(f"--evals must be >= 1, got {opts.evaluations}")
-    if opts.world < 1:
+    if opts.world is not None and opts.world < 1:
         raise CucoError(f"--world must be >= 1 (ranks, one GPU each), got {opts.world}")
     if not opts.budget_usd >= 0:  # also rejects NaN
         raise CucoError(f"--budget-usd must be >= 0, got {opts.budget_usd}")
@@ -136,76 +145,133 @@ def _progress(enabled: bool) -> Any:
     return "auto" if enabled else None
 
 
-def _fastpath_candidate(workload: Any, space: Any) -> Candidate:
-    """The host seed through the rule-based fast path, as a candidate at the conservative point."""
-    from cuco.fastpath.agent import FastPathAgent
+def _check_gpus(executor: Any, world: int) -> str:
+    """'measured' with a GPU group for `world`, 'unmeasured' with no GPU at all; an error for too few GPUs:
+    a host with some GPUs but fewer than the world size is a wrong --world, not a machine without GPUs."""
+    if executor.has_gpu:
+        return "measured"
+    if executor.gpus:
+        raise CucoError(f"{executor.gpus} GPU(s) found, --world {world} needs {world}; run with --world "
+                        f"{executor.gpus}, or hide the GPUs (CUDA_VISIBLE_DEVICES=) to only check and compile")
+    return "unmeasured"
 
-    result = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(workload.seed_code())
-    # no directive label: the template's conservative point is evaluated by the search as its own candidate
-    return Candidate(code=result.code, workload=workload.name, directives=None, mutation="fastpath",
-                     feedback="; ".join(result.rules_applied) if result.rules_applied else "")
+
+def make_manifest(workload: Any, cascade: Any, seed: int, evaluations: int) -> RunManifest:
+    """The manifest of a run of `workload` through `cascade` on this machine."""
+    from cuco import __version__
+    from cuco.evaluate.executor import visible_gpus
+
+    tc = cascade.compiler.toolchain
+    return RunManifest(workload=workload.name, program_sha256=sha256_text(workload.seed_code()),
+                       shape=str(cascade.bench_shape), world=cascade.world, seed=seed, evaluations=evaluations,
+                       cuco_version=__version__,
+                       toolchain={"cuda": tc.cuda_version, "nccl": tc.nccl.version, "arch": tc.arch},
+                       device=describe_gpus(visible_gpus() if cascade.has_gpu else ()))
+
+
+def _check_resume(stored: RunManifest, now: RunManifest, opts: RunOptions, evaluated: int) -> None:
+    """Refuse a resume that asks for another problem, or for fewer evaluations than the run already holds."""
+    diffs = stored.differences(now)
+    if diffs:
+        raise ManifestError(f"cannot resume {opts.run_dir}: " + "; ".join(diffs))
+    if opts.evaluations is not None and opts.evaluations < evaluated:
+        raise CucoError(f"--evals {opts.evaluations} but the run already holds {evaluated} evaluated candidates; "
+                        f"pass --evals {evaluated} or more, or drop --evals to finish the run's {stored.evaluations}")
 
 
 def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> RunSummary:
-    """Run (or resume) the main job and return its summary; also writes summary.json in the run directory."""
+    """Run (or resume) the main job and return its summary; also writes summary.json in the run directory.
+
+    Order, so that a kill at any point loses at most the step in flight: checks (nothing written), the run
+    lock, manifest.json, the candidate database, the fast path (its result cached by content, then stored
+    as a candidate), the search, summary.json.
+    """
     from cuco import workloads
-    from cuco.db import CandidateDB
     from cuco.evaluate.cascade import Cascade
-    from cuco.search import api
 
     workload = workloads.get(opts.workload)
     _check_options(opts)
-    shape = workload.parse_shape(opts.shape) if opts.shape else None
     run_dir = _run_dir(opts)
-    db_path = run_dir / api.DB_FILE
-    if opts.resume and not db_path.exists():
-        raise CucoError(f"{run_dir} holds no run to resume; drop --resume to start one there")
-    if not opts.resume and db_path.exists():
-        raise CucoError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run-dir")
     _check_run_dir(run_dir)
-    cascade = Cascade(workload, world=opts.world, bench_shape=shape)
-    measured = cascade.has_gpu
+    found = rundir.probe(run_dir)
+    rundir.check_start(found, opts.resume)
+    stored = found.manifest
+    world = opts.world if opts.world is not None else stored.world if stored else workload.default_world
+    shape_text = opts.shape if opts.shape is not None else stored.shape if stored else None
+    shape = workload.parse_shape(shape_text) if shape_text else None
+    seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
+    evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
+    cascade = Cascade(workload, world=world, bench_shape=shape)
+    evaluation = _check_gpus(cascade.executor, world)
+    manifest = make_manifest(workload, cascade, seed, evaluations)
+    if stored is not None:
+        _check_resume(stored, manifest, opts, found.evaluated)
     # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
-    topology = Topology(world=opts.world, nodes=1, gin_available=False if measured else None)
+    topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
     space = workload.space(topology)
-    _make_run_dir(run_dir)
-    on_event(f"cuco: {workload.name} at world {opts.world}, shape {cascade.bench_shape}; "
-             f"{space.size()} legal points; {'GPU cascade' if measured else 'no GPU: static check + compile only'}")
-
     llm = None
     if opts.model:
         from cuco.llm import LLMConfig
 
         llm = LLMConfig(models=opts.model, budget_usd=opts.budget_usd)
+    _make_run_dir(run_dir)
+    with runlock.held(run_dir):
+        if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile
+            raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
+        if stored is None or stored.evaluations != evaluations:
+            manifest.write(run_dir)
+        on_event(f"cuco: {workload.name} at world {world}, shape {cascade.bench_shape}; {space.size()} legal "
+                 f"points; {'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
+        search = _open_search(run_dir, workload, cascade, space, llm, opts, seed)
+        try:
+            fast = _fast_path(search.db, workload, cascade, run_dir, on_event)
+            search.run(evaluations)
+        finally:
+            search.db.close()
+        summary = _summary(run_dir, workload, evaluation, fast)
+        tmp = run_dir / f".summary.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(summary.to_dict(), indent=2, default=str))
+        os.replace(tmp, run_dir / "summary.json")
+    return summary
 
-    fast = None
-    if not opts.resume:
+
+def _open_search(run_dir: Path, workload: Any, cascade: Any, space: Any, llm: Any, opts: RunOptions,
+                 seed: int) -> Any:
+    """The run's search: resumed where the database holds one, else started (a start killed before its
+    database got the run's identity starts again)."""
+    from cuco.search import api
+
+    if api.holds_search(run_dir):
+        return api.resume(run_dir, workload, cascade, llm=llm, progress=_progress(opts.progress))
+    return api.start(run_dir, workload, cascade, space=space, llm=llm, progress=_progress(opts.progress), seed=seed,
+                     batch_size=opts.batch_size, islands=opts.islands, max_in_flight=max(8, opts.batch_size))
+
+
+def _fast_path(db: Any, workload: Any, cascade: Any, run_dir: Path, on_event: Callable[[str], None]) -> Candidate:
+    """The fast path's candidate: stored in the run already, else made (or taken from the cache), stored
+    pending, evaluated and stored again."""
+    fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
+    if fast is None:
         on_event("cuco: fast path (rule-based, no LLM) on the host seed ...")
-        fast = cascade.evaluate([_fastpath_candidate(workload, space)])[0]
+        fast = fastpath_cache.candidate(workload, run_dir / "fastpath-work")
+        db.add(fast)
+    if fast.status == "pending":
+        fast = cascade.evaluate([fast])[0]
+        db.upsert(fast)
         on_event(f"cuco: fast path candidate: {fast.status}. {fast.feedback.splitlines()[0] if fast.feedback else ''}")
-        search = api.start(run_dir, workload, cascade, space=space, llm=llm, progress=_progress(opts.progress),
-                           seed=opts.seed, batch_size=opts.batch_size, islands=opts.islands,
-                           max_in_flight=max(8, opts.batch_size))
-        search.db.add(fast)
-    else:
-        search = api.resume(run_dir, workload, cascade, llm=llm, progress=_progress(opts.progress))
-    result = search.run(opts.evaluations)
+    return fast
 
-    db = CandidateDB(db_path)
-    try:
+
+def _summary(run_dir: Path, workload: Any, evaluation: str, fast: Candidate | None) -> RunSummary:
+    from cuco.db import CandidateDB
+
+    with CandidateDB(run_dir / rundir.DB_FILE, readonly=True) as db:
         every = db.all(workload.name)
         counts = db.count_by_status()
-        best = db.best(workload.name)
-        fast = fast or next((c for c in every if c.mutation == "fastpath"), None)
-    finally:
-        db.close()
+        best = db.best(workload.name) if evaluation == "measured" else None
     env: dict[str, Any] = {}
     if best is not None and "bench" in best.results:
         data = best.results["bench"].data
         env = {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date",
                                         "shape", "world", "iters")}
-    summary = RunSummary(workload.name, run_dir, measured, len(every), dict(counts), best, fast, env)
-    tmp = run_dir / f".summary.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({**summary.to_dict(), "evaluator": result.evaluator_kind}, indent=2, default=str))
-    os.replace(tmp, run_dir / "summary.json")
-    return summary
+    return RunSummary(workload.name, run_dir, evaluation, len(every), dict(counts), best, fast, env)

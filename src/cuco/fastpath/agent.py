@@ -3,6 +3,7 @@ through the rules (no LLM); anything else goes to the two-stage LLM loop when an
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +57,14 @@ class FastPathAgent:
         self.include_dirs = tuple(Path(d) for d in include_dirs)
         self.max_llm_iterations = max_llm_iterations
         self.workdir = workdir
+        self._work = Path(workdir) if workdir is not None else Path(tempfile.gettempdir())
 
     # -- steps -------------------------------------------------------------------------------------
     def _dirs(self, base: Path | None) -> list[Path]:
         return ([base] if base else []) + list(self.include_dirs)
 
     def _build(self, code: str, analysis: Analysis, base: Path | None, name: str) -> verify.BuildOutcome:
-        work = (self.workdir or verify.scratch_dir()) / name
+        work = self._work / name
         return verify.build(code, workdir=work, include_dirs=self._dirs(base),
                             shared=analysis.form == "candidate_abi", name=name)
 
@@ -79,11 +81,11 @@ class FastPathAgent:
         built = built or self._build(code, analysis, base, "device")
         if not built.ok:
             return False, f"the transformed program does not compile: {built.summary()}\n{built.log[-2000:]}"
+        if analysis.form == "candidate_abi":  # whatever the GPU count: the harness, not this agent, runs it
+            return True, "compiled only (candidate ABI: verify it with the cuco harness)"
         n = verify.gpu_count() if self.run_on_gpu else 0
         if n < 2:
             return True, "compiled only (no GPU)" if n == 0 else f"compiled only ({n} GPU; LSA needs 2)"
-        if analysis.form == "candidate_abi":
-            return True, "compiled only (candidate ABI: verify it with the cuco harness)"
         if original is None or original.binary is None:
             original = self._check_input(text, analysis, base)
         ok, detail = verify.compare_runs(original.binary, built.binary)  # type: ignore[arg-type]
@@ -91,6 +93,16 @@ class FastPathAgent:
 
     # -- entry point ---------------------------------------------------------------------------------
     def run(self, source: str | Path) -> FastPathResult:
+        """The device-initiated program for `source`. Build files go to `workdir`, or to a temporary directory
+        that is removed when this returns or raises."""
+        if self.workdir is not None:
+            self._work = Path(self.workdir)
+            return self._run(source)
+        with tempfile.TemporaryDirectory(prefix="cuco-fastpath-") as tmp:
+            self._work = Path(tmp)
+            return self._run(source)
+
+    def _run(self, source: str | Path) -> FastPathResult:
         text, path, base = _load(source)
         analysis = analyze(text, path)
         if not analysis.collectives:

@@ -42,6 +42,24 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def check_output(out: Path, seed: Path) -> None:
+    """Refuse, before any compile, an output that would overwrite the input or cannot be written."""
+    default = seed.with_name(seed.stem + "_device.cu")
+    if out.exists() and seed.exists() and os.path.samefile(out, seed):
+        raise CucoError(f"-o {out} is the input file; writing there would overwrite the host program: pass another "
+                        f"-o (or none, for {default})")
+    if out.is_dir():
+        raise CucoError(f"-o {out} is a directory; name a file, e.g. -o {out / default.name}")
+    existing = out.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise CucoError(f"-o {out}: {existing} is a file, not a directory; choose another -o")
+    target = out if out.exists() else existing
+    if not os.access(target, os.W_OK) or not os.access(existing, os.W_OK | os.X_OK):
+        raise CucoError(f"-o {out}: {target} is not writable; choose a writable -o or fix its permissions")
+
+
 def transform_main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from cuco.fastpath.agent import FastPathAgent
@@ -49,6 +67,7 @@ def transform_main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.seed.exists():
             raise CucoError(f"{args.seed} does not exist")
+        check_output(out, args.seed)
         agent = FastPathAgent(_llm(args.model), check_input=not args.no_input_check, run_on_gpu=not args.no_run,
                               include_dirs=tuple(args.include))
         result = agent.run(args.seed)
@@ -57,7 +76,11 @@ def transform_main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not args.quiet:
         print(result.report)
-    write_atomic(out, result.code)
+    try:
+        write_atomic(out, result.code)
+    except OSError as exc:
+        print(f"error: cannot write {out} ({exc.strerror or exc}); choose another -o", file=sys.stderr)
+        return 2
     how = ", ".join(result.rules_applied) if result.rules_applied else f"{result.llm_calls} LLM call(s)"
     print(f"wrote {out} ({how}); {result.verified_how}")
     return 0

@@ -34,6 +34,18 @@ class RunDirError(CucoError):
     """A run directory is missing, empty, or not a cuco search run."""
 
 
+def holds_search(run_dir: str | Path) -> bool:
+    """True when run_dir's database holds a search run (read-only look: nothing is written)."""
+    path = Path(run_dir) / DB_FILE
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        with CandidateDB(path, readonly=True) as db:
+            return stored_identity(db)["workload"] is not None
+    except CucoError:
+        return False  # no tables yet: a start killed before its first write
+
+
 def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, **llm_kwargs: Any) -> Mutators:
     """The directive mutator, plus an LLM mutator when `llm` is given (its replay cache defaults into run_dir)."""
     if llm is None:

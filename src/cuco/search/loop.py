@@ -12,10 +12,12 @@ import concurrent.futures as cf
 import random
 import threading
 import warnings
+from pathlib import Path
 from typing import Any, Sequence
 
 import attrs
 
+from cuco import runlock
 from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
@@ -230,8 +232,19 @@ class Search:
         """Evaluate until the run holds `n_evaluations` evaluated candidates (a resumed run counts earlier ones)."""
         if n_evaluations < 1:
             raise CucoError(f"n_evaluations must be >= 1, got {n_evaluations}")
+        path = getattr(self.db, "path", None)
+        if path is None:
+            return self._run(n_evaluations)
+        with runlock.held(Path(path).parent):  # one writer per run directory; readers take no lock
+            return self._run(n_evaluations)
+
+    def _run(self, n_evaluations: int) -> SearchResult:
         self._restore()
-        total = max(n_evaluations, self.state.total)
+        evaluated = sum(1 for c in self.all if c.status != "pending")
+        if n_evaluations < evaluated:
+            raise CucoError(f"asked for {n_evaluations} evaluations but the run already holds {evaluated}; ask for "
+                            f"{evaluated} or more (the run was started for {self.state.total or n_evaluations})")
+        total = n_evaluations
         self.state = attrs.evolve(self.state, total=total)
         pending = [c for c in self.all if c.status == "pending"]
         for i in range(0, len(pending), self.config.batch_size):  # stored before a kill: evaluate, never redo

@@ -15,7 +15,7 @@ from cuco.workloads import get
 from cuco.workloads.gemm_allgather import WORKLOAD, WORKLOAD_RULES
 from cuco.kit.compute import link_options
 from cuco.kit.sample import covering_points
-from cuco.workloads.gemm_allgather.render import EVOLVE_END, EVOLVE_START
+from cuco.kit.evolve import EVOLVE_END, EVOLVE_START
 
 SPACE = WORKLOAD.space(Topology(world=2))
 POINTS = list(SPACE.points())
@@ -97,9 +97,9 @@ def test_render_reflects_directives():
     assert "kChunkBytes = 4194304" in block
     assert "publish_ready" in block and "pull_kernel" in block
     team = _split(WORKLOAD.render(Directives.from_label("lsa/deferred/team/thread/whole")))[1]
-    assert "ncclTeamLsa(dc), dc.lsaBarrier, 0" in team and "ncclCoopThread" in team
+    assert "cuco::kit::cta_lsa_barrier(dc, false)" in team and "ncclCoopThread" in team
     world = _split(WORKLOAD.render(Directives.from_label("lsa/deferred/world/thread/whole")))[1]
-    assert "ncclTeamWorld(dc), dc.lsaBarrier, 0" in world
+    assert "cuco::kit::cta_lsa_barrier(dc, true)" in world
     gin = _split(WORKLOAD.render(Directives.from_label("gin/split_put_wait/signal/warp/1MiB")))[1]
     assert "ncclGin gin(dc, 0)" in gin and "n.gin_required = 1" in gin and "n.gin_signals = 1 + g.nchunks" in gin
 

@@ -9,6 +9,7 @@ the same stream bracket them (sync_scope world/team), and per-chunk epoch flags 
 from __future__ import annotations
 
 from cuco.design_space import Directives
+from cuco.kit.template import fill
 
 # Every copy-engine block asks for the same: local flags and one LSA barrier (a one-CTA kernel opens it).
 CE_NEEDS = r"""
@@ -127,4 +128,4 @@ def render_ce(point: Directives, barrier_launch) -> str:
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
     barrier = barrier_launch(point, stream)
-    return text.replace("@NEEDS@", CE_NEEDS.lstrip("\n")).replace("@PRE@", barrier).replace("@POST@", barrier)
+    return fill(text, {"NEEDS": CE_NEEDS.lstrip("\n"), "PRE": barrier, "POST": barrier}, what="copy-engine block")

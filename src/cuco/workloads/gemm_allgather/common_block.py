@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cuco.design_space import Directives, format_bytes
+from cuco.kit.template import fill
 
 # copy_engine has no device issuer; its CTA type serves the barrier kernels only.
 ISSUER_TYPES = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta", "copy_engine": "ncclCoopCta"}
@@ -36,12 +37,9 @@ static Geo geo_of(const cuco_ctx* ctx) {
   g.me = ctx->rank;
   g.Mr = g.M / g.W;
   g.row16 = g.K * 2 / 16;
-  int64_t rows = kChunkBytes ? kChunkBytes / (g.K * 2) : g.Mr;
-  rows = rows / 128 * 128;
-  if (rows < 128) rows = 128;
-  if (rows > g.Mr) rows = g.Mr;
-  g.chunk_rows = rows;
-  g.nchunks = (int)((g.Mr + rows - 1) / rows);
+  const cuco::kit::Chunking c = cuco::kit::make_chunking(g.Mr, kChunkBytes, g.K * 2, 128);
+  g.chunk_rows = c.chunk_rows;
+  g.nchunks = c.nchunks;
   return g;
 }
 
@@ -54,14 +52,14 @@ static int comm_ctas(const Geo& g) {
   return n < kMinCommCtas ? kMinCommCtas : (n > kMaxCommCtas ? kMaxCommCtas : n);
 }
 
-// Flags (uint32 epochs). Symmetric, written by peers: ready[W] | done[W] | arrive[W * nchunks], indexed by the
-// writing rank. Local: chunk[W * nchunks] (chunk of rank p landed) | count[W * nchunks] (CTA arrivals) | misc[64].
+// Flags (uint32 epochs), laid out by cuco/kit/layout.cuh. Symmetric, written by peers: ready[W] | done[W] |
+// arrive[W * nchunks]. Local: chunk[W * nchunks] | count[W * nchunks] | misc[64].
 enum { SYM_READY = 0 };
-static size_t sym_words(const Geo& g) { return 2 * (size_t)g.W + (size_t)g.W * g.nchunks; }
-static size_t local_words(const Geo& g) { return 2 * (size_t)g.W * g.nchunks + 64; }
-__host__ __device__ inline size_t sym_done(const Geo& g, int rank) { return (size_t)g.W + rank; }
+static size_t sym_words(const Geo& g) { return cuco::kit::SymFlags{g.W, g.nchunks}.words(); }
+static size_t local_words(const Geo& g) { return cuco::kit::LocalFlags{g.W, g.nchunks}.words(); }
+__host__ __device__ inline size_t sym_done(const Geo& g, int rank) { return cuco::kit::SymFlags{g.W, g.nchunks}.done(rank); }
 __host__ __device__ inline size_t sym_arrive(const Geo& g, int rank, int c) {
-  return 2 * (size_t)g.W + (size_t)rank * g.nchunks + c;
+  return cuco::kit::SymFlags{g.W, g.nchunks}.arrive(rank, c);
 }
 
 struct Flags {
@@ -73,20 +71,19 @@ struct Flags {
 
 static Flags flags_of(cuco_ctx* ctx, const Geo& g) {
   uint32_t* l = local_flags(ctx);
-  size_t n = (size_t)g.W * g.nchunks;
-  return Flags{l, l + n, l + 2 * n, (uint32_t*)ctx->symmetric_workspace.ptr};
+  const cuco::kit::LocalFlags lf{g.W, g.nchunks};
+  return Flags{l + lf.chunk(0, 0), l + lf.count(0, 0), l + lf.misc(0), (uint32_t*)ctx->symmetric_workspace.ptr};
 }
 
 // Tell every peer that this rank reached `epoch` (ready[me] on each peer); CTA 0 does it.
 __device__ inline void publish_ready(const ncclDevComm& dc, ncclWindow_t win_sym, const Geo& g, uint32_t epoch) {
   if (blockIdx.x == 0 && threadIdx.x < g.W && (int)threadIdx.x != g.me)
-    cuco::lsa::store_release_sys(
-        cuco::lsa::peer_ptr<uint32_t>(dc, win_sym, 4 * (size_t)(SYM_READY + g.me), g.me, threadIdx.x), epoch);
+    cuco::kit::publish_epoch(dc, win_sym, SYM_READY + g.me, g.me, threadIdx.x, epoch);
 }
 
 // Tell peer p that this rank finished reading p's memory for `epoch` (done[me] on p).
 __device__ inline void publish_done(const ncclDevComm& dc, ncclWindow_t win_sym, const Geo& g, int p, uint32_t epoch) {
-  cuco::lsa::store_release_sys(cuco::lsa::peer_ptr<uint32_t>(dc, win_sym, 4 * sym_done(g, g.me), g.me, p), epoch);
+  cuco::kit::publish_epoch(dc, win_sym, sym_done(g, g.me), g.me, p, epoch);
 }
 @BARRIER_KERNEL@
 """
@@ -94,10 +91,7 @@ __device__ inline void publish_done(const ncclDevComm& dc, ncclWindow_t win_sym,
 BARRIER_KERNEL = r"""
 // sync_scope=@SCOPE@: one LSA barrier over the @TEAM_NAME@ team, as its own one-CTA kernel; stream order makes it
 // cover every CTA of the kernels before and after it.
-__global__ void barrier_kernel(ncclDevComm dc) {
-  ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), dc, @TEAM@, dc.lsaBarrier, 0);
-  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
-}
+__global__ void barrier_kernel(ncclDevComm dc) { cuco::kit::cta_lsa_barrier(dc, @WORLD@); }
 """
 
 EPILOGUE = r"""
@@ -118,16 +112,12 @@ def uses_barrier_kernel(point: Directives) -> bool:
 def prologue(point: Directives) -> str:
     barrier = ""
     if uses_barrier_kernel(point) and point.backend == "lsa":
-        team = "ncclTeamWorld(dc)" if point.sync_scope == "world" else "ncclTeamLsa(dc)"
-        barrier = (BARRIER_KERNEL.replace("@SCOPE@", point.sync_scope)
-                   .replace("@TEAM_NAME@", point.sync_scope if point.sync_scope == "world" else "LSA")
-                   .replace("@TEAM@", team))
-    return (PROLOGUE.replace("@LABEL@", point.label())
-            .replace("@ISSUER@", ISSUER_TYPES[point.issuer])
-            .replace("@ISSUER_NAME@", point.issuer)
-            .replace("@CHUNK@", str(point.chunk_bytes))
-            .replace("@CHUNK_NAME@", format_bytes(point.chunk_bytes))
-            .replace("@BARRIER_KERNEL@", barrier))
+        barrier = fill(BARRIER_KERNEL, {"SCOPE": point.sync_scope,
+                                        "TEAM_NAME": point.sync_scope if point.sync_scope == "world" else "LSA",
+                                        "WORLD": "true" if point.sync_scope == "world" else "false"})
+    return fill(PROLOGUE, {"LABEL": point.label(), "ISSUER": ISSUER_TYPES[point.issuer], "ISSUER_NAME": point.issuer,
+                           "CHUNK": point.chunk_bytes, "CHUNK_NAME": format_bytes(point.chunk_bytes),
+                           "BARRIER_KERNEL": barrier}, what="GEMM+AllGather prologue")
 
 
 def barrier_launch(point: Directives, stream: str) -> str:

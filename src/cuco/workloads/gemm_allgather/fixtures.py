@@ -16,4 +16,4 @@ def never_waits() -> str:
     code = render(Directives.from_label(NEVER_WAITS_BASE))
     if code.count(_COPY_ON_MAIN) != 1:
         raise AssertionError(f"the {NEVER_WAITS_BASE} template changed: update the never-waits fixture")
-    return code.replace(_COPY_ON_MAIN, "cudaMemcpyDeviceToDevice, ctx->side_stream)  // never waits for it")
+    return code.replace(_COPY_ON_MAIN, "cudaMemcpyDeviceToDevice, ctx->side_stream /* never waits for it */)")

@@ -8,6 +8,7 @@ remote rows wait for their chunk's flag. Local rows are multiplied first in eith
 from __future__ import annotations
 
 from cuco.design_space import WHOLE, Directives
+from cuco.kit.template import fill
 from cuco.workloads.gemm_allgather.common_block import BLOCK_SESSION_CLOSE, BLOCK_SESSION_OPEN, barrier_launch
 
 FUSED = r"""
@@ -192,16 +193,13 @@ def render_fused(point: Directives) -> str:
     else:
         entry, exit_, gemm_wait, comm_wait = f"// sync_scope={scope}: barrier kernels run before and after", "", "", ""
     subs = {
-        "@REMOTE_A@": remote.replace("@WAIT_READY_GEMM@", gemm_wait),
-        "@WAIT_READY@": comm_wait,
-        "@ENTRY@": entry,
-        "@EXIT@": exit_,
-        "@COMM_CTAS@": "16" if chunked else "0",
-        "@BARRIERS@": "ctx->sm_count" if scope == "block" else ("0" if scope == "signal" else "1"),
-        "@PRE@": barrier_launch(point, "main"),
-        "@POST@": barrier_launch(point, "main"),
+        "REMOTE_A": remote if chunked else fill(remote, {"WAIT_READY_GEMM": gemm_wait}),
+        "WAIT_READY": comm_wait,
+        "ENTRY": entry,
+        "EXIT": exit_,
+        "COMM_CTAS": "16" if chunked else "0",
+        "BARRIERS": "ctx->sm_count" if scope == "block" else ("0" if scope == "signal" else "1"),
+        "PRE": barrier_launch(point, "main"),
+        "POST": barrier_launch(point, "main"),
     }
-    text = FUSED
-    for key, value in subs.items():
-        text = text.replace(key, value)
-    return text
+    return fill(FUSED, subs, what="fused block")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cuco.design_space import Directives
+from cuco.kit.template import fill
 from cuco.workloads.gemm_allgather.common_block import (
     BLOCK_SESSION_CLOSE,
     BLOCK_SESSION_OPEN,
@@ -200,19 +201,19 @@ def _pull_snippets(point: Directives) -> dict[str, str]:
     and must not refill what we read until we are done."""
     scope = point.sync_scope
     if scope == "block":
-        return {"@ENTRY@": BLOCK_SESSION_OPEN, "@EXIT@": BLOCK_SESSION_CLOSE, "@WAIT_READY@": "",
-                "@ON_PEER_READ@": ""}
+        return {"ENTRY": BLOCK_SESSION_OPEN, "EXIT": BLOCK_SESSION_CLOSE, "WAIT_READY": "",
+                "ON_PEER_READ": ""}
     if scope == "signal":
         return {
-            "@ENTRY@": "publish_ready(dc, win_sym, g, epoch);  // sync_scope=signal: my input is ready",
-            "@WAIT_READY@": "cuco::lsa::cta_wait_epoch(&f.sym[SYM_READY + p], epoch);  // p's input is ready",
-            "@ON_PEER_READ@": "if (c == g.nchunks - 1) publish_done(dc, win_sym, g, p, epoch);  // done with p",
-            "@EXIT@": ("if (blockIdx.x == 0 && threadIdx.x == 0)  // peers done reading mine before I finish\n"
+            "ENTRY": "publish_ready(dc, win_sym, g, epoch);  // sync_scope=signal: my input is ready",
+            "WAIT_READY": "cuco::lsa::cta_wait_epoch(&f.sym[SYM_READY + p], epoch);  // p's input is ready",
+            "ON_PEER_READ": "if (c == g.nchunks - 1) publish_done(dc, win_sym, g, p, epoch);  // done with p",
+            "EXIT": ("if (blockIdx.x == 0 && threadIdx.x == 0)  // peers done reading mine before I finish\n"
                        "    for (int q = 0; q < g.W; ++q)\n"
                        "      if (q != g.me) cuco::lsa::wait_epoch(&f.sym[sym_done(g, q)], epoch);"),
         }
-    return {"@ENTRY@": f"// sync_scope={scope}: barrier kernels run before and after this kernel",
-            "@EXIT@": "", "@WAIT_READY@": "", "@ON_PEER_READ@": ""}
+    return {"ENTRY": f"// sync_scope={scope}: barrier kernels run before and after this kernel",
+            "EXIT": "", "WAIT_READY": "", "ON_PEER_READ": ""}
 
 
 def _push_snippets(point: Directives) -> dict[str, str]:
@@ -220,21 +221,15 @@ def _push_snippets(point: Directives) -> dict[str, str]:
     (which reads its A_full) before we overwrite it; arrival is flagged per chunk."""
     scope = point.sync_scope
     if scope == "block":
-        return {"@ENTRY@": BLOCK_SESSION_OPEN, "@EXIT@": BLOCK_SESSION_CLOSE, "@WAIT_READY@": ""}
+        return {"ENTRY": BLOCK_SESSION_OPEN, "EXIT": BLOCK_SESSION_CLOSE, "WAIT_READY": ""}
     if scope == "signal":
         return {
-            "@ENTRY@": "publish_ready(dc, win_sym, g, epoch);  // sync_scope=signal: my A_full may be written",
-            "@WAIT_READY@": "cuco::lsa::cta_wait_epoch(&f.sym[SYM_READY + p], epoch);  // p accepts writes",
-            "@EXIT@": "",
+            "ENTRY": "publish_ready(dc, win_sym, g, epoch);  // sync_scope=signal: my A_full may be written",
+            "WAIT_READY": "cuco::lsa::cta_wait_epoch(&f.sym[SYM_READY + p], epoch);  // p accepts writes",
+            "EXIT": "",
         }
-    return {"@ENTRY@": f"// sync_scope={scope}: a barrier kernel runs before this kernel",
-            "@EXIT@": "", "@WAIT_READY@": ""}
-
-
-def _fill(text: str, subs: dict[str, str]) -> str:
-    for key, value in subs.items():
-        text = text.replace(key, value)
-    return text
+    return {"ENTRY": f"// sync_scope={scope}: a barrier kernel runs before this kernel",
+            "EXIT": "", "WAIT_READY": ""}
 
 
 def render_lsa(point: Directives) -> str:
@@ -242,20 +237,20 @@ def render_lsa(point: Directives) -> str:
     if point.placement == "deferred":
         barriers = "ctx->sm_count" if point.sync_scope == "block" else "1"
         subs = _pull_snippets(point)
-        subs.pop("@WAIT_READY@")
-        subs.pop("@ON_PEER_READ@")
-        subs.update({"@BARRIERS@": barriers, "@PRE@": barrier_launch(point, "main"),
-                     "@POST@": barrier_launch(point, "main")})
-        return _fill(DEFERRED, subs)
+        subs.pop("WAIT_READY")
+        subs.pop("ON_PEER_READ")
+        subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "main"),
+                     "POST": barrier_launch(point, "main")})
+        return fill(DEFERRED, subs, what="deferred block")
     if point.placement == "stream_overlap":
         barriers = {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
         subs = _pull_snippets(point)
-        subs.update({"@BARRIERS@": barriers, "@PRE@": barrier_launch(point, "side"),
-                     "@POST@": barrier_launch(point, "side")})
-        return _fill(STREAM_OVERLAP, subs)
+        subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "side"),
+                     "POST": barrier_launch(point, "side")})
+        return fill(STREAM_OVERLAP, subs, what="stream_overlap block")
     if point.placement == "split_put_wait":
         barriers = {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
         subs = _push_snippets(point)
-        subs.update({"@BARRIERS@": barriers, "@PRE@": barrier_launch(point, "side"), "@POST@": ""})
-        return _fill(SPLIT_PUT_WAIT, subs)
+        subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "side"), "POST": ""})
+        return fill(SPLIT_PUT_WAIT, subs, what="split_put_wait block")
     raise ValueError(f"render_lsa does not handle placement={point.placement}")

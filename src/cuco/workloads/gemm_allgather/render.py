@@ -12,6 +12,7 @@ from cuco.design_space import (
     Rule,
     Topology,
 )
+from cuco.kit.evolve import assemble
 from cuco.workloads.gemm_allgather import frozen
 from cuco.workloads.gemm_allgather.ce_block import render_ce
 from cuco.workloads.gemm_allgather.common_block import EPILOGUE, barrier_launch, prologue
@@ -19,8 +20,6 @@ from cuco.workloads.gemm_allgather.fused_block import render_fused
 from cuco.workloads.gemm_allgather.gin_block import render_gin
 from cuco.workloads.gemm_allgather.lsa_blocks import render_lsa
 
-EVOLVE_START = "// EVOLVE-BLOCK-START"
-EVOLVE_END = "// EVOLVE-BLOCK-END"
 
 #: Chunk sizes that matter at these shapes (a rank's block is 16-256 MiB at the bench shapes).
 CHUNK_SIZES = (WHOLE, 16 * MiB, 4 * MiB, 1 * MiB)
@@ -78,16 +77,19 @@ def space(topology: Topology) -> DesignSpace:
     )
 
 
-def _block(point: Directives) -> str:
+def placement_body(point: Directives) -> str:
+    """The point's kernels and launch code (the EVOLVE block without the shared prologue)."""
     if point.backend == "gin":
-        body = render_gin(point)
-    elif point.issuer == "copy_engine":
-        body = render_ce(point, barrier_launch)
-    elif point.placement == "fused":
-        body = render_fused(point)
-    else:
-        body = render_lsa(point)
-    return prologue(point) + body + EPILOGUE
+        return render_gin(point)
+    if point.issuer == "copy_engine":
+        return render_ce(point, barrier_launch)
+    if point.placement == "fused":
+        return render_fused(point)
+    return render_lsa(point)
+
+
+def _block(point: Directives) -> str:
+    return prologue(point) + placement_body(point) + EPILOGUE
 
 
 def render(point: Directives) -> str:
@@ -105,5 +107,4 @@ def render(point: Directives) -> str:
     # The point's label lives inside the EVOLVE block: frozen text is byte-identical across points.
     point_line = (f"// design point {point.label()}: backend={point.backend} placement={point.placement} "
                   f"sync_scope={point.sync_scope} issuer={point.issuer} chunk_bytes={point.chunk_bytes}\n")
-    return (header + frozen.head() + "\n" + EVOLVE_START + "\n" + point_line + _block(point).strip("\n") + "\n"
-            + EVOLVE_END + "\n" + frozen.TAIL)
+    return assemble(header + frozen.head(), point_line + _block(point), frozen.TAIL)

@@ -1,0 +1,138 @@
+// The candidate skeleton: state every device-initiated candidate keeps and the bodies of the four candidate-ABI
+// entry points. A rendered candidate writes the four extern "C" functions itself (the static check wants them
+// in the file) and has each call the template here with its workload type W, which provides:
+//
+//   using State = ...;                              // derives from cuco::kit::Base
+//   static constexpr size_t kLibWorkspaceBytes;    // library scratch at the start of ctx->workspace
+//   static cuco::kit::Needs needs(const cuco_ctx*);  // the EVOLVE block's requirements
+//   static int setup(cuco_ctx*, State*);           // workload state (library handles, plans)
+//   static int enqueue(cuco_ctx*, State*);         // the EVOLVE block's operation
+//   static void teardown(State*);
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuco/abi.h"
+#include "cuco/kit/layout.cuh"
+#include "cuco/kit/stream_sync.cuh"
+#include "cuco/lsa.cuh"
+
+namespace cuco {
+namespace kit {
+
+constexpr int kMaxRanks = 72;  // one NVLink domain at most (NVL72)
+
+// What a candidate asks of the harness (filled by the EVOLVE block).
+struct Needs {
+  size_t flag_bytes = 0;  // plain device flags, after the library workspace, zeroed once
+  size_t sym_bytes = 0;   // symmetric flags (ctx->symmetric_workspace), zeroed once
+  int lsa_barriers = 0;   // >= CTAs that open an LSA barrier session
+  int gin_signals = 0;
+  int gin_required = 0;
+};
+
+struct Base {
+  cudaEvent_t ev_start = nullptr, ev_side = nullptr;
+  StreamOps ops;
+  Needs needs;
+  uint32_t epoch = 0;  // cuco::lsa::epoch_of(ctx->iteration) of the current launch
+  // Peers' symmetric buffers as this rank maps them (null for this rank and non-symmetric buffers), resolved
+  // once at setup so host-issued copy-engine transfers can address them.
+  char* peer[CUCO_MAX_BUFFERS][kMaxRanks] = {};
+};
+
+inline char* peer_base(Base* st, int buffer, int rank) {
+  return (buffer < CUCO_MAX_BUFFERS && rank >= 0 && rank < kMaxRanks) ? st->peer[buffer][rank] : nullptr;
+}
+
+inline int stream_wait_epoch(Base* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
+  return stream_wait_epoch(st->ops, s, flag, e);
+}
+
+inline int stream_set_epoch(Base* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
+  return stream_set_epoch(st->ops, s, flag, e);
+}
+
+inline int launch_ok() { return cudaGetLastError() == cudaSuccess ? 0 : 64; }
+
+__global__ void peer_bases_kernel(ncclDevComm dc, ncclWindow_t win, int me, int world, char** out) {
+  const int p = threadIdx.x;
+  if (p < world) out[p] = p == me ? nullptr : cuco::lsa::peer_ptr<char>(dc, win, 0, me, p);
+}
+
+// Resolve st->peer for every symmetric buffer of a single-node world (setup only: it synchronises).
+inline int resolve_peers(cuco_ctx* ctx, Base* st) {
+  if (!ctx->has_devcomm || ctx->world > kMaxRanks || ctx->world != ctx->local_world) return 0;
+  char** d = nullptr;
+  if (cudaMalloc(&d, sizeof(char*) * kMaxRanks) != cudaSuccess) return 8;
+  int rc = 0;
+  for (int b = 0; b < ctx->nbuffers && b < CUCO_MAX_BUFFERS && !rc; ++b) {
+    if (!ctx->buffers[b].window) continue;
+    peer_bases_kernel<<<1, kMaxRanks, 0, ctx->stream>>>(ctx->devcomm, ctx->buffers[b].window, ctx->rank, ctx->world,
+                                                         d);
+    if (cudaMemcpyAsync(st->peer[b], d, sizeof(char*) * ctx->world, cudaMemcpyDeviceToHost, ctx->stream) !=
+            cudaSuccess ||
+        cudaStreamSynchronize(ctx->stream) != cudaSuccess)
+      rc = 9;
+  }
+  cudaFree(d);
+  return rc;
+}
+
+template <class W>
+int requirements(const cuco_ctx* ctx, cuco_requirements* req) {
+  const Needs n = W::needs(ctx);
+  req->workspace_bytes = W::kLibWorkspaceBytes + n.flag_bytes;
+  req->symmetric_workspace_bytes = n.sym_bytes;
+  req->lsa_barrier_count = n.lsa_barriers;
+  req->gin_signal_count = n.gin_signals;
+  req->gin_context_count = n.gin_required ? 1 : 0;
+  req->gin_required = n.gin_required;
+  return 0;
+}
+
+template <class W>
+int setup(cuco_ctx* ctx) {
+  typename W::State* st = new typename W::State();
+  ctx->candidate_state = st;
+  st->needs = W::needs(ctx);
+  if (ctx->workspace_bytes < W::kLibWorkspaceBytes + st->needs.flag_bytes) return 2;
+  if (st->needs.sym_bytes && (!ctx->symmetric_workspace.ptr || ctx->symmetric_workspace.bytes < st->needs.sym_bytes))
+    return 3;
+  if (st->needs.lsa_barriers && !ctx->has_devcomm) return 4;
+  int rc = W::setup(ctx, st);
+  if (rc) return rc;
+  if (cudaEventCreateWithFlags(&st->ev_start, cudaEventDisableTiming) != cudaSuccess) return 5;
+  if (cudaEventCreateWithFlags(&st->ev_side, cudaEventDisableTiming) != cudaSuccess) return 5;
+  load_stream_ops(&st->ops);
+  return resolve_peers(ctx, st);
+}
+
+// One operation: fork the side stream off ctx->stream, enqueue the block's work, join it back.
+template <class W>
+int launch(cuco_ctx* ctx) {
+  typename W::State* st = (typename W::State*)ctx->candidate_state;
+  st->epoch = cuco::lsa::epoch_of(ctx->iteration);
+  if (cudaEventRecord(st->ev_start, ctx->stream) != cudaSuccess) return 6;
+  if (cudaStreamWaitEvent(ctx->side_stream, st->ev_start, 0) != cudaSuccess) return 6;
+  int rc = W::enqueue(ctx, st);
+  if (cudaEventRecord(st->ev_side, ctx->side_stream) != cudaSuccess) return 7;
+  if (cudaStreamWaitEvent(ctx->stream, st->ev_side, 0) != cudaSuccess) return 7;
+  return rc;
+}
+
+template <class W>
+int teardown(cuco_ctx* ctx) {
+  typename W::State* st = (typename W::State*)ctx->candidate_state;
+  if (!st) return 0;
+  W::teardown(st);
+  if (st->ev_start) cudaEventDestroy(st->ev_start);
+  if (st->ev_side) cudaEventDestroy(st->ev_side);
+  delete st;
+  ctx->candidate_state = nullptr;
+  return 0;
+}
+
+}  // namespace kit
+}  // namespace cuco

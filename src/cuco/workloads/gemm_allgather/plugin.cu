@@ -21,6 +21,7 @@
 
 #include "cuco/abi.h"
 #include "cuco/gen.cuh"
+#include "cuco/kit/check.cuh"
 #include "lt_gemm.cuh"
 
 namespace {
@@ -39,12 +40,6 @@ struct State {
   cublasLtHandle_t lt = nullptr;  // this plugin's own handle: the harness links no compute library
 };
 
-struct Stats {
-  double sse, ssr;
-  unsigned long long nnan, nbad;
-  unsigned int maxbits;  // max |c - r| as float bits (non-negative floats order like their bits)
-};
-
 #define PLUGIN_CUDA(x)                                                                    \
   do {                                                                                    \
     cudaError_t e_ = (x);                                                                 \
@@ -55,50 +50,6 @@ struct Stats {
   } while (0)
 
 State* state_of(cuco_ctx* ctx) { return static_cast<State*>(ctx->workload_state); }
-
-__device__ void block_add(double* smem, double v, double* out) {
-  smem[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) smem[threadIdx.x] += smem[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) atomicAdd(out, smem[0]);
-  __syncthreads();
-}
-
-// Pass 1: squared error, squared reference, NaN/Inf count, max abs error.
-__global__ void compare_pass1(const __nv_bfloat16* c, const float* r, size_t n, Stats* st) {
-  __shared__ double smem[256];
-  double sse = 0, ssr = 0;
-  unsigned long long nnan = 0;
-  float mx = 0.f;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    float cv = __bfloat162float(c[i]), rv = r[i];
-    ssr += (double)rv * rv;
-    if (!isfinite(cv)) {
-      ++nnan;
-      continue;
-    }
-    float d = fabsf(cv - rv);
-    sse += (double)d * d;
-    mx = fmaxf(mx, d);
-  }
-  block_add(smem, sse, &st->sse);
-  block_add(smem, ssr, &st->ssr);
-  if (nnan) atomicAdd(&st->nnan, nnan);
-  atomicMax(&st->maxbits, __float_as_uint(mx));
-}
-
-// Pass 2: elements outside |c - r| <= rtol*|r| + atol (atol scales with the reference's rms).
-__global__ void compare_pass2(const __nv_bfloat16* c, const float* r, size_t n, float rtol, float atol, Stats* st) {
-  unsigned long long nbad = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    float cv = __bfloat162float(c[i]), rv = r[i];
-    if (isfinite(cv) && fabsf(cv - rv) > rtol * fabsf(rv) + atol) ++nbad;
-  }
-  if (nbad) atomicAdd(&st->nbad, nbad);
-}
 
 int part_compute(cuco_ctx* ctx) {
   State* s = state_of(ctx);
@@ -184,12 +135,11 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   cudaStream_t st = ctx->stream;
   __nv_bfloat16 *a = nullptr, *b = nullptr;
   float* r = nullptr;
-  Stats* dstats = nullptr;
+  cuco::kit::CompareStats* dstats = nullptr;
   PLUGIN_CUDA(cudaMalloc(&a, (size_t)M * K * 2));
   PLUGIN_CUDA(cudaMalloc(&b, (size_t)K * N * 2));
   PLUGIN_CUDA(cudaMalloc(&r, (size_t)M * N * 4));
-  PLUGIN_CUDA(cudaMalloc(&dstats, sizeof(Stats)));
-  PLUGIN_CUDA(cudaMemsetAsync(dstats, 0, sizeof(Stats), st));
+  PLUGIN_CUDA(cudaMalloc(&dstats, sizeof(*dstats)));
   // Every rank's A_p and this rank's B, regenerated from the seed: no communication, nothing the candidate wrote.
   for (int p = 0; p < ctx->world; ++p)
     PLUGIN_CUDA(cuco::gen_fill_bf16(a + (size_t)p * Mr * K, (uint64_t)(Mr * K), seed, p, GEN_A, st));
@@ -201,12 +151,9 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   }
   const size_t n = (size_t)M * N;
   const __nv_bfloat16* c = (const __nv_bfloat16*)ctx->buffers[BUF_C].ptr;
-  compare_pass1<<<1024, 256, 0, st>>>(c, r, n, dstats);
-  Stats h;
-  PLUGIN_CUDA(cudaMemcpyAsync(&h, dstats, sizeof(Stats), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
-  const double rms = sqrt(h.ssr / (double)n);
-  compare_pass2<<<1024, 256, 0, st>>>(c, r, n, 1e-2f, (float)(1e-2 * rms), dstats);
+  // bf16 output of an fp32-accumulated GEMM against an fp32 reference: |c - r| <= 1e-2 (|r| + rms(r)).
+  PLUGIN_CUDA(cuco::kit::compare_bf16(c, r, n, 1e-2f, 1e-2, dstats, st));
+  cuco::kit::CompareStats h;
   // Sampled reference entries for the fp64 spot check.
   std::vector<int64_t> rows(kSpotSamples), cols(kSpotSamples);
   std::vector<float> refv(kSpotSamples);
@@ -216,7 +163,7 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
     cols[i] = (int64_t)((hsh >> 32) % (uint64_t)N);
     PLUGIN_CUDA(cudaMemcpyAsync(&refv[i], r + rows[i] * N + cols[i], 4, cudaMemcpyDeviceToHost, st));
   }
-  PLUGIN_CUDA(cudaMemcpyAsync(&h, dstats, sizeof(Stats), cudaMemcpyDeviceToHost, st));
+  PLUGIN_CUDA(cudaMemcpyAsync(&h, dstats, sizeof(h), cudaMemcpyDeviceToHost, st));
   PLUGIN_CUDA(cudaStreamSynchronize(st));
   cudaFree(a);
   cudaFree(b);
@@ -241,14 +188,7 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
     if (err > 1e-3 * mag + 1e-5) ++spot_bad;
   }
 
-  out->n_checked = (int64_t)n;
-  out->n_nan = (int64_t)h.nnan;
-  out->n_bad = (int64_t)h.nbad;
-  out->rel_l2_err = h.ssr > 0 ? sqrt(h.sse / h.ssr) : (h.sse > 0 ? INFINITY : 0.0);
-  unsigned int mb = h.maxbits;
-  float mx;
-  memcpy(&mx, &mb, 4);
-  out->max_abs_err = (double)mx;
+  cuco::kit::fill_check(h, n, out);
   if (spot_bad) {
     out->passed = 0;
     snprintf(out->message, sizeof(out->message),

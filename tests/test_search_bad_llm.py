@@ -73,7 +73,7 @@ def test_empty_replies_for_a_whole_run_finish_offline_with_a_clear_note(tmp_path
     with CandidateDB(tmp_path / "e.db") as db:
         with pytest.warns(RuntimeWarning, match="nothing usable"):
             r = search(db, client).run(16)
-        assert r.evaluated == 16 and r.counts == {"passed": 16}
+        assert r.evaluated == 16 and r.counts == {"unmeasured": 16}
         assert all(c.mutation in ("seed", "directive", "directive_cross") for c in db.all())
     assert r.notes and "nothing usable in 14 proposal(s)" in r.notes[0] and "reply is empty" in r.notes[0]
     assert client.calls > 14  # each proposal retried with the error shown, then tried as a rewrite
@@ -90,7 +90,7 @@ def test_provider_errors_never_stop_the_run(tmp_path):
     with CandidateDB(tmp_path / "p.db") as db:
         with pytest.warns(RuntimeWarning, match="InternalServerError"):
             r = search(db, client).run(12)
-        assert r.evaluated == 12 and r.counts == {"passed": 12}
+        assert r.evaluated == 12 and r.counts == {"unmeasured": 12}
     assert calls and "upstream overloaded" in r.notes[0]
     assert client.spent_usd == 0.0  # failed calls are not charged
 

@@ -13,6 +13,12 @@ from cuco.design_space import Directives
 #: Cascade levels in order; a candidate's results are keyed by these names.
 LEVELS = ("static", "compile", "verify", "bench")
 
+#: LevelResult.data flag of a level that could not run on this machine (no GPU group for the world size, or the
+#: modelled evaluator's stand-ins): such a candidate is 'unmeasured', neither passed nor failed.
+NOT_RUN_HERE = "not_run_here"
+#: Statuses whose candidates are ranked by fitness ('unmeasured' ones have one only from a model).
+RANKED_STATUSES = ("passed", "unmeasured")
+
 #: How a candidate came to be.
 MUTATIONS = ("seed", "fastpath", "directive", "directive_cross", "llm_diff", "llm_full", "llm_cross", "manual")
 
@@ -64,14 +70,23 @@ class Candidate:
     # -- derived -----------------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """'pending', 'passed' (all levels run so far passed, bench included) or 'failed:<level>'."""
+        """'pending', 'passed' (every level ran here and passed, bench included), 'unmeasured' (no level failed
+        but at least one could not run here: see NOT_RUN_HERE) or 'failed:<level>'."""
+        unmeasured = False
         for level in LEVELS:
             r = self.results.get(level)
             if r is None:
                 return "pending"
-            if not r.passed:
+            if r.data.get(NOT_RUN_HERE):
+                unmeasured = True
+            elif not r.passed:
                 return f"failed:{level}"
-        return "passed"
+        return "unmeasured" if unmeasured else "passed"
+
+    @property
+    def ranked(self) -> bool:
+        """Has a fitness to be ranked by: passed, or unmeasured with a modelled fitness."""
+        return self.status in RANKED_STATUSES and self.fitness is not None
 
     @property
     def failed(self) -> bool:

@@ -46,7 +46,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 _COLUMNS = "id, workload, island, generation, parent_id, mutation, fitness, status, created_at, directives, data"
-_RANKED = "status = 'passed' AND fitness IS NOT NULL"
+_RANKED = "status IN ('passed', 'unmeasured') AND fitness IS NOT NULL"  # see Candidate.ranked
 T = TypeVar("T")
 
 
@@ -338,7 +338,8 @@ class CandidateDB:
         """Up to n distinct passed candidates of `island`, drawn with `rng` (same rng state, same draw)."""
         where, params = self._filter(workload, island)
         ids = [r[0] for r in self._run(False, lambda conn: conn.execute(
-            f"SELECT id FROM candidates WHERE {where} AND status = 'passed' ORDER BY rowid", params).fetchall())]
+            f"SELECT id FROM candidates WHERE {where} AND (status = 'passed' OR ({_RANKED})) ORDER BY rowid",
+            params).fetchall())]
         chosen = rng.sample(ids, min(max(n, 0), len(ids)))
         by_id = {c.id: c for c in self._select(f"id IN ({','.join('?' * len(chosen))})", chosen)} if chosen else {}
         return [by_id[i] for i in chosen]
@@ -368,7 +369,7 @@ class CandidateDB:
         return chain[::-1]
 
     def count_by_status(self, workload: str | None = None) -> dict[str, int]:
-        """status ('pending', 'passed', 'failed:<level>') -> number of candidates."""
+        """status ('pending', 'passed', 'unmeasured', 'failed:<level>') -> number of candidates."""
         where, params = self._filter(workload)
         rows = self._run(False, lambda conn: conn.execute(
             f"SELECT status, COUNT(*) FROM candidates WHERE {where} GROUP BY status", params).fetchall())

@@ -223,6 +223,7 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
         on_event(f"cuco: {workload.name} at world {world}, shape {cascade.bench_shape}; {space.size()} legal "
                  f"points; {'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
         search = _open_search(run_dir, workload, cascade, space, llm, opts, seed)
+        cascade.parent_code = parent_code_from(search.db)  # L0 compares frozen regions with the parent's
         try:
             fast = _fast_path(search.db, workload, cascade, run_dir, on_event)
             search.run(evaluations)
@@ -233,6 +234,27 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
         tmp.write_text(json.dumps(summary.to_dict(), indent=2, default=str))
         os.replace(tmp, run_dir / "summary.json")
     return summary
+
+
+def parent_code_from(db: Any) -> Callable[[Candidate], str | None]:
+    """The Cascade's `parent_code` callback: the stored parent's source, for L0's frozen-region check.
+
+    None (no check) for a candidate without a stored parent, and for a directive child of a parent that is not
+    a rendering of the workload's template (the fast path's program): such a child is the template rendered
+    afresh by cuco, not an edit of its parent, so there is no shared frozen code to compare."""
+    from cuco.db import UnknownCandidateError
+
+    def code(c: Candidate) -> str | None:
+        if not c.parent_id:
+            return None
+        try:
+            parent = db.get(c.parent_id)
+        except UnknownCandidateError:
+            return None
+        if parent.directives is None and c.mutation.startswith("directive"):
+            return None
+        return parent.code
+    return code
 
 
 def _open_search(run_dir: Path, workload: Any, cascade: Any, space: Any, llm: Any, opts: RunOptions,
@@ -252,7 +274,8 @@ def _fast_path(db: Any, workload: Any, cascade: Any, run_dir: Path, on_event: Ca
     pending, evaluated and stored again."""
     fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
     if fast is None:
-        on_event("cuco: fast path (rule-based, no LLM) on the host seed ...")
+        on_event("cuco: fast path: cached result for this host seed" if fastpath_cache.lookup(workload.seed_code())
+                 else "cuco: fast path (rule-based, no LLM) on the host seed ...")
         fast = fastpath_cache.candidate(workload, run_dir / "fastpath-work")
         db.add(fast)
     if fast.status == "pending":

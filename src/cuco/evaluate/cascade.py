@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
-from cuco.candidate import Candidate, LevelResult
+from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.errors import CucoError
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
@@ -88,7 +88,8 @@ class Cascade:
     """Evaluator with kind 'measured' for one workload and world size (see the module docstring).
 
     `parent_code(candidate)` returns the parent's source for the frozen-region check (None: skip it).
-    With no GPU group, L0 and L1 still run and L2/L3 are recorded as failed with NO_GPU_REASON.
+    With no GPU group, L0 and L1 still run and L2/L3 are recorded as not run here (NO_GPU_REASON), which
+    makes the candidate 'unmeasured', never a failure.
     `verify_timeout_s` (L2) and `timeout_s` (L3) bound each harness phase (setup, one candidate's
     launch, check or timing loop); the harness runner derives each process's deadline from them.
     """
@@ -164,7 +165,7 @@ class Cascade:
             for i in alive:
                 for level in ("verify", "bench"):
                     out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
-                                                            {"gpus": self.executor.describe()}))
+                                                            {"gpus": self.executor.describe(), NOT_RUN_HERE: True}))
         elif alive:
             alive = self._verify(out, alive)
             if alive:

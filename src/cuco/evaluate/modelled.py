@@ -4,7 +4,7 @@ Time of a design point = roofline compute (workload.flops at a bf16 rate of the 
 bandwidth communication (workload.comm_bytes at a per-backend/issuer/chunk bandwidth) by an overlap model per
 placement, plus launch and synchronisation overheads per sync scope and chunk count. Every level result it
 writes carries data {"modelled": True}; every metric set carries modelled=1. Only the static check (level 0)
-is real.
+is real: the other levels are marked NOT_RUN_HERE, so its candidates are 'unmeasured', never 'passed'.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 import attrs
 
-from cuco.candidate import Candidate, LevelResult
+from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.design_space import WHOLE, Directives
 from cuco.workload import Shape, Workload
 
@@ -143,7 +143,7 @@ class ModelledEvaluator:
         c = c.with_result(static)
         if not static.passed:
             return c.evolve(fitness=None, feedback=static.reason)
-        skipped = {"modelled": True, "skipped": True}
+        skipped = {"modelled": True, "skipped": True, NOT_RUN_HERE: True}
         c = c.with_result(LevelResult("compile", True, "not compiled: modelled evaluation (no GPU)", 0.0, skipped))
         c = c.with_result(LevelResult("verify", True, "not verified: modelled evaluation (no GPU)", 0.0, skipped))
         if c.directives is None:
@@ -156,7 +156,7 @@ class ModelledEvaluator:
             "sync_ms": t.sync * 1e3, "launch_ms": t.launch * 1e3, "bound_ms": max(t.compute, t.comm) * 1e3,
             "host_ms": t.host_baseline * 1e3, "speedup": t.host_baseline / t.total,
         }
-        data = {"modelled": True, "hardware": self.hardware.name, "shape": str(self.shape), "world": self.world,
+        data = {"modelled": True, NOT_RUN_HERE: True, "hardware": self.hardware.name, "shape": str(self.shape), "world": self.world,
                 **{k: v for k, v in metrics.items() if k != "modelled"}}
         bench = LevelResult("bench", True, f"modelled {t.total * 1e3:.3f} ms on {self.hardware.name} (not measured)",
                             time.perf_counter() - start, data)

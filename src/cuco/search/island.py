@@ -39,8 +39,8 @@ class Island:
 
     @staticmethod
     def eligible(c: Candidate) -> bool:
-        """Only passed candidates with a fitness can be parents."""
-        return c.status == "passed" and c.fitness is not None
+        """Only candidates with a fitness (measured, or modelled in a modelled run) can be parents."""
+        return c.ranked
 
     def add(self, c: Candidate) -> bool:
         """Offer a candidate; True if it is in the population afterwards."""

@@ -60,7 +60,7 @@ def statistics(candidates: Sequence[Candidate], space: DesignSpace) -> dict[str,
             elif c.fitness is not None:
                 s["passed"] += 1
                 s["best"] = c.fitness if s["best"] is None else max(s["best"], c.fitness)
-    ranked = [c for c in candidates if c.status == "passed" and c.fitness is not None]
+    ranked = [c for c in candidates if c.ranked]
     best = max(ranked, key=lambda c: c.fitness) if ranked else None  # type: ignore[arg-type, return-value]
     untried = {n: [_shown(n, v) for v in space.values(n) if _shown(n, v) not in per[n]] for n in DIRECTIVE_NAMES}
     return {"per": per, "failures": failures, "best": best, "untried": untried,

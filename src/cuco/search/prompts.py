@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cuco.candidate import LEVELS, Candidate
+from cuco.candidate import LEVELS, NOT_RUN_HERE, Candidate
 from cuco.design_space import DesignSpace
 from cuco.search import blocks as blk
 from cuco.workload import Workload
@@ -74,7 +74,7 @@ def feedback(c: Candidate) -> str:
         r = c.results.get(level)
         if r is None:
             continue
-        verdict = "passed" if r.passed else "FAILED"
+        verdict = "not run here" if r.data.get(NOT_RUN_HERE) else "passed" if r.passed else "FAILED"
         lines.append(f"- {level}: {verdict}" + (f": {r.reason}" if r.reason else ""))
     if c.feedback:
         lines.append(c.feedback)

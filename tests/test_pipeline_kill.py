@@ -1,0 +1,64 @@
+"""`cuco run` killed during the fast path: the run directory, manifest and database already exist, nothing
+is left in the temp dir, a restart finishes the run, and a later start takes the fast path from its cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cuco.db import CandidateDB
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cuco(tmp_path: Path, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               TMPDIR=str(tmp_path / "tmp"), CUCO_CACHE_DIR=str(tmp_path / "cache"), CUDA_VISIBLE_DEVICES="")
+    return subprocess.Popen([sys.executable, "-m", "cuco.cli", "run", "gemm_allgather", "--quiet", "--world", "1",
+                             "--evals", "1", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _leftovers(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("cuco-"))
+
+
+def test_killed_in_the_fast_path_then_resumed_and_the_next_start_uses_the_cache(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    run = tmp_path / "run"
+    proc = _cuco(tmp_path, "--run-dir", str(run))
+    try:
+        for line in proc.stdout:
+            if "fast path (rule-based" in line:
+                break
+        else:
+            raise AssertionError(f"no fast path started: {proc.stderr.read()[-2000:]}")
+        time.sleep(2.0)  # inside the fast path's compile
+        assert proc.poll() is None, "the fast path ended before the kill; the test needs a slower fast path"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert json.loads((run / "manifest.json").read_text())["world"] == 1
+    assert (run / "candidates.db").exists()
+    assert _leftovers(tmp_path) == []
+
+    resumed = _cuco(tmp_path, "--run-dir", str(run), "--resume")
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-3000:]
+    assert "fast path (rule-based" in out and "fast path candidate: unmeasured" in out
+    with CandidateDB(run / "candidates.db", readonly=True) as db:
+        [fast] = db.all()
+    assert fast.mutation == "fastpath" and fast.status == "unmeasured" and fast.results["compile"].passed
+    assert json.loads((run / "summary.json").read_text())["evaluation"] == "unmeasured"
+    assert not (run / "fastpath-work").exists() and _leftovers(tmp_path) == []
+
+    again = _cuco(tmp_path, "--run-dir", str(tmp_path / "run2"))
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err[-3000:]
+    assert "fast path: cached result for this host seed" in out and "fast path (rule-based" not in out
+    assert _leftovers(tmp_path) == []

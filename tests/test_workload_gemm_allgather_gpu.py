@@ -1,6 +1,7 @@
-"""GPU tests of the GEMM+AllGather workload through the cuco harness on 2 GPUs: the host seed, the fast path's
-transform of it and every LSA point of the template verify at the verify shapes on two seeds; a candidate
-that leaves remote rows unwritten fails. Run with `pytest -m gpu` on a machine with >= 2 GPUs.
+"""GPU tests of the GEMM+AllGather workload through the cuco harness on min(2, GPUs) ranks: the host seed, the
+fast path's transform of it and every LSA point of the template verify at the verify shapes on two seeds, under
+delayed arrival (the cascade's L2 mode); a candidate that leaves remote rows unwritten fails (W >= 2).
+Run with `pytest -m gpu` on a GPU machine (W = 1 on one GPU: remote offsets are not exercised there).
 """
 
 from __future__ import annotations
@@ -16,56 +17,72 @@ VERIFY_SHAPES = [(512, 256, 384), (1024, 512, 256)]
 WL = workloads.get("gemm_allgather")
 
 
+def _world(gpus: int) -> int:
+    if gpus < 1:
+        pytest.skip("needs a GPU")
+    return min(2, gpus)
+
+
 def _need_two(gpus: int) -> None:
     if gpus < 2:
         pytest.skip(f"needs 2 GPUs, found {gpus}")
+
+
+def _link():
+    from cuco.kit.compute import link_options
+    from cuco.toolchain import default_toolchain
+
+    return link_options(WL, default_toolchain())
 
 
 @pytest.fixture(scope="module")
 def plugin() -> Path:
     from cuco.harness.build import build_shared
 
-    return build_shared(WL.plugin_path(), WL.libraries)
+    link = _link()
+    return build_shared(WL.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
 
 
 def _compile(codes: list[str]) -> list[Path]:
     from cuco.evaluate.compile import Compiler
 
-    outcomes = Compiler().compile_many(codes, WL.libraries)
+    link = _link()
+    outcomes = Compiler().compile_many(codes, link.libraries, link.include_dirs, link.extra)
     bad = [o.log_excerpt for o in outcomes if not o.ok]
     assert not bad, bad[:2]
     return [o.so_path for o in outcomes]
 
 
-def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], seeds=(1, 2)):
+def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], world: int = 2, seeds=(1, 2)):
+    from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
     from cuco.harness.runner import HarnessRequest, run_harness
 
-    res = run_harness(HarnessRequest(plugin, sos, dims, world=2, seeds=seeds, verify=True, bench=False,
-                                     timeout_s=60))
+    res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=seeds, verify=True, bench=False,
+                                     timeout_s=60, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
     return {Path(r.path): r for r in res.candidates}
 
 
 @pytest.mark.gpu
 def test_seed_and_fast_path_verify(plugin, gpus):
-    _need_two(gpus)
+    world = _world(gpus)
     from cuco.fastpath.agent import FastPathAgent
 
     fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(WL.seed_code()).code
     seed_so, fast_so = _compile([WL.seed_code(), fast])
     for dims in VERIFY_SHAPES:
-        runs = _verify(plugin, [seed_so, fast_so], dims)
+        runs = _verify(plugin, [seed_so, fast_so], dims, world)
         assert runs[seed_so].status == "ok", runs[seed_so]
         assert runs[fast_so].status == "ok", runs[fast_so]
 
 
 @pytest.mark.gpu
 def test_every_lsa_point_verifies(plugin, gpus):
-    _need_two(gpus)
-    space = WL.space(Topology(world=2, gin_available=False))
+    world = _world(gpus)
+    space = WL.space(Topology(world=world, gin_available=False))
     points = [p for p in space.points() if p.backend == "lsa"]
     sos = _compile([WL.render(p) for p in points])
     for dims in VERIFY_SHAPES:
-        runs = _verify(plugin, sos, dims)
+        runs = _verify(plugin, sos, dims, world)
         failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
                   if runs[so].status != "ok"]
         assert not failed, f"{len(failed)} of {len(points)} points failed at {dims}: {failed[:5]}"
@@ -81,5 +98,5 @@ def test_unwritten_remote_rows_fail_verification(plugin, gpus):
     anchor = "if ((rc = gemm_rows(st, ctx, a_full"  # the remote-rows GEMM; the flag waits stay
     assert anchor in code
     (so,) = _compile([code.replace(anchor, "if (false && (rc = gemm_rows(st, ctx, a_full", 1)])
-    runs = _verify(plugin, [so], VERIFY_SHAPES[0], seeds=(1,))
+    runs = _verify(plugin, [so], VERIFY_SHAPES[0], 2, seeds=(1,))
     assert runs[so].status == "verify_failed", runs[so]

@@ -218,8 +218,10 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     with runlock.held(run_dir):
         if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile
             raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
-        if stored is None or stored.evaluations != evaluations:
+        if stored is None:
             manifest.write(run_dir)
+        elif stored.evaluations != evaluations:  # a resume that extends the run: the rest stays as started
+            attrs.evolve(stored, evaluations=evaluations).write(run_dir)
         on_event(f"cuco: {workload.name} at world {world}, shape {cascade.bench_shape}; {space.size()} legal "
                  f"points; {'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
         search = _open_search(run_dir, workload, cascade, space, llm, opts, seed)

@@ -1,0 +1,221 @@
+"""MoE on the GPU machine, in one call: per shape and skew r, the host baseline, the fast-path candidate, the
+best point of an offline directive search, the bound parts (FFN alone on the received rows, dispatch+combine
+alone) and torch's grouped-GEMM FFN on the same rows; then an exhaustive sweep of every legal point for one shape,
+and after how many search evaluations the search was within 5% of the exhaustive best.
+
+    PYTHONPATH=src python3 benchmarks/moe.py --out benchmarks/results [--evals 10] [--sweep paper-r3]
+
+Every cuco time comes from the harness (CUDA events on every rank, median of the timed iterations, max over
+ranks); host, candidates and the parts are timed in the same harness process. The world size W is read at run
+time (--world, default: every visible GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from moe_compute import time_ms, torch_ffn  # noqa: E402  (the same FFN and timing as the compute check)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SHAPES = ["paper-r3", "dsv3-r1", "dsv3-r3", "paper-r2", "paper-r4", "paper-r5"]
+ANCHOR_SEED = 1  # the harness fills with its first seed before timing the parts: the same routing
+
+
+def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
+    """torch's grouped GEMM FFN (torch._grouped_mm, SwiGLU between) on each rank's received rows, max over ranks."""
+    import torch
+
+    from cuco.workloads.moe import routing
+
+    t, h, i, e, k, r = shape.dims
+    counts = routing.received_counts(routing.RoutingSpec(t, e, k, r), ANCHOR_SEED, world)  # [W, E]
+    el = e // world
+    dev = torch.device("cuda")
+    w1 = ((torch.rand(el, 2 * i, h, device=dev) - 0.5) / 32).bfloat16().transpose(1, 2)
+    w2 = ((torch.rand(el, h, i, device=dev) - 0.5) / 32).bfloat16().transpose(1, 2)
+    per_rank = []
+    for q in range(world):
+        rows = counts[:, q * el:(q + 1) * el].sum(axis=0).tolist()
+        ends = torch.cumsum(torch.tensor(rows, device=dev), 0).to(torch.int32)
+        x = (torch.rand(int(sum(rows)), h, device=dev) - 0.5).bfloat16()
+
+        per_rank.append(time_ms(lambda: torch_ffn(x, w1, w2, ends), iters=30)[0])
+        del x
+    return {"anchor_compute_ms": max(per_rank), "anchor_per_rank_ms": per_rank, "torch": torch.__version__}
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    """Evaluations of a run in order: point, status, time."""
+    from cuco.db import CandidateDB
+
+    db = CandidateDB(run_dir / "candidates.db")
+    try:
+        cands = sorted(db.all("moe"), key=lambda c: c.created_at)
+    finally:
+        db.close()
+    return [{"point": c.directives.label() if c.directives else c.mutation, "status": c.status,
+             "ms": c.metrics.get("time_ms"), "reason": "" if c.status == "passed" else
+             next((x.reason for x in c.results.values() if not x.passed), "")[:400]} for c in cands]
+
+
+def run_shape(name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
+    from cuco.pipeline import RunOptions, run_workload
+    from cuco.workloads import get
+
+    shape = get("moe").parse_shape(name)
+    run_dir = runs / f"moe-{name}-w{world}-{int(time.time())}"
+    start = time.monotonic()
+    opts = RunOptions(workload="moe", world=world, shape=name, evaluations=evals, run_dir=str(run_dir),
+                      progress=False, batch_size=8, islands=2)
+    summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
+    print(summary.text(), flush=True)
+    row: dict[str, Any] = {"shape": name, "dims": dict(zip("THIEKR", shape.dims)), "world": world,
+                           "search_wall_s": round(time.monotonic() - start, 1), "evaluations": summary.evaluated,
+                           "measured": summary.measured, "run_dir": str(run_dir)}
+    best = summary.best
+    if best is not None:
+        m = best.metrics
+        row.update(verified=best.status == "passed", best_point=best.directives.label() if best.directives
+                   else best.mutation, best_ms=m.get("time_ms"), host_ms=m.get("host_ms"),
+                   speedup=m.get("speedup"), compute_ms=m.get("compute_ms"), comm_ms=m.get("comm_ms"),
+                   bound_ms=m.get("bound_ms"), overlap_efficiency=m.get("overlap_efficiency"),
+                   spread=m.get("spread"), **summary.environment)
+    if summary.fastpath is not None:
+        row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"),
+                   fastpath_feedback=summary.fastpath.feedback[:400])
+    row["evaluations_in_order"] = history(run_dir)
+    return row
+
+
+def sweep(name: str, world: int) -> dict[str, Any]:
+    """Every legal point of the space through the cascade at shape `name` (exhaustive truth)."""
+    from cuco.candidate import Candidate
+    from cuco.design_space import Topology
+    from cuco.evaluate.cascade import Cascade
+    from cuco.workloads import get
+
+    w = get("moe")
+    cascade = Cascade(w, world=world, bench_shape=name)
+    points = list(w.space(Topology(world=world, nodes=1, gin_available=False)).points())
+    out = []
+    for b in range(0, len(points), 8):
+        batch = [Candidate(code=w.render(p), workload="moe", directives=p, mutation="manual")
+                 for p in points[b:b + 8]]
+        for c in cascade.evaluate(batch):
+            out.append({"point": c.directives.label(), "status": c.status, "ms": c.metrics.get("time_ms"),
+                        "host_ms": c.metrics.get("host_ms"),
+                        "reason": "" if c.status == "passed" else
+                        next((x.reason for x in c.results.values() if not x.passed), "")[:400]})
+            print(out[-1], flush=True)
+    timed = [r for r in out if r["status"] == "passed" and r["ms"]]
+    best = min(timed, key=lambda r: r["ms"]) if timed else None
+    return {"shape": name, "points": len(points), "passed": len(timed), "best": best, "all": out}
+
+
+def within_5pct(search_row: dict[str, Any], truth: dict[str, Any]) -> int | None:
+    """1-based index of the first search evaluation whose time is within 5% of the exhaustive best."""
+    if not truth.get("best"):
+        return None
+    target = truth["best"]["ms"] * 1.05
+    for n, ev in enumerate(search_row.get("evaluations_in_order", []), 1):
+        if ev["status"] == "passed" and ev["ms"] and ev["ms"] <= target:
+            return n
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world", type=int, default=0, help="ranks (0: every visible GPU)")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--evals", type=int, default=10)
+    ap.add_argument("--sweep", default="paper-r3", help="shape of the exhaustive sweep ('' to skip)")
+    ap.add_argument("--runs", default="/tmp/cuco-moe-runs")
+    ap.add_argument("--out", default=str(RESULTS))
+    a = ap.parse_args()
+    world = a.world
+    if world <= 0:
+        import torch
+
+        world = torch.cuda.device_count()
+    from cuco.workloads import get
+
+    w = get("moe")
+    shapes = [s for s in a.shapes.split(",") if s]
+    for s in shapes:  # bad names and shapes fail here, before anything builds
+        w.check_shape(w.parse_shape(s), world)
+    meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                            "world": world, "rows": [], "errors": []}
+    out = Path(a.out)
+    for name in shapes:
+        try:
+            row = run_shape(name, world, a.evals, Path(a.runs))
+        except Exception as exc:  # one shape's failure must not lose the others
+            meta["errors"].append({"shape": name, "error": repr(exc), "trace": traceback.format_exc()[-2000:]})
+            _write(out, meta)
+            continue
+        try:
+            row.update(anchor_ms(w.parse_shape(name), world))
+            if row.get("compute_ms") and row.get("anchor_compute_ms"):
+                row["anchor_over_compute"] = row["anchor_compute_ms"] / row["compute_ms"]
+        except Exception as exc:
+            row["anchor_error"] = repr(exc)
+        meta["rows"].append(row)
+        _write(out, meta)
+        if name == a.sweep:  # right after its search, so a cut-off run still has both
+            try:
+                truth = sweep(a.sweep, world)
+                truth["search_within_5pct_after"] = within_5pct(row, truth)
+                truth["search_evaluations"] = len(row.get("evaluations_in_order", []))
+                meta["sweep"] = truth
+            except Exception as exc:
+                meta["errors"].append({"sweep": a.sweep, "error": repr(exc), "trace": traceback.format_exc()[-2000:]})
+            _write(out, meta)
+
+
+def _fmt(v: Any, nd: int = 3) -> str:
+    return f"{v:.{nd}f}" if isinstance(v, (int, float)) else "—"
+
+
+def _write(out: Path, meta: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    tag = f"moe_w{meta['world']}"
+    (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
+    rows = meta["rows"]
+    env = next((r for r in rows if r.get("device")), {})
+    lines = [f"# MoE, world {meta['world']} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, "
+             f"CUDA runtime {env.get('cuda_runtime_version', '?')}, {meta['date']}", "",
+             "| shape | verified | host | fast path | best (cuco) | speedup | FFN alone | dispatch+combine | "
+             "torch grouped FFN | anchor/FFN | best point |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {_fmt(r.get('host_ms'))} | "
+                     f"{_fmt(r.get('fastpath_ms'))} | {_fmt(r.get('best_ms'))} | {_fmt(r.get('speedup'))} | "
+                     f"{_fmt(r.get('compute_ms'))} | {_fmt(r.get('comm_ms'))} | {_fmt(r.get('anchor_compute_ms'))} | "
+                     f"{_fmt(r.get('anchor_over_compute'), 2)} | `{r.get('best_point', '—')}` |")
+    sw = meta.get("sweep")
+    if sw:
+        best = sw.get("best") or {}
+        lines += ["", f"Exhaustive sweep at {sw['shape']}: {sw['passed']} of {sw['points']} legal points verified and "
+                  f"timed; best `{best.get('point', '—')}` {_fmt(best.get('ms'))} ms. The search was within 5% of it "
+                  f"after {sw.get('search_within_5pct_after', '—')} of its {sw.get('search_evaluations', '—')} "
+                  "evaluations."]
+    for e in meta["errors"]:
+        lines.append(f"\nError ({e.get('shape') or e.get('sweep')}): {e['error']}")
+    lines += ["", "Times in ms: median of the timed iterations, max over ranks. Host, fast path, best and the parts "
+              "(FFN alone on the received rows through the compute library; dispatch+combine alone through NCCL "
+              "grouped send/recv) come from the same harness process; torch's grouped-GEMM FFN (torch._grouped_mm) "
+              "on the same rows in the same device session.", ""]
+    (out / f"{tag}.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    main()

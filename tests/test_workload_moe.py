@@ -1,0 +1,89 @@
+"""MoE workload on the CPU: shapes and bad input, the design space and its rules, rendering, layout arithmetic."""
+
+import pytest
+
+from cuco import workloads
+from cuco.design_space import Directives, IllegalPointError, Topology
+from cuco.workload import ShapeError
+from cuco.workloads.moe import shapes
+
+WL = workloads.get("moe")
+
+
+def test_named_shapes_are_the_issue_shapes():
+    assert WL.parse_shape("paper-r3").dims == (4096, 7168, 2048, 2, 1, 3)
+    assert WL.parse_shape("dsv3-r1").dims == (4096, 7168, 2048, 256, 8, 1)
+    assert WL.parse_shape("256,512,256,8,2,3").dims == (256, 512, 256, 8, 2, 3)
+    for name in ("paper-r2", "paper-r5", "dsv3-r3"):
+        WL.check_shape(WL.parse_shape(name), 1)
+        WL.check_shape(WL.parse_shape(name), 2)
+    WL.check_shape(WL.parse_shape("dsv3-r3"), 8)
+
+
+@pytest.mark.parametrize("text,world,fix", [
+    ("paper-r9", 1, "unknown moe shape name"),
+    ("dsv3", 1, "unknown moe shape name"),
+    ("1,2,3", 1, "6 sizes"),
+    ("4096,7168,2048,6,1,3", 4, "multiple of the world size 4"),
+    ("4096,7168,2048,2,3,1", 1, "top-k must be between 1 and E"),
+    ("4096,7168,2048,8,1,0", 1, "skew r must be >= 1"),
+    ("4096,7000,2048,8,1,1", 1, "H=7000 must be a positive multiple of 128"),
+    ("4096,7168,2000,8,1,1", 1, "I=2000 must be a positive multiple of 64"),
+    ("0,7168,2048,8,1,1", 1, "T=0 tokens per rank"),
+    ("64,256,128,4,4,2", 1, "top-k\\*r <= r\\+E-1"),
+    ("paper-r3", 128, "between 1 and 72"),
+])
+def test_bad_input_names_the_constraint(text, world, fix):
+    with pytest.raises(ShapeError, match=fix):
+        WL.check_shape(WL.parse_shape(text), world)
+
+
+def test_space_and_rules():
+    space = WL.space(Topology(world=1, nodes=1, gin_available=False))
+    points = list(space.points())
+    assert len(points) == 40
+    assert {p.get("dispatch_dtype") for p in points} == {"bf16", "fp8"}
+    assert {p.placement for p in points} == {"deferred", "split_put_wait", "stream_overlap", "fused"}
+    labels = {p.label() for p in points}
+    assert "lsa/stream_overlap/signal/warp/whole/dispatch_dtype=fp8" in labels
+    bad = Directives.from_label("lsa/split_put_wait/world/warp/whole/dispatch_dtype=fp8")
+    assert "fp8" in space.check(bad)
+    with pytest.raises(IllegalPointError, match="copy engine"):
+        WL.render(Directives.from_label("lsa/fused/signal/copy_engine/1MiB/dispatch_dtype=bf16"))
+    assert "chunk" in space.check(Directives.from_label("lsa/deferred/world/cta/1MiB/dispatch_dtype=bf16"))
+    assert space.conservative().label() == "lsa/deferred/world/cta/whole/dispatch_dtype=bf16"
+
+
+def test_render_reflects_the_point():
+    fused = WL.render(Directives.from_label("lsa/fused/signal/warp/1MiB/dispatch_dtype=fp8"))
+    assert "constexpr bool kFp8 = true;" in fused and "constexpr int kGroup = 32;" in fused
+    assert "stream_wait_epoch(st, cs, flag + c" in fused and "kChunkBytes = 1048576" in fused
+    spw = WL.render(Directives.from_label("lsa/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"))
+    assert "SIG_ARRIVED" in spw and "barrier(ctx" not in spw.split("EVOLVE-BLOCK-START")[1]
+    ce = WL.render(Directives.from_label("lsa/stream_overlap/world/copy_engine/whole/dispatch_dtype=bf16"))
+    assert "stage_copies(st, true, ss)" in ce
+
+
+def test_rows_bound_covers_every_rank():
+    """The receive capacity (moe_dev.cuh rows_bound) holds what any rank receives, for W in 1, 2, 4, 8."""
+    import numpy as np
+
+    from cuco.workloads.moe import routing
+
+    for t, e, k, r in [(64, 8, 2, 3), (96, 16, 4, 1), (40, 8, 1, 5)]:
+        spec = routing.RoutingSpec(t, e, k, r)
+        tot, s = r + e - 1, t * k
+        for w in (1, 2, 4, 8):
+            counts = routing.received_counts(spec, 3, w)
+            el = e // w
+            for q in range(w):
+                got = int(counts[:, q * el:(q + 1) * el].sum())
+                per_source = min(s, (s * r // tot + (el - 1) * (s // tot + 1)) if q == 0 else el * (s // tot + 1))
+                assert got <= per_source * w
+            assert np.all(counts.sum(axis=1) == s)
+
+
+def test_named_shapes_table_is_consistent():
+    for name, shape in shapes.NAMED.items():
+        shapes.check(shape, 1)
+        assert shapes.flops(shape, 1) > 0

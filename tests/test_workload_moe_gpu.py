@@ -1,0 +1,116 @@
+"""GPU tests of the MoE workload through the cuco harness on min(2, GPUs) ranks: the host seed, its fast-path
+transform and every LSA point verify at the verify shapes on two seeds under delayed arrival (the cascade's L2
+mode); fixtures that drop a token, drop a slot's output, weight a slot with a wrong gate or never wait for
+arriving rows must fail. Run with `pytest -m gpu` on a GPU machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuco import workloads
+from cuco.design_space import Directives, Topology
+
+WL = workloads.get("moe")
+VERIFY = ["verify-top2", "verify-top1"]
+
+
+def _world(gpus: int) -> int:
+    if gpus < 1:
+        pytest.skip("needs a GPU")
+    return min(2, gpus)
+
+
+def _link():
+    from cuco.kit.compute import link_options
+    from cuco.toolchain import default_toolchain
+
+    return link_options(WL, default_toolchain())
+
+
+@pytest.fixture(scope="module")
+def plugin() -> Path:
+    from cuco.harness.build import build_shared
+
+    link = _link()
+    return build_shared(WL.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
+
+
+def _compile(codes: list[str]) -> list[Path]:
+    from cuco.evaluate.compile import Compiler
+
+    link = _link()
+    outcomes = Compiler().compile_many(codes, link.libraries, link.include_dirs, link.extra)
+    bad = [o.log_excerpt for o in outcomes if not o.ok]
+    assert not bad, bad[:2]
+    return [o.so_path for o in outcomes]
+
+
+def _verify(plugin: Path, sos: list[Path], shape: str, world: int, seeds=(1, 2)):
+    from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
+    from cuco.harness.runner import HarnessRequest, run_harness
+
+    dims = WL.parse_shape(shape).dims
+    res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=seeds, verify=True, bench=False,
+                                     timeout_s=120, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
+    return {Path(r.path): r for r in res.candidates}
+
+
+@pytest.mark.gpu
+def test_seed_and_fast_path_verify(plugin, gpus):
+    world = _world(gpus)
+    from cuco.fastpath.agent import FastPathAgent
+
+    fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(WL.seed_code()).code
+    seed_so, fast_so = _compile([WL.seed_code(), fast])
+    for shape in VERIFY:
+        runs = _verify(plugin, [seed_so, fast_so], shape, world)
+        assert runs[seed_so].status == "ok", runs[seed_so]
+        assert runs[fast_so].status == "ok", runs[fast_so]
+
+
+@pytest.mark.gpu
+def test_every_lsa_point_verifies(plugin, gpus):
+    world = _world(gpus)
+    points = list(WL.space(Topology(world=world, nodes=1, gin_available=False)).points())
+    sos = _compile([WL.render(p) for p in points])
+    for shape in VERIFY:
+        runs = _verify(plugin, sos, shape, world)
+        failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
+                  if runs[so].status != "ok"]
+        assert not failed, f"{len(failed)} of {len(points)} points failed at {shape}: {failed[:5]}"
+
+
+# (point, anchor in the rendered code, replacement): each breaks one thing the check must see.
+FIXTURES = {
+    "dropped token": ("lsa/deferred/world/warp/whole/dispatch_dtype=bf16",
+                      "    const int64_t m = rowmap[r];\n",
+                      "    if (r == 0) continue;  // fixture: the first received token is never dispatched\n"
+                      "    const int64_t m = rowmap[r];\n"),
+    "dropped slot output": ("lsa/deferred/world/warp/whole/dispatch_dtype=bf16",
+                            "        const float gw = gate[j];",
+                            "        const float gw = j == 0 ? 0.0f : gate[j];  // fixture: slot 0 is lost"),
+    "wrong gate": ("lsa/stream_overlap/signal/cta/whole/dispatch_dtype=bf16",
+                   "        const float gw = gate[j];",
+                   "        const float gw = j == 1 ? 0.5f * gate[j] : gate[j];  // fixture: wrong gate"),
+    "never waits": ("lsa/fused/signal/warp/1MiB/dispatch_dtype=bf16",
+                    "    if ((rc = stream_wait_epoch(st, cs, flag + c, st->epoch))) return rc;\n",
+                    "    // fixture: the chunk's FFN never waits for its rows\n"),
+}
+
+
+@pytest.mark.gpu
+def test_broken_candidates_fail_verification(plugin, gpus):
+    world = _world(gpus)
+    codes = []
+    for name, (label, anchor, repl) in FIXTURES.items():
+        code = WL.render(Directives.from_label(label))
+        assert code.count(anchor) == 1, name
+        codes.append(code.replace(anchor, repl))
+    sos = _compile(codes)
+    runs = _verify(plugin, sos, "verify-top2", world)
+    wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(FIXTURES, sos)
+             if runs[so].status != "verify_failed"]
+    assert not wrong, wrong

@@ -31,7 +31,8 @@ from cuco.harness.runner import HarnessRequest  # noqa: E402
 from cuco.kit.compute import link_options  # noqa: E402
 
 TOOLS = ("racecheck", "synccheck")
-_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
+# synccheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: H hazards displayed (N errors, ...".
+_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error|RACECHECK SUMMARY:[^(\n]*\((\d+)\s+error")
 
 
 def find_sanitizer() -> str:
@@ -81,7 +82,7 @@ def main() -> int:
             except subprocess.TimeoutExpired as exc:
                 log, rc = f"timed out after {args.timeout_s + 60:.0f}s\n{exc.stdout or ''}", 124
             (args.out / f"{tag}.log").write_text(log)
-            counts = [int(m) for m in _SUMMARY.findall(log)]
+            counts = [int(a or b) for a, b in _SUMMARY.findall(log)]
             status = ""
             if result_json.is_file():
                 cands = json.loads(result_json.read_text()).get("candidates", [])

@@ -8,7 +8,7 @@ import pytest
 
 from cuco import libraries
 from cuco.evaluate.compile import Compiler
-from cuco.kit.compute import ComputeBuildError, ComputeLibrary, build_compute, link_options
+from cuco.kit.compute import ComputeBuildError, ComputeLibrary, build_compute, link_options, publish_header
 from cuco.kit.evolve import EVOLVE_END, EVOLVE_START, assemble, frozen_text, split
 from cuco.kit.template import TemplateError, fill
 from cuco.toolchain import Toolchain, ToolchainError
@@ -105,12 +105,21 @@ def test_compute_library_builds_once_and_candidates_link_it(toolchain, tmp_path,
     assert again.cached and again.library == first.library
     assert (first.include_dir / "cuco" / "compute" / "kit_scale.h").is_file()
     link = link_options(wl, toolchain)
+    assert link.include_dirs == (first.include_dir,) and "-l:libkit_scale_compute.so" in link.extra
     outcome = Compiler(toolchain, cache_dir=tmp_path / "cand").compile(CANDIDATE, link.libraries, link.include_dirs,
                                                                       link.extra)
     assert outcome.ok, outcome.log_excerpt
     # Without the compute library the same candidate fails to link (--no-undefined): the link is real.
     bare = Compiler(toolchain, cache_dir=tmp_path / "bare").compile(CANDIDATE, (), link.include_dirs)
     assert not bare.ok and "kit_scale" in bare.log_excerpt
+
+
+def test_header_is_published_without_building(toolchain, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
+    wl = _workload(FIXTURES, ComputeLibrary(sources=("compute/scale.cu",), header="compute/scale.h"))
+    include = publish_header(wl, toolchain)
+    assert (include / "cuco" / "compute" / "kit_scale.h").read_text() == (FIXTURES / "compute" / "scale.h").read_text()
+    assert not list((tmp_path / "cache").rglob("*.so"))
 
 
 def test_compute_library_errors_name_the_fix(toolchain, tmp_path, monkeypatch):

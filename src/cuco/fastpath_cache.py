@@ -50,6 +50,17 @@ def store(seed_code: str, code: str, rules: list[str]) -> None:
     os.replace(tmp, path)
 
 
+def _compute_includes(workload: Any) -> tuple[Path, ...]:
+    """Where the workload's compute header (cuco/compute/<name>.h) is published, for the fast path's compile check
+    of a seed that calls the compute library; nothing for a workload without one."""
+    if getattr(workload, "compute", None) is None:
+        return ()
+    from cuco.kit.compute import publish_header
+    from cuco.toolchain import default_toolchain
+
+    return (publish_header(workload, default_toolchain()),)
+
+
 def candidate(workload: Any, workdir: Path) -> Candidate:
     """The host seed through the rule-based fast path (or its cached result), as a candidate with no point.
 
@@ -62,7 +73,8 @@ def candidate(workload: Any, workdir: Path) -> Candidate:
     if hit is None:
         shutil.rmtree(workdir, ignore_errors=True)  # what a killed start left behind
         try:
-            result = FastPathAgent(llm=None, check_input=False, run_on_gpu=False, workdir=workdir).run(seed)
+            result = FastPathAgent(llm=None, check_input=False, run_on_gpu=False, workdir=workdir,
+                                   include_dirs=_compute_includes(workload)).run(seed)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         hit = {"code": result.code, "rules": list(result.rules_applied)}

@@ -95,6 +95,26 @@ def compute_key(workload: "Workload", toolchain: Toolchain) -> str:
                         *(str(tc.library(n).include) for n in spec.libraries), workload.name, "compute-v1")
 
 
+def _out_dir(workload: "Workload", toolchain: Toolchain) -> Path:
+    return cache_dir() / "compute" / compute_key(workload, toolchain)
+
+
+def publish_header(workload: "Workload", toolchain: Toolchain) -> Path:
+    """The include dir holding cuco/compute/<workload>.h, without building the library: enough for a compile
+    check of a shared object (the fast path's), which may leave the library's symbols undefined."""
+    spec = workload.compute
+    if spec is None or not (workload.folder / spec.header).is_file():
+        raise ComputeBuildError(f"workload {workload.name} declares no compute header; set ComputeLibrary(header=...)")
+    include = _out_dir(workload, toolchain) / "include"
+    published = include / "cuco" / "compute" / f"{workload.name}.h"
+    if not published.exists():
+        published.parent.mkdir(parents=True, exist_ok=True)
+        tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
+        shutil.copyfile(workload.folder / spec.header, tmp)
+        os.replace(tmp, published)
+    return include
+
+
 def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float = 1800) -> BuiltCompute:
     """Compile (or find cached) `workload`'s compute library; ComputeBuildError with nvcc's log on failure."""
     spec = workload.compute
@@ -105,15 +125,13 @@ def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float =
         raise ComputeBuildError(f"workload {workload.name}'s compute library names missing file(s) {missing} "
                                 f"under {workload.folder}; fix ComputeLibrary(sources=..., header=...)")
     start = time.monotonic()
-    key = compute_key(workload, toolchain)
-    out_dir = cache_dir() / "compute" / key
+    out_dir = _out_dir(workload, toolchain)
     library = out_dir / f"lib{workload.name}_compute.so"
-    include = out_dir / "include"
-    published = include / "cuco" / "compute" / f"{workload.name}.h"
-    if library.exists() and published.exists():
+    include = publish_header(workload, toolchain)
+    if library.exists():
         return BuiltCompute(library, include, time.monotonic() - start, True)
     with file_lock(out_dir.with_suffix(".lock")):
-        if not (library.exists() and published.exists()):
+        if not library.exists():
             tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
             incs = [csrc_dir() / "include", workload.folder, *{(workload.folder / s).parent for s in spec.sources}]
             result = tc.compile([workload.folder / s for s in spec.sources], library, shared=True,
@@ -121,10 +139,6 @@ def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float =
             if not result.ok:
                 tail = "\n".join(result.log.strip().splitlines()[-40:])
                 raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{tail}", result.log)
-            published.parent.mkdir(parents=True, exist_ok=True)
-            tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
-            shutil.copyfile(workload.folder / spec.header, tmp)
-            os.replace(tmp, published)
             return BuiltCompute(library, include, time.monotonic() - start, False)
     return BuiltCompute(library, include, time.monotonic() - start, True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuco.workload import Shape, ShapeError, Workload
+from cuco.workloads.gemm_allgather.compute import persistent_gemm_reason
 from cuco.workloads.gemm_allgather.render import WORKLOAD_RULES, render, space
 
 DESCRIPTION = """\
@@ -31,6 +32,9 @@ def check_shape(shape: Shape, world: int) -> None:
             f"gemm_allgather needs M/world % 128 == 0, K % 64 == 0 and N % 128 == 0 (tile sizes); got "
             f"M/world={m // world}, K={k}, N={n}: round them up to those multiples"
         )
+    reason = persistent_gemm_reason(m, k, n, world)  # the compute library's persistent GEMM
+    if reason:
+        raise ShapeError(f"gemm_allgather: {reason}")
 
 
 def flops(shape: Shape, world: int) -> float:

@@ -1,0 +1,54 @@
+// C interface of GEMM+AllGather's persistent tensor-core GEMM (CUTLASS 3, Hopper, bf16 in/out, fp32 accumulate).
+//
+// C[M x N] = A[M x K] . B[K x N], all row-major. One launch covers all M rows. Row tiles inside
+// [local_row_begin, local_row_end) never wait; a row tile outside it waits, in the producer warp and before its
+// TMA loads of A, until the arrival flag of every chunk it overlaps has reached `epoch`. Flags are laid out
+// [rank p][chunk c]: chunk c of rank p holds rows p*rows_per_rank + [c*chunk_rows, (c+1)*chunk_rows).
+// tile_order and the flags are runtime values: one compiled library serves every design point.
+#pragma once
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum cuco_ag_gemm_order {
+  CUCO_AG_ORDER_NATURAL = 0,      // row tiles from row 0 upward
+  CUCO_AG_ORDER_LOCAL_FIRST = 1,  // local row tiles first, then the rows after them, wrapping to row 0
+};
+
+enum cuco_ag_gemm_config {
+  CUCO_AG_COOP_128x256 = 0,      // cooperative, tile 128x256x64, cluster 2x1x1
+  CUCO_AG_PINGPONG_128x128 = 1,  // ping-pong, tile 128x128x64, cluster 2x1x1
+  CUCO_AG_NUM_CONFIGS = 2,
+};
+
+typedef struct cuco_ag_gemm_args {
+  const void* A;  // bf16 [M x lda]
+  const void* B;  // bf16 [K x ldb]
+  void* C;        // bf16 [M x ldc]
+  int64_t M, N, K, lda, ldb, ldc;
+  int64_t local_row_begin, local_row_end;  // rows that never wait (empty range: every row may wait)
+  int order;                               // cuco_ag_gemm_order
+  const uint32_t* flags;                   // arrival flags, device memory; NULL: no row ever waits
+  uint32_t epoch;                          // a flag f is up when (int32_t)(f - epoch) >= 0
+  int64_t rows_per_rank, chunk_rows;       // flag geometry (rows); ignored when flags is NULL
+  int chunks_per_rank;
+  int sm_count;  // SMs the persistent grid may use; 0: all of the device
+  int config;    // cuco_ag_gemm_config
+  int swizzle;   // tile-rasterisation swizzle (1, 2, 4 or 8); 0: 1
+} cuco_ag_gemm_args;
+
+// 0 when `a` can run; else a nonzero code and a sentence (naming the fix) in why[0..why_len).
+int cuco_ag_gemm_check(const cuco_ag_gemm_args* a, char* why, int why_len);
+
+// Enqueue the GEMM on `stream`. 0 on success; else the code of cuco_ag_gemm_check, 14 (no current device),
+// 15 (the kernel asked for a workspace) or 100 + a cutlass::Status.
+int cuco_ag_gemm_persistent(const cuco_ag_gemm_args* a, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif

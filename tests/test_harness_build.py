@@ -57,6 +57,9 @@ def test_harness_binary_rejects_bad_command_lines(toolchain: Toolchain) -> None:
     assert proc.returncode == 2 and "one device per rank" in proc.stderr
     proc = subprocess.run([str(binary), "--bogus", "1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown flag --bogus" in proc.stderr
+    proc = subprocess.run([str(binary), "--workload", "w.so", "--dims", "4", "--world", "1", "--delay-comm-us", "2000000",
+                           "--out", "x.json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--delay-comm-us must be between 0 and 1000000" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["copy_workload", *CANDIDATES])

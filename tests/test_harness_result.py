@@ -106,12 +106,16 @@ def test_request_argv_and_deadline() -> None:
     assert req.total_timeout_s() == (2 + 2 + 2 * (4 + 2)) * 30
     assert float(flags["--total-timeout-s"]) == req.total_timeout_s()
     assert "--devices" in HarnessRequest("w.so", ["a.so"], dims=(4,), world=2, devices=(1, 0)).argv(Path("h"), Path("o"))
+    assert "--delay-comm-us" not in flags  # off unless asked
+    delayed = HarnessRequest("w.so", ["a.so"], dims=(4,), world=1, delay_comm_us=2000).argv(Path("h"), Path("o"))
+    assert delayed[delayed.index("--delay-comm-us") + 1] == "2000"
 
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(dims=()), "dims"), (dict(dims=(0,)), "dims"), (dict(world=0), "world"),
     (dict(devices=(0,)), "devices"), (dict(iters=0), "iters"), (dict(timeout_s=0), "timeout_s"),
     (dict(candidates=[]), "nothing to run"), (dict(candidates="a.so"), "list of paths"),
+    (dict(delay_comm_us=-1), "delay_comm_us"), (dict(delay_comm_us=2e6), "delay_comm_us"),
 ])
 def test_request_validation(kwargs: dict, match: str) -> None:
     base = dict(workload_plugin="w.so", candidates=["a.so"], dims=(4,), world=2)

@@ -17,7 +17,19 @@
 #include <cuda_bf16.h>
 
 #include "cuco/abi.h"
-#include "cuco/compute/moe.h"
+
+// The expert FFN of the workload's compute library (compute/moe_ffn.h, published as cuco/compute/moe.h).
+// KIT-REQUEST: cuco.fastpath_cache runs the FastPathAgent without the workload's compute include dir, so a seed
+// that includes cuco/compute/moe.h fails the fast path's compile check; until it passes
+// link_options(...).include_dirs, this program declares the three functions it calls (same C interface).
+extern "C" {
+typedef struct cuco_moe_ffn cuco_moe_ffn;
+int cuco_moe_ffn_create(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count);
+int cuco_moe_ffn_run(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
+                     void* act, void* y, const int32_t* rows, const int64_t* row_offset, const int32_t* expert,
+                     cudaStream_t stream);
+int cuco_moe_ffn_destroy(cuco_moe_ffn* plan);
+}
 
 namespace {
 

@@ -6,7 +6,7 @@
 #   bash benchmarks/moe_suite.sh OUT_DIR
 #
 # Environment: WORLD (ranks, default: every GPU), EVALS (search evaluations per shape, default 8),
-# TEST_TIMEOUT / BENCH_TIMEOUT (seconds). NVLink multicast stays off.
+# TEST_TIMEOUT / BENCH_TIMEOUT (seconds), TESTS_K (pytest -k selection). NVLink multicast stays off.
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/moe_suite.sh OUT_DIR}
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ mkdir -p "$OUT/results"
   nvcc --version | tail -1
   python3 -c 'import torch; print("# torch", torch.__version__, "cuda", torch.version.cuda)'; } >"$OUT/env.txt" 2>&1
 { timeout "${TEST_TIMEOUT:-170}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=10 \
-    tests/test_workload_moe_gpu.py
+    -k "${TESTS_K:-}" tests/test_workload_moe_gpu.py
   echo "gpu tests: exit $?"; } >"$OUT/moe_gpu_tests.log" 2>&1
 { timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/moe.py --world "${WORLD:-0}" --evals "${EVALS:-8}" \
     --out "$OUT/results"

@@ -155,3 +155,26 @@ def test_a_good_call_reaches_the_launcher(checks):
     before = checks.mock_launches()
     assert checks.cuco_ag_gemm_persistent(ctypes.byref(a), None) == 0
     assert checks.mock_launches() == before + 1
+
+
+@pytest.mark.slow
+def test_the_kit_builds_the_library_with_the_checks_inside():
+    """The workload's declared compute library builds through the kit (cached with the compile checks) and
+    exports the C interface; its checks reject a bad call without a GPU."""
+    from cuco.kit.compute import build_compute
+    from cuco.workloads.gemm_allgather import WORKLOAD
+
+    try:
+        tc = Toolchain.detect(arch="sm_90")
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+    built = build_compute(WORKLOAD, tc)
+    assert (built.include_dir / "cuco/compute/gemm_allgather.h").read_text() == (COMPUTE / "ag_gemm.h").read_text()
+    lib = ctypes.CDLL(str(built.library))
+    lib.cuco_ag_gemm_check.argtypes = [ctypes.POINTER(Args), ctypes.c_char_p, ctypes.c_int]
+    assert lib.cuco_ag_gemm_persistent  # exported
+    a = good_args()
+    assert check(lib, a) == (0, "")
+    a.M = 384
+    rc, why = check(lib, a)
+    assert rc == 6 and "multiple of 256" in why

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuco.workload import Shape, ShapeError, Workload
+from cuco.kit.compute import ComputeLibrary
+from cuco.workloads.gemm_allgather import compute
 from cuco.workloads.gemm_allgather.compute import persistent_gemm_reason
 from cuco.workloads.gemm_allgather.render import WORKLOAD_RULES, render, space
 
@@ -17,6 +19,10 @@ scratch) may hold the gathered A. Communication per rank: (W-1)*M/W*K*2 bytes re
 The host baseline is ncclAllGather followed by one cuBLASLt GEMM; the bound is max(GEMM alone, AllGather alone).
 What wins: move the remote rows with few SMs (an LSA pull on a handful of CTAs reaches ~317 GB/s on H200) while
 a GEMM on the other SMs multiplies the local rows, then multiply remote rows as they land.
+Compute library (#include "cuco/compute/gemm_allgather.h", linked): cuco_ag_gemm_persistent(args, stream) is one
+persistent CUTLASS GEMM over all M rows at cuBLASLt rate that takes the local rows first and, in its producer warp,
+waits for a remote row tile's per-chunk flags (flags[p*chunks_per_rank + c] >= epoch) before loading it; give it
+sm_count to leave SMs to communication CTAs. A must be one contiguous M x K matrix (e.g. A_full).
 """
 
 
@@ -67,6 +73,9 @@ WORKLOAD = Workload(
     flops=flops,
     comm_bytes=comm_bytes,
     libraries=("cublasLt",),
+    # The persistent CUTLASS GEMM (cuco_ag_gemm_persistent in cuco/compute/gemm_allgather.h), built once.
+    compute=ComputeLibrary(sources=compute.SOURCES, header=compute.HEADER, flags=compute.FLAGS,
+                           libraries=("cutlass",), arch="sm_90a"),
 )
 
 __all__ = ["WORKLOAD", "WORKLOAD_RULES", "check_shape", "render", "space"]

@@ -5,6 +5,10 @@ CUTLASS kernel (arrival-aware mainloop and scheduler); one `.cu` per compiled co
 holds the shape rules a caller checks before anything is built or launched.
 """
 
+# KIT-REQUEST: lay A_local out inside A_full (row block `me`, A_local = A_full + me*M/W*K; both symmetric), so
+# one cuco_ag_gemm_persistent call over A_full reads the local rows in place and the remote rows as their chunk
+# flags rise; the fused placement can then replace its WMMA GEMM with it without copying the local block.
+
 from cuco.workloads.gemm_allgather.compute.constraints import (
     ALIGN_ELEMENTS,
     ROWS_PER_CLUSTER,

@@ -77,7 +77,7 @@ def test_candidate_abi_form():
 
 def test_problems_reported_with_lines():
     unknown = analyze_file(FIX / "bad_unknown_collective.cu")
-    assert [p.line for p in unknown.problems] == [9] and "ncclReduce" in unknown.problems[0].message
+    assert [p.line for p in unknown.problems] == [9] and "ncclGather" in unknown.problems[0].message
     untraced = analyze_file(FIX / "bad_untraced_comm.cu")
     assert untraced.problems[0].line == 8 and "communicator" in untraced.problems[0].message
     assert analyze_file(FIX / "bad_no_nccl.cu").collectives == ()

@@ -26,7 +26,7 @@ def test_bad_input_exits_non_zero_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "never.cu"
     rc = transform_main([str(FIX / "bad_unknown_collective.cu"), "-o", str(out), "--no-input-check"])
     err = capsys.readouterr().err
-    assert rc == 2 and "ncclReduce at line 9" in err
+    assert rc == 2 and "ncclGather at line 9" in err
     assert not out.exists()
     rc = transform_main([str(tmp_path / "missing.cu"), "-o", str(out)])
     assert rc == 2 and "does not exist" in capsys.readouterr().err and not out.exists()

@@ -41,7 +41,7 @@ def _fenced(code):
 def test_agent_llm_path_recovers_from_a_bad_first_answer():
     seed = (FIX / "bad_unknown_collective.cu").read_text()
     broken = seed.replace("float *a, *b;", "float *a, *b")            # stage A, first try: does not compile
-    device_like = seed.replace("  ncclReduce(a, b, 1024, ncclFloat, ncclSum, 0, comm, 0);\n", "")
+    device_like = seed.replace("  ncclGather(a, b, 256, ncclFloat, 0, comm, 0);\n", "")
     stage_b = transform(analyze(device_like), device_like).code      # a correct device-initiated program
     llm = ScriptedLLMForTests([_fenced(broken), _fenced(seed), _fenced(stage_b)])
     result = FastPathAgent(llm=llm, run_on_gpu=False).run(FIX / "bad_unknown_collective.cu")

@@ -88,7 +88,7 @@ def test_markers_detect_nesting_and_imbalance():
 @pytest.mark.parametrize("fixture, pattern", [
     ("bad_not_cuda.txt", r"does not parse as CUDA C\+\+"),
     ("bad_no_nccl.cu", r"no NCCL collective"),
-    ("bad_unknown_collective.cu", r"ncclReduce at line 9 has no fast-path rule"),
+    ("bad_unknown_collective.cu", r"ncclGather at line 9 has no fast-path rule"),
     ("bad_untraced_comm.cu", r"line 8 uses communicator `\(ncclComm_t\)getCommHandle\(\)`"),
 ])
 def test_bad_inputs_fail_before_compiling(fixture, pattern):
@@ -106,5 +106,6 @@ def test_buffer_not_allocated_in_file_is_reported():
 void step(ncclComm_t comm, float* in, float* out, cudaStream_t s) {
   ncclAllGather(in, out, 16, ncclFloat, comm, s);
 }"""
-    with pytest.raises(FastPathError, match=r"line 3: buffer `in` of ncclAllGather is not allocated in this file"):
+    with pytest.raises(FastPathError, match=r"line 3: the send buffer `in` of ncclAllGather is a parameter of "
+                       r"step\(\) and no call in this file passes it memory allocated here"):
         transform(analyze(code), code)

@@ -14,8 +14,8 @@ from cuco.fastpath.analyze import analyze
 from cuco.fastpath.llm_loop import CheckOutcome, LLMLoop
 from cuco.fastpath.model import Analysis, FastPathError
 from cuco.fastpath.render import render_report
-from cuco.fastpath.rules import CONSERVATIVE, applicable
-from cuco.fastpath.transform import transform
+from cuco.fastpath.rules import CONSERVATIVE
+from cuco.fastpath.transform import plan, transform
 from cuco.fastpath import verify
 
 
@@ -105,14 +105,12 @@ class FastPathAgent:
     def _run(self, source: str | Path) -> FastPathResult:
         text, path, base = _load(source)
         analysis = analyze(text, path)
-        if not analysis.collectives:
+        # every refusal of the rules (each names its line and construct) goes to the LLM loop when there is one
+        rule_problems = list(plan(analysis).problems)
+        if not analysis.collectives and not any(p.line for p in rule_problems):
             raise FastPathError(f"{path}: no NCCL collective or send/recv call found (looked for "
                                 "ncclAllGather, ncclAlltoAll, ncclReduceScatter, ncclAllReduce, ncclBroadcast, "
-                                "ncclSend/ncclRecv); nothing to make device-initiated")
-        untraced = [p for p in analysis.problems if "communicator" in p.message]
-        if untraced:
-            raise FastPathError("\n".join(p.message for p in untraced))
-        rule_problems = list(analysis.fatal_problems) + applicable(analysis)[1]
+                                "ncclReduce, ncclSend/ncclRecv); nothing to make device-initiated")
         if rule_problems and self.llm is None:
             lines = "\n".join(f"  - {p.message}" for p in rule_problems)
             raise FastPathError(f"{path}: no rule covers this program and no LLM was given:\n{lines}\n"
@@ -126,7 +124,7 @@ class FastPathAgent:
                 raise FastPathError(f"{path}: the rule-based program failed verification: {how}")
         else:
             loop = LLMLoop(self.llm, self._llm_check(analysis, base, original, text), self.max_llm_iterations)
-            res = loop.run(text, analysis)
+            res = loop.run(text, analysis, rule_problems)
             if not res.ok:
                 last = res.attempts[-1].message if res.attempts else ""
                 raise FastPathError(f"{path}: the LLM path did not converge in {res.llm_calls} calls: {last[:800]}")

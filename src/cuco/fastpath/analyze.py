@@ -11,6 +11,7 @@ import tree_sitter
 
 from cuco.fastpath import parse as P
 from cuco.fastpath.dataflow import dataflow_edges
+from cuco.fastpath.provenance import Storage, storage_classes
 from cuco.fastpath.model import (
     COLLECTIVE_KINDS, SIGNATURES, Allocation, Analysis, Collective, CommCall, Edge, FastPathError, Free,
     GroupSpan, KernelDef, KernelLaunch, KernelParam, Loop, Problem, Span, SyncPoint,
@@ -20,10 +21,11 @@ ALLOC_APIS = ("cudaMalloc", "cudaMallocAsync", "cudaMallocManaged", "ncclMemAllo
 FREE_APIS = ("cudaFree", "cudaFreeAsync", "ncclMemFree")
 SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventRecord", "cudaStreamWaitEvent",
              "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
-COMM_APIS = ("ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommSplit",
+COMM_APIS = ("ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable", "ncclCommSplit",
              "ncclCommDestroy", "ncclCommFinalize", "ncclCommAbort")
 #: NCCL calls that move data but have no rule (the LLM loop may still handle them).
-UNKNOWN_COLLECTIVE = re.compile(r"^nccl(Reduce|Gather|Scatter|PutSignal|Signal|WaitSignal|AllToAllv|AlltoAllv|\w+Config)$")
+UNKNOWN_COLLECTIVE = re.compile(r"^nccl(Gather|Scatter|PutSignal|Signal|WaitSignal|AllToAllv|AlltoAllv|\w+Config)$")
+_THREADS = re.compile(r"std::j?thread\b|pthread_create|std::async\b|#\s*pragma\s+omp\s+parallel")
 _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
 
 
@@ -164,6 +166,7 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
     kernels = _kernels(src)
     kmap = {k.name: k for k in kernels}
     comms = _declared_comms(src)
+    storage = storage_classes(src)
     colls: list[tuple[Collective, tree_sitter.Node]] = []
     allocs, frees, launches, syncs, comm_calls, problems = [], [], [], [], [], []
     group_marks: list[tuple[str, tree_sitter.Node]] = []
@@ -193,23 +196,27 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
                 problems.append(Problem(line, f"{name} at line {line} uses communicator `{named['comm']}`, which is "
                                         "not declared as ncclComm_t in this file; pass a traceable ncclComm_t variable"))
             in_place = name == "ncclBcast" or (bool(send) and send == recv)
+            fn = _function(src, n)
             colls.append((Collective(name, COLLECTIVE_KINDS[name], line, n.end_point[0] + 1, named, send, recv,
-                                     in_place, comm, named["stream"], _function(src, n), _loop(src, n), None,
-                                     _macro(src, n), _span(_name_node(n)), _rank_dependent(src, n)), n))
+                                     in_place, comm, named["stream"], fn, _loop(src, n), None,
+                                     _macro(src, n), _span(_name_node(n)), _rank_dependent(src, n),
+                                     storage.of(fn, send), storage.of(fn, recv)), n))
         elif name in ("ncclGroupStart", "ncclGroupEnd"):
             group_marks.append((name, n))
+        elif name in COMM_APIS:
+            comm_calls.append(CommCall(name, line, _span(_name_node(n))))
         elif UNKNOWN_COLLECTIVE.match(name):
             problems.append(Problem(line, f"{name} at line {line} has no fast-path rule (known: "
                                     f"{', '.join(sorted(COLLECTIVE_KINDS))}); it needs the LLM path"))
         elif name in ALLOC_APIS and args:
-            allocs.append(Allocation(name, P.root_identifier(src, args[0]),
-                                     src.node_text(args[1]) if len(args) > 1 else "", line, _span(_name_node(n))))
+            var = P.root_identifier(src, args[0])
+            allocs.append(Allocation(name, var, src.node_text(args[1]) if len(args) > 1 else "", line,
+                                     _span(_name_node(n)), storage.of(_function(src, n), var)))
         elif name in FREE_APIS and args:
-            frees.append(Free(name, P.root_identifier(src, args[0]), line, _span(_name_node(n))))
+            var = P.root_identifier(src, args[0])
+            frees.append(Free(name, var, line, _span(_name_node(n)), storage.of(_function(src, n), var)))
         elif name in SYNC_APIS:
             syncs.append(SyncPoint(name, tuple(src.node_text(a) for a in args), line, _function(src, n), _loop(src, n)))
-        elif name in COMM_APIS:
-            comm_calls.append(CommCall(name, line, _span(_name_node(n))))
     groups = _groups(src, group_marks, colls, nccl_calls, problems)
     coll_list = []
     for i, (c, _node) in enumerate(colls):
@@ -219,8 +226,27 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
     form = "candidate_abi" if "cuco_candidate_launch" in abi else "standalone"
     analysis = Analysis(path, form, text.count("\n") + 1, tuple(coll_list), tuple(allocs), tuple(frees),
                         tuple(kernels), tuple(launches), tuple(syncs), tuple(groups), tuple(comm_calls), (),
-                        tuple(problems), _include_end(src), abi, launch_body, ctx_name)
+                        tuple(problems), _include_end(src), abi, launch_body, ctx_name,
+                        _launch_model(text, form, comm_calls), _names(storage, coll_list, allocs), storage.parameters)
     return attrs.evolve(analysis, edges=tuple(dataflow_edges(analysis)))
+
+
+def _launch_model(text: str, form: str, comm_calls: list[CommCall]) -> str:
+    """How ranks map to processes (see Analysis.launch_model)."""
+    apis = {c.api for c in comm_calls}
+    if form == "candidate_abi":
+        return "candidate-abi"
+    if "ncclCommInitAll" in apis:
+        return "single-process"
+    if apis & {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable"}:
+        return "thread-per-gpu" if _THREADS.search(text) else "process-per-gpu"
+    return "unknown"
+
+
+def _names(storage: Storage, colls: list[Collective], allocs: list[Allocation]) -> dict[int, tuple[str, ...]]:
+    """Program names of every storage class a collective or an allocation uses (for reports and messages)."""
+    ids = {c.send_storage for c in colls} | {c.recv_storage for c in colls} | {x.storage for x in allocs}
+    return {i: storage.names(i) for i in sorted(ids - {-1})}
 
 
 def _with_group(c: Collective, gi: int) -> Collective:

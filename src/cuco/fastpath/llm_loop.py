@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import attrs
 
-from cuco.fastpath.model import Analysis, FastPathError
+from cuco.fastpath.model import Analysis, FastPathError, Problem
 from cuco.fastpath.render import prompt_text
 
 STAGES = ("A", "B")
@@ -106,12 +106,16 @@ class LLMLoop:
         reply = self.llm.complete(messages, self.temperature)
         return getattr(reply, "text", reply if isinstance(reply, str) else "")
 
-    def run(self, code: str, analysis: Analysis) -> LoopResult:
+    def run(self, code: str, analysis: Analysis, refusals: Sequence[Problem] = ()) -> LoopResult:
+        """`refusals`: why the rules did not take the program (quoted in the prompt)."""
         calls, attempts, current = 0, [], code
+        refused = "".join(f"\n- {p.message}" for p in refusals)
+        refused = f"\n\nThe rule-based rewrite refused this program:{refused}" if refused else ""
         for stage in STAGES:
             messages = [{"role": "system", "content": SYSTEM},
                         {"role": "user", "content": f"{STAGE_TASK[stage]}\n\nAnalysis of the original program:\n"
-                                                    f"{prompt_text(analysis)}\n\nProgram:\n```cuda\n{current}```"}]
+                                                    f"{prompt_text(analysis)}{refused}\n\nProgram:\n```cuda\n"
+                                                    f"{current}```"}]
             passed = False
             for it in range(1, self.max_iterations + 1):
                 answer = self._ask(messages)

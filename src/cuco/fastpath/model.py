@@ -16,6 +16,7 @@ COLLECTIVE_KINDS = {
     "ncclAllReduce": "allreduce",
     "ncclBroadcast": "broadcast",
     "ncclBcast": "broadcast",
+    "ncclReduce": "reduce",
     "ncclSend": "send",
     "ncclRecv": "recv",
 }
@@ -28,6 +29,7 @@ SIGNATURES = {
     "ncclAllReduce": ("sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"),
     "ncclBroadcast": ("sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"),
     "ncclBcast": ("recvbuff", "count", "datatype", "root", "comm", "stream"),
+    "ncclReduce": ("sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream"),
     "ncclSend": ("sendbuff", "count", "datatype", "peer", "comm", "stream"),
     "ncclRecv": ("recvbuff", "count", "datatype", "peer", "comm", "stream"),
 }
@@ -71,6 +73,8 @@ class Collective:
     macro: str                      # wrapping macro, e.g. NCCLCHECK ('' if none)
     name_span: Span = attrs.field(eq=False, repr=False)
     rank_dependent: bool = False    # inside an `if` whose condition mentions the rank
+    send_storage: int = -1          # storage class of the send buffer (see provenance.py), -1 if none
+    recv_storage: int = -1
 
     @property
     def where(self) -> str:
@@ -84,6 +88,7 @@ class Allocation:
     size: str
     line: int
     name_span: Span = attrs.field(eq=False, repr=False)
+    storage: int = -1    # storage class of `variable`
 
 
 @attrs.frozen
@@ -92,6 +97,7 @@ class Free:
     variable: str
     line: int
     name_span: Span = attrs.field(eq=False, repr=False)
+    storage: int = -1
 
 
 @attrs.frozen
@@ -195,6 +201,12 @@ class Analysis:
     abi_functions: Mapping[str, Span] = attrs.field(factory=dict, eq=False, repr=False)  # name -> declarator name span
     launch_body: Span | None = attrs.field(default=None, eq=False, repr=False)            # body of cuco_candidate_launch
     ctx_name: str = "ctx"
+    #: how ranks map to processes: single-process (ncclCommInitAll, one process drives every GPU),
+    #: thread-per-gpu, process-per-gpu (ncclCommInitRank, the id from a file, the environment or MPI),
+    #: candidate-abi (the harness owns the communicator), unknown
+    launch_model: str = "unknown"
+    storage_names: Mapping[int, tuple[str, ...]] = attrs.field(factory=dict, eq=False, repr=False)
+    parameters: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, eq=False, repr=False)  # function -> names
 
     @property
     def communicated_buffers(self) -> tuple[str, ...]:

@@ -171,6 +171,9 @@ def root_identifier(src: Source, expr: tree_sitter.Node | None) -> str:
         elif t == "call_expression" and (fn := n.child_by_field_name("function")) is not None and \
                 fn.type == "field_expression" and src.node_text(fn.child_by_field_name("field")) in ("data", "get"):
             n = fn.child_by_field_name("argument")
+        elif t == "call_expression" and callee_name(src, n) in ("reinterpret_cast", "static_cast", "const_cast") \
+                and call_args(n):
+            n = call_args(n)[0]
         elif t in ("static_cast_expression", "reinterpret_cast_expression"):
             n = n.named_children[-1] if n.named_children else None
         else:

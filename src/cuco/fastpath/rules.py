@@ -45,16 +45,22 @@ RULES: tuple[Rule, ...] = (
          "reduce-scatter into the own slice, barrier, gather the other slices; safe in place"),
     Rule("lsa-broadcast-pull", ("broadcast",), {"ncclBroadcast": "cucoBroadcast", "ncclBcast": "cucoBcast"},
          "cucofp::broadcastKernel", "the root stages into its recv buffer, every rank pulls it"),
+    Rule("lsa-reduce-pull", ("reduce",), {"ncclReduce": "cucoReduce"}, "cucofp::reduceKernel<T>",
+         "the root reduces all peers' send buffers into its recv buffer (fp32 accumulation for half/bf16)"),
     Rule("lsa-p2p-mailbox", ("send", "recv"), {"ncclSend": "cucoSend", "ncclRecv": "cucoRecv"},
-         "cucofp::p2pKernel", "grouped sends/receives (pairs, rings, AlltoAllv): senders post descriptors into the "
-         "receivers' symmetric mailboxes, receivers pull; one kernel per group and communicator"),
+         "cucofp::p2pKernel", "sends/receives (pairs, rings, pipelines, AlltoAllv): senders post descriptors into "
+         "the receivers' symmetric mailboxes, receivers pull and acknowledge; pairwise, no barrier, so ranks may "
+         "issue them under rank-dependent conditions; one kernel per group and communicator"),
 )
 
 #: Replacements of the calls around collectives.
 GROUP_CALLS = {"ncclGroupStart": "cucoGroupStart", "ncclGroupEnd": "cucoGroupEnd"}
 COMM_END_CALLS = {"ncclCommDestroy": "cucoCommDestroy", "ncclCommFinalize": "cucoCommFinalize"}
-ALLOC_CALLS = {"cudaMalloc": "cucoSymAlloc", "ncclMemAlloc": "cucoSymAllocNccl"}
-FREE_CALLS = {"cudaFree": "cucoSymFree", "ncclMemFree": "cucoSymFreeNccl"}
+ALLOC_CALLS = {"cudaMalloc": "cucoSymAlloc", "ncclMemAlloc": "cucoSymAllocNccl", "cudaMallocAsync": "cucoSymAllocAsync"}
+FREE_CALLS = {"cudaFree": "cucoSymFree", "ncclMemFree": "cucoSymFreeNccl", "cudaFreeAsync": "cucoSymFreeAsync"}
+#: Why an allocation API cannot become symmetric memory.
+UNSUPPORTED_ALLOC = {"cudaMallocManaged": "managed memory cannot be registered as an NCCL window; allocate it with "
+                                          "cudaMalloc"}
 
 
 def rule_for(c: Collective) -> Rule | None:
@@ -67,16 +73,11 @@ def check_collective(c: Collective, a: Analysis) -> str | None:
     if rule is None:
         return f"line {c.line}: {c.name} has no fast-path rule"
     dtype = c.args.get("datatype", "")
-    if _FP8.search(dtype) and c.kind in ("reducescatter", "allreduce"):
+    if _FP8.search(dtype) and c.kind in ("reducescatter", "allreduce", "reduce"):
         return f"line {c.line}: {c.name} reduces an fp8 type ({dtype}); the LSA rules reduce only standard types"
     op = c.args.get("op")
     if op is not None and op.strip() not in _OPS and ("PreMulSum" in op or re.match(r"^-?\d+$", op.strip())):
         return f"line {c.line}: {c.name} uses a custom reduction operator `{op}`; only sum/prod/max/min/avg have rules"
-    if c.kind in ("send", "recv") and c.rank_dependent:
-        return (f"line {c.line}: {c.name} is issued under a rank-dependent condition; the LSA p2p rule synchronises "
-                "all ranks (world barrier) and needs every rank to issue each group")
-    if c.kind in ("send", "recv") and c.group is None and c.loop is None:
-        pass  # an ungrouped pair is legal NCCL for two ranks; the runtime merges nothing and still matches
     return None
 
 

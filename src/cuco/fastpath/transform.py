@@ -14,7 +14,9 @@ from cuco.fastpath import annotate
 from cuco.fastpath import parse as P
 from cuco.fastpath.analyze import analyze
 from cuco.fastpath.model import Analysis, FastPathError, Problem
-from cuco.fastpath.rules import ALLOC_CALLS, COMM_END_CALLS, FREE_CALLS, GROUP_CALLS, applicable, rule_for
+from cuco.fastpath.rules import (
+    ALLOC_CALLS, COMM_END_CALLS, FREE_CALLS, GROUP_CALLS, UNSUPPORTED_ALLOC, applicable, rule_for,
+)
 
 PRELUDE_BEGIN = "// ==== cuco fast path: device-initiated LSA collectives (generated) ===="
 PRELUDE_END = "// ==== end of cuco fast path prelude ===="
@@ -46,6 +48,15 @@ class _Edit:
     end: int
     text: str
     priority: int      # order of insertions at one offset: prelude, block ends, block starts, renames
+
+
+@attrs.frozen
+class Plan:
+    """What the rules would rewrite, and what stops them (each problem names its line and construct)."""
+
+    rules_applied: tuple[str, ...]
+    problems: tuple[Problem, ...]
+    edits: tuple[_Edit, ...] = attrs.field(repr=False)
 
 
 def _cuda_file(name: str) -> str:
@@ -113,13 +124,61 @@ def _kernel_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
     return out
 
 
-def transform(a: Analysis, text: str) -> Transformed:
-    """Rule-based rewrite of `text` (analysed as `a`); raises FastPathError listing every blocking problem."""
+def _symmetric_edits(a: Analysis) -> tuple[list[_Edit], list[Problem]]:
+    """Allocations whose memory reaches a collective become symmetric (followed through the idioms in
+    provenance.py); frees of those storage classes become symmetric frees (which fall back to the program's
+    own free for memory that is not symmetric)."""
+    edits: list[_Edit] = []
+    problems: list[Problem] = []
+    roles: dict[int, tuple] = {}
+    for c in a.collectives:
+        for role, sid, buf, arg in (("send", c.send_storage, c.send_buffer, "sendbuff"),
+                                    ("receive", c.recv_storage, c.recv_buffer, "recvbuff")):
+            if arg not in c.args:
+                continue
+            if sid < 0:
+                problems.append(Problem(c.line, f"line {c.line}: the {role} buffer `{c.args[arg]}` of {c.name} is "
+                                        "not a variable the analysis can follow to an allocation (a call result "
+                                        "or a literal); pass a pointer variable allocated in this file"))
+                continue
+            roles.setdefault(sid, (c, role, buf))
+    converted: set[int] = set()
+    for sid, (c, role, buf) in roles.items():
+        allocs = [x for x in a.allocations if x.storage == sid]
+        base = buf.replace("->", ".").split(".")[0]
+        if not allocs and base in a.parameters.get(c.function, ()):
+            problems.append(Problem(c.line, f"line {c.line}: the {role} buffer `{buf}` of {c.name} is a parameter of "
+                                    f"{c.function}() and no call in this file passes it memory allocated here; peers "
+                                    "can only read symmetric memory, so allocate it in this file with cudaMalloc, "
+                                    "cudaMallocAsync or ncclMemAlloc"))
+        elif not allocs:
+            problems.append(Problem(c.line, f"line {c.line}: the {role} buffer `{buf}` of {c.name} comes from no "
+                                    "allocation in this file (followed through assignments, pointer offsets, "
+                                    "casts, helper functions, lambdas, range-for lists, containers and struct "
+                                    "fields); peers can only read symmetric memory, so allocate it here with "
+                                    "cudaMalloc, cudaMallocAsync or ncclMemAlloc"))
+        for x in allocs:
+            if x.api in UNSUPPORTED_ALLOC:
+                problems.append(Problem(x.line, f"line {x.line}: `{x.variable}` ({role} buffer of {c.name} at line "
+                                        f"{c.line}) is allocated with {x.api}; {UNSUPPORTED_ALLOC[x.api]}"))
+            elif x.api in ALLOC_CALLS:
+                edits.append(_Edit(x.name_span.start, x.name_span.end, ALLOC_CALLS[x.api], 3))
+                converted.add(sid)
+    for f in a.frees:
+        if f.storage in converted and f.api in FREE_CALLS:
+            edits.append(_Edit(f.name_span.start, f.name_span.end, FREE_CALLS[f.api], 3))
+    return list(dict.fromkeys(edits)), problems
+
+
+def plan(a: Analysis) -> Plan:
+    """The rule-based rewrite of `a` as edits, or the problems that block it."""
     if not a.collectives:
-        raise FastPathError(f"{a.path}: no NCCL collective or send/recv call found; nothing to transform")
+        unknown = [p for p in a.problems if "no fast-path rule" in p.message]
+        if unknown:
+            return Plan((), tuple(unknown), ())
+        return Plan((), (Problem(0, f"{a.path}: no NCCL collective or send/recv call found; nothing to transform"),), ())
     applied, problems = applicable(a)
     problems = list(a.fatal_problems) + problems
-    src = P.parse(text)
     edits: list[_Edit] = []
     for c in a.collectives:
         rule = rule_for(c)
@@ -133,26 +192,21 @@ def transform(a: Analysis, text: str) -> Transformed:
         for cc in a.comm_calls:
             if cc.api in COMM_END_CALLS:
                 edits.append(_Edit(cc.name_span.start, cc.name_span.end, COMM_END_CALLS[cc.api], 3))
-        converted = set()
-        for buf in a.communicated_buffers:
-            allocs = [x for x in a.allocations if x.variable == buf]
-            users = [c for c in a.collectives if buf in (c.send_buffer, c.recv_buffer)]
-            if not allocs:
-                problems.append(Problem(users[0].line, f"line {users[0].line}: buffer `{buf}` of {users[0].name} is not "
-                                        "allocated in this file (cudaMalloc/ncclMemAlloc); peers can only read symmetric "
-                                        "memory, so allocate it here"))
-            for x in allocs:
-                if x.api not in ALLOC_CALLS:
-                    problems.append(Problem(x.line, f"line {x.line}: `{buf}` is allocated with {x.api}; the fast path "
-                                            "needs cudaMalloc or ncclMemAlloc for communicated buffers"))
-                    continue
-                edits.append(_Edit(x.name_span.start, x.name_span.end, ALLOC_CALLS[x.api], 3))
-                converted.add(buf)
-        for f in a.frees:
-            if f.variable in converted and f.api in FREE_CALLS:
-                edits.append(_Edit(f.name_span.start, f.name_span.end, FREE_CALLS[f.api], 3))
-    if problems:
-        raise _blocking(problems)
+        sym_edits, sym_problems = _symmetric_edits(a)
+        edits += sym_edits
+        problems += sym_problems
+    return Plan(tuple(applied), tuple(problems), tuple(edits))
+
+
+def transform(a: Analysis, text: str) -> Transformed:
+    """Rule-based rewrite of `text` (analysed as `a`); raises FastPathError listing every blocking problem."""
+    p = plan(a)
+    if not a.collectives and not p.problems[0].line:
+        raise FastPathError(p.problems[0].message)
+    if p.problems:
+        raise _blocking(list(p.problems))
+    applied, edits = p.rules_applied, list(p.edits)
+    src = P.parse(text)
     ranges = _kernel_ranges(src, a)
     if a.form == "candidate_abi":
         tail = _abi_edits(a, src, edits)

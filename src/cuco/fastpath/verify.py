@@ -12,7 +12,7 @@ import attrs
 from cuco.process import run_group, scrubbed_env
 import functools
 
-from cuco.toolchain import Toolchain, csrc_dir, default_toolchain
+from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir, default_toolchain
 
 _USES_CUBLASLT = re.compile(r'^\s*#\s*include\s*[<"]cublasLt\.h[>"]', re.M)
 _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)[^:]*: (?P<msg>.*)$", re.M)
@@ -50,18 +50,27 @@ def nvcc_errors(log: str, source_name: str) -> tuple[tuple[int, str], ...]:
 
 
 def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared: bool = False,
-          toolchain: Toolchain | None = None, name: str = "program") -> BuildOutcome:
-    """Compile `code` with nvcc (NCCL headers and library of the detected toolchain)."""
+          toolchain: Toolchain | None = None, name: str = "program", cache: bool = True) -> BuildOutcome:
+    """Compile `code` with nvcc (NCCL headers and library of the detected toolchain). With `cache`, a
+    successful build is kept under cache_dir()/fastpath, keyed by the code, the headers beside it and the
+    toolchain, and reused (the returned binary then lives there)."""
     tc = toolchain or host_toolchain()
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / f"{name}.cu"
     src.write_text(code)
-    out = workdir / (f"lib{name}.so" if shared else name)
     includes = [*include_dirs, csrc_dir() / "include"]
     # programs in candidate-ABI form often call cuBLASLt; link it only when the source includes it
     libraries = ("cublasLt",) if _USES_CUBLASLT.search(code) else ()
     if libraries and toolchain is None:
         tc = default_toolchain()
+    binary = f"lib{name}.so" if shared else name
+    out = workdir / binary
+    if cache:
+        headers = [h.read_bytes() for d in include_dirs for h in sorted(Path(d).glob("*.h*")) if h.is_file()]
+        key = content_hash(code, repr(tc), str(shared), *libraries, *headers)
+        out = cache_dir() / "fastpath" / key / binary
+        if out.exists():
+            return BuildOutcome(True, "(cached)", out, ())
     res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
     return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
 

@@ -1,11 +1,13 @@
 // cuco fast path: LSA device kernels, one per collective, at the conservative design point
 // (placement=deferred, sync_scope=world, issuer=cta, chunk=whole buffer).
 //
-// Protocol shared by every kernel: each rank publishes a descriptor (window id, offset, bytes, sequence
+// Protocol of the collective kernels: each rank publishes a descriptor (window id, offset, bytes, sequence
 // number) of the memory its peers must read into each peer's symmetric mailbox, all CTAs meet at an LSA
 // barrier, each rank pulls from its peers through ncclGetLsaPointer, and a final barrier keeps every rank
 // from overwriting its buffers while a peer may still read them. Descriptors make the kernels correct for
 // any buffer layout (in-place calls, offsets that differ per rank, AlltoAllv displacements).
+// Sends and receives are pairwise, as in NCCL: no barrier, so ranks may issue them under rank-dependent
+// conditions (pipelines); see p2pKernel.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +33,11 @@ struct Desc {                      // 32 bytes, written by the sender into the r
 struct Ref { unsigned int win; unsigned long long offset; };   // memory as (window id, offset)
 struct Windows { ncclWindow_t w[kMaxWindows]; };
 
-inline size_t mailboxBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
+// Mailbox layout (symmetric, per rank): collective descriptors [sender][slot], p2p descriptors
+// [sender][slot], p2p acknowledgements [receiver][slot][cta].
+__host__ __device__ inline size_t descBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
+__host__ __device__ inline size_t ackBytes(int nranks) { return (size_t)nranks * kMaxSlots * kCtas * sizeof(unsigned int); }
+__host__ __device__ inline size_t mailboxBytes(int nranks) { return 2 * descBytes(nranks) + ackBytes(nranks); }
 
 struct Launch {                    // what every kernel gets
   ncclDevComm dc;
@@ -40,7 +46,7 @@ struct Launch {                    // what every kernel gets
   unsigned int seq;                // same on every rank for the same operation
 };
 
-enum Kind { kAllGather = 0, kAlltoAll, kReduceScatter, kAllReduce, kBroadcast, kP2p };
+enum Kind { kAllGather = 0, kAlltoAll, kReduceScatter, kAllReduce, kBroadcast, kReduce, kP2p };
 enum Op { kSum = 0, kProd, kMax, kMin, kAvg };
 
 struct Coll {
@@ -52,7 +58,7 @@ struct Coll {
   int elemBytes, op, root;
 };
 
-struct P2pOp { int peer, slot, isSend; unsigned long long bytes; Ref ref; void* recv; };
+struct P2pOp { int peer, slot, isSend; unsigned int seq; unsigned long long bytes; Ref ref; void* recv; };
 struct P2p { int n; P2pOp ops[kMaxP2p]; };
 
 // ---- building blocks ------------------------------------------------------------------------------
@@ -234,20 +240,86 @@ __global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
   CUCOFP_BARRIER();
 }
 
-// A group of sends and receives: senders post descriptors, receivers pull. The k-th receive from a peer
-// matches that peer's k-th send to me, as in NCCL.
-__global__ void __launch_bounds__(kThreads) p2pKernel(Launch L, P2p g) {
+// recv[i] = op_p send_p[i] on the root only (the other ranks' recv is not touched)
+template <class T>
+__global__ void __launch_bounds__(kThreads) reduceKernel(Launch L, Coll c) {
   CUCOFP_SESSION(L);
-  for (int i = 0; i < g.n; ++i)
-    if (g.ops[i].isSend) publish(L, g.ops[i].peer, g.ops[i].slot, g.ops[i].ref, g.ops[i].bytes);
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  publish(L, c.root, 0, c.send, c.count * sizeof(T));
   CUCOFP_BARRIER();
-  for (int i = 0; i < g.n; ++i) {
-    if (g.ops[i].isSend) continue;
-    Desc d = received(L, g.ops[i].peer, g.ops[i].slot);
-    unsigned long long n = d.bytes < g.ops[i].bytes ? d.bytes : g.ops[i].bytes;
-    copyBytes(g.ops[i].recv, peerPtr(L, d, g.ops[i].peer, 0), n);
+  if (me == c.root) {
+    Desc d[64];
+    for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+    reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);
   }
   CUCOFP_BARRIER();
+}
+
+// ---- point-to-point: pairwise, no barrier -----------------------------------------------------------
+// The k-th send from rank s to rank r carries sequence number k (counted by the host per pair and
+// direction) and matches r's k-th receive from s, as in NCCL. The sender posts a descriptor into the
+// receiver's mailbox (slot k mod kMaxSlots); every receiving CTA waits for it, copies its share (the same
+// element->CTA map on both sides) and acknowledges into the sender's mailbox; each sending CTA waits for
+// the acknowledgement of the receiving CTA with its index, so a sender's buffer is reusable once its
+// kernel has finished. Only the two ranks of a pair synchronise: ranks may issue different sequences of
+// sends and receives (pipelines, `if (rank == 0) send else recv`).
+constexpr long long kSpinLimit = 1ll << 36;   // about a minute of polling: a missing peer traps, not hangs
+
+__device__ inline volatile Desc* p2pBox(const Launch& L, int owner, int sender, int slot) {
+  Ref box = L.mailbox;
+  box.offset += descBytes(L.dc.lsaSize) + ((size_t)sender * kMaxSlots + slot) * sizeof(Desc);
+  return (volatile Desc*)lsaPtr(L, box, owner);
+}
+
+__device__ inline volatile unsigned int* ackBox(const Launch& L, int owner, int receiver, int slot) {
+  Ref box = L.mailbox;
+  box.offset += 2 * descBytes(L.dc.lsaSize) + (((size_t)receiver * kMaxSlots + slot) * kCtas + blockIdx.x) * sizeof(unsigned int);
+  return (volatile unsigned int*)lsaPtr(L, box, owner);
+}
+
+__device__ inline void spinUntil(volatile unsigned int* word, unsigned int value, const char* what, int me, int peer) {
+  long long spins = 0;
+  while (*word != value) {
+    if (++spins > kSpinLimit) {
+      printf("cuco fast path: rank %d waited too long for %s %u of rank %d; the ranks' sends and receives do "
+             "not match\n", me, what, value, peer);
+      __trap();
+    }
+    __nanosleep(64);
+  }
+  __threadfence_system();
+}
+
+__global__ void __launch_bounds__(kThreads) p2pKernel(Launch L, P2p g) {
+  int me = L.dc.lsaRank;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (int i = 0; i < g.n; ++i) {
+      const P2pOp& o = g.ops[i];
+      if (!o.isSend) continue;
+      volatile Desc* d = p2pBox(L, o.peer, me, o.slot);
+      d->offset = o.ref.offset; d->bytes = o.bytes; d->win = o.ref.win;
+      __threadfence_system();
+      d->seq = o.seq;
+    }
+    __threadfence_system();
+  }
+  for (int i = 0; i < g.n; ++i) {
+    const P2pOp& o = g.ops[i];
+    if (o.isSend) continue;
+    volatile Desc* v = p2pBox(L, me, o.peer, o.slot);
+    if (threadIdx.x == 0) spinUntil(&v->seq, o.seq, "message", me, o.peer);
+    __syncthreads();
+    Desc d; d.offset = v->offset; d.bytes = v->bytes; d.win = v->win;
+    unsigned long long n = d.bytes < o.bytes ? d.bytes : o.bytes;
+    copyBytes(o.recv, peerPtr(L, d, o.peer, 0), n);
+    __syncthreads();
+    if (threadIdx.x == 0) { __threadfence_system(); *ackBox(L, o.peer, me, o.slot) = o.seq; }
+  }
+  for (int i = 0; i < g.n; ++i) {
+    const P2pOp& o = g.ops[i];
+    if (o.isSend && threadIdx.x == 0) spinUntil(ackBox(L, me, o.peer, o.slot), o.seq, "acknowledgement", me, o.peer);
+  }
+  __syncthreads();
 }
 
 }  // namespace cucofp

@@ -27,7 +27,8 @@ struct CommState {
   size_t mailboxOffset = 0;
   std::vector<Win> wins;           // index = window id; 0 is the mailbox
   std::vector<void*> registered;   // allocation bases already registered (owned mode)
-  unsigned int seq = 0;
+  unsigned int seq = 0;             // collectives issued (the same on every rank)
+  std::vector<unsigned int> sent, received;   // p2p messages per peer, each direction
   cudaStream_t last = nullptr;
   cudaEvent_t ev = nullptr;
 };
@@ -155,12 +156,14 @@ inline ncclResult_t resolve(CommState* s, const void* p, const char* what, Ref* 
               "(cucoSymAlloc) so that peers can read it", s->rank, what, p);
 }
 
-inline Launch makeLaunch(CommState* s) {
+// `collective`: the launch takes the next collective sequence number (p2p launches are pairwise and
+// must not, since ranks may issue different numbers of them).
+inline Launch makeLaunch(CommState* s, bool collective) {
   Launch L;
   L.dc = s->dc;
   for (int i = 0; i < kMaxWindows; ++i) L.wins.w[i] = i < (int)s->wins.size() ? s->wins[i].win : nullptr;
   L.mailbox = Ref{0u, (unsigned long long)s->mailboxOffset};
-  L.seq = ++s->seq;
+  L.seq = collective ? ++s->seq : 0;
   return L;
 }
 
@@ -174,6 +177,7 @@ inline ncclResult_t join(CommState* s, cudaStream_t from, cudaStream_t to) {
 
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
   if (kind == kAllReduce) allreduceKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
+  else if (kind == kReduce) reduceKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
   else reducescatterKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
 }
 
@@ -207,7 +211,7 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   if (o.kind == kAlltoAll && o.send == o.recv) CUCOFP_FAIL(ncclInvalidArgument, "in-place AlltoAll is not supported");
   if (o.kind == kBroadcast && o.root == s->rank) c.sendLocal = o.send;
   if ((r = join(s, s->last ? s->last : o.stream, o.stream)) != ncclSuccess) return r;
-  Launch L = makeLaunch(s);
+  Launch L = makeLaunch(s, true);
   switch (o.kind) {
     case kAllGather: allgatherKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
     case kAlltoAll: alltoallKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
@@ -223,19 +227,22 @@ inline ncclResult_t launchP2p(CommState* s, const std::vector<Pending>& ops) {
   P2p g = {};
   std::vector<int> sent(s->nranks, 0), got(s->nranks, 0);
   if (ops.size() > (size_t)kMaxP2p) CUCOFP_FAIL(ncclInvalidUsage, "more than %d sends/receives in one group", kMaxP2p);
+  if (s->sent.empty()) { s->sent.assign(s->nranks, 0); s->received.assign(s->nranks, 0); }
   for (const Pending& o : ops) {
     if (o.peer < 0 || o.peer >= s->nranks) CUCOFP_FAIL(ncclInvalidArgument, "peer %d out of range", o.peer);
     P2pOp& p = g.ops[g.n++];
     p.peer = o.peer; p.isSend = o.kind == -1; p.bytes = o.count * dtypeBytes(o.dt); p.recv = o.recv;
-    p.slot = p.isSend ? sent[o.peer]++ : got[o.peer]++;
-    if (p.slot >= kMaxSlots) CUCOFP_FAIL(ncclInvalidUsage, "more than %d messages to one peer in one group", kMaxSlots);
+    if (++(p.isSend ? sent[o.peer] : got[o.peer]) > kMaxSlots)
+      CUCOFP_FAIL(ncclInvalidUsage, "more than %d messages to one peer in one group", kMaxSlots);
+    p.seq = ++(p.isSend ? s->sent[o.peer] : s->received[o.peer]);
+    p.slot = (int)(p.seq % kMaxSlots);
     if (p.isSend) { ncclResult_t r = resolve(s, o.send, "send", &p.ref); if (r != ncclSuccess) return r; }
   }
   cudaStream_t st = ops[0].stream;
   ncclResult_t r = join(s, s->last ? s->last : st, st);
   for (const Pending& o : ops) if (r == ncclSuccess) r = join(s, o.stream, st);
   if (r != ncclSuccess) return r;
-  Launch L = makeLaunch(s);
+  Launch L = makeLaunch(s, false);
   p2pKernel<<<kCtas, kThreads, 0, st>>>(L, g);
   CUCOFP_CUDA(cudaGetLastError());
   for (const Pending& o : ops) if ((r = join(s, st, o.stream)) != ncclSuccess) return r;
@@ -285,6 +292,12 @@ inline ncclResult_t enqueue(const Pending& o) {
 inline bool windowed(void* base) {   // caller holds the registry lock
   for (CommState* s : registry().comms)
     for (const Win& w : s->wins) if (w.live && w.base == base) return true;
+  return false;
+}
+
+inline bool isSym(const void* base) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  for (const Alloc& a : registry().allocs) if (a.base == base && a.device >= 0) return true;
   return false;
 }
 
@@ -346,9 +359,22 @@ static cudaError_t cucoSymAlloc(T** ptr, size_t bytes) {
   *ptr = (T*)p;
   return cudaSuccess;
 }
+// The analysis over-approximates which pointers may be symmetric: a free of memory that is not symmetric
+// falls back to the program's own call.
 static inline cudaError_t cucoSymFree(void* ptr) {
   if (!ptr) return cudaSuccess;
+  if (!cucofp::isSym(ptr)) return cudaFree(ptr);
   return cucofp::freeSym(ptr) == ncclSuccess ? cudaSuccess : cudaErrorInvalidValue;
+}
+// Stream-ordered allocation becomes a symmetric allocation (peers must be able to map it); its free waits
+// for the stream first, as cudaFreeAsync would order it.
+template <class T>
+static cudaError_t cucoSymAllocAsync(T** ptr, size_t bytes, cudaStream_t) { return cucoSymAlloc(ptr, bytes); }
+static inline cudaError_t cucoSymFreeAsync(void* ptr, cudaStream_t st) {
+  if (!ptr) return cudaSuccess;
+  if (!cucofp::isSym(ptr)) return cudaFreeAsync(ptr, st);
+  cudaError_t e = cudaStreamSynchronize(st);
+  return e != cudaSuccess ? e : cucoSymFree(ptr);
 }
 static inline ncclResult_t cucoGroupStart() { ++cucofp::groupDepth(); return ncclSuccess; }
 static inline ncclResult_t cucoGroupEnd() {
@@ -400,4 +426,8 @@ static inline ncclResult_t cucoRecv(void* recv, size_t count, ncclDataType_t dt,
 static inline ncclResult_t cucoSymAllocNccl(void** ptr, size_t bytes) {
   return cucoSymAlloc(ptr, bytes) == cudaSuccess ? ncclSuccess : ncclSystemError;
 }
-static inline ncclResult_t cucoSymFreeNccl(void* ptr) { return cucofp::freeSym(ptr); }
+static inline ncclResult_t cucoSymFreeNccl(void* ptr) { return cucofp::isSym(ptr) ? cucofp::freeSym(ptr) : ncclMemFree(ptr); }
+static inline ncclResult_t cucoReduce(const void* send, void* recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                                      int root, ncclComm_t comm, cudaStream_t st) {
+  return cucofp::enqueue(cucofp::Pending{cucofp::kReduce, comm, st, send, recv, count, dt, (int)op, root, 0});
+}

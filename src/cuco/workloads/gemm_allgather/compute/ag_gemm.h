@@ -39,7 +39,8 @@ typedef struct cuco_ag_gemm_args {
   int chunks_per_rank;
   int sm_count;  // SMs the persistent grid may use; 0: all of the device
   int config;    // cuco_ag_gemm_config
-  int swizzle;   // tile-rasterisation swizzle (1, 2, 4 or 8); 0: 1
+  int swizzle;   // tile-rasterisation swizzle (1, 2, 4 or 8); 0: 1. A raster band spans swizzle*256 rows:
+                 // keep it <= the local rows, or local-first order starts on remote rows too
 } cuco_ag_gemm_args;
 
 // 0 when `a` can run; else a nonzero code and a sentence (naming the fix) in why[0..why_len).

@@ -22,9 +22,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from moe_compute import time_ms, torch_ffn  # noqa: E402  (the same FFN and timing as the compute check)
-
 RESULTS = Path(__file__).resolve().parent / "results"
 SHAPES = ["paper-r3", "dsv3-r1", "dsv3-r3", "paper-r2", "paper-r4", "paper-r5"]
 ANCHOR_SEED = 1  # the harness fills with its first seed before timing the parts: the same routing
@@ -33,6 +30,9 @@ ANCHOR_SEED = 1  # the harness fills with its first seed before timing the parts
 def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
     """torch's grouped GEMM FFN (torch._grouped_mm, SwiGLU between) on each rank's received rows, max over ranks."""
     import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from moe_compute import time_ms, torch_ffn  # the same FFN and timing as the compute check
 
     from cuco.workloads.moe import routing
 
@@ -88,7 +88,8 @@ def run_shape(name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
                    else best.mutation, best_ms=m.get("time_ms"), host_ms=m.get("host_ms"),
                    speedup=m.get("speedup"), compute_ms=m.get("compute_ms"), comm_ms=m.get("comm_ms"),
                    bound_ms=m.get("bound_ms"), overlap_efficiency=m.get("overlap_efficiency"),
-                   spread=m.get("spread"), **summary.environment)
+                   spread=m.get("spread"), bench_shape=summary.environment.get("shape"),
+                   **{k: v for k, v in summary.environment.items() if k != "shape"})
     if summary.fastpath is not None:
         row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"),
                    fastpath_feedback=summary.fastpath.feedback[:400])

@@ -178,3 +178,21 @@ def test_the_kit_builds_the_library_with_the_checks_inside():
     a.M = 384
     rc, why = check(lib, a)
     assert rc == 6 and "multiple of 256" in why
+
+
+def test_committed_one_gpu_results_are_complete_and_consistent():
+    """The committed measurement covers the issue's shapes, verified every scheme (the flag-ignoring fixture
+    failed), and its derived figures follow from its timings."""
+    import json
+
+    doc = json.loads((COMPUTE.parents[4] / "benchmarks/results/gemm_persistent_1gpu.json").read_text())
+    assert doc["environment"]["device"] and doc["date"] and doc["environment"]["cuda_runtime"]
+    rows = {tuple(r["shape"]): r for r in doc["shapes"]}
+    assert set(rows) == set(ISSUE_SHAPES)
+    for r in rows.values():
+        assert all(v["ok"] for v in r["verified"].values())
+        assert r["verified"]["fixture_ignores_flags_remote_first"]["bad"] > 0
+        assert r["proxy_bound_ms"] == pytest.approx(max(r["cublaslt_ms"], r["copy_alone_ms"]), abs=1e-4)
+        assert r["persistent_vs_cublaslt"] == pytest.approx(r["cublaslt_ms"] / r["persistent_ms"], rel=1e-3)
+        assert r["proxy_persistent_vs_bound"] == pytest.approx(r["proxy_persistent_ms"] / r["proxy_bound_ms"],
+                                                               rel=1e-3)

@@ -54,6 +54,18 @@ def test_space_and_rules():
     assert space.conservative().label() == "lsa/deferred/world/cta/whole/dispatch_dtype=bf16"
 
 
+def test_gin_points_only_where_a_nic_may_be():
+    one_node = list(WL.space(Topology(world=2)).points())
+    gin = [p for p in one_node if p.backend == "gin"]
+    assert len(one_node) == 43 and len(gin) == 3
+    assert {p.placement for p in gin} == {"split_put_wait"} and {p.sync_scope for p in gin} == {"signal"}
+    two_nodes = list(WL.space(Topology(world=16, nodes=2)).points())
+    assert {p.backend for p in two_nodes} == {"gin"}
+    code = WL.render(gin[1])
+    assert "gin.put(world, q, win_pub" in code and "using Coop = ncclCoopWarp;" in code
+    assert "n.gin_required = 1;" in code
+
+
 def test_render_reflects_the_point():
     fused = WL.render(Directives.from_label("lsa/fused/signal/warp/1MiB/dispatch_dtype=fp8"))
     assert "constexpr bool kFp8 = true;" in fused and "constexpr int kGroup = 32;" in fused

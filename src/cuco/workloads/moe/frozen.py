@@ -42,6 +42,8 @@ struct Needs {
   size_t flag_bytes = 0;  // plain device flags and chunk tables (ctx->workspace), zeroed once
   int lsa_barriers = 0;   // >= CTAs that open an LSA barrier session
   int comm_ctas = 0;      // CTAs of the communication kernels that run beside the FFN (0: none)
+  int gin_signals = 0;    // backend=gin: distinct GIN signal ids
+  int gin_required = 0;   // backend=gin: peers are reached by RDMA puts only (no LSA pointer is resolved)
 };
 
 // Symmetric flags (ctx->symmetric_workspace), uint32 epochs, slot s of writer p at word s * kMaxWorld + p.
@@ -205,6 +207,9 @@ extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirement
   req->workspace_bytes = n.flag_bytes;
   req->symmetric_workspace_bytes = cuco_moe::kSymBytes;
   req->lsa_barrier_count = n.lsa_barriers;
+  req->gin_signal_count = n.gin_signals;
+  req->gin_context_count = n.gin_required ? 1 : 0;
+  req->gin_required = n.gin_required;
   return 0;
 }
 
@@ -217,12 +222,19 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   st->P = pub_layout(st->g);
   st->L = work_layout(st->g);
   st->work = (char*)ctx->buffers[BUF_WORK].ptr;
-  if (!ctx->has_devcomm || ctx->world != ctx->local_world || ctx->world > kMaxWorld) return 4;
+  if (!ctx->has_devcomm || ctx->world > kMaxWorld) return 4;
   if (ctx->workspace_bytes < st->needs.flag_bytes || ctx->symmetric_workspace.bytes < kSymBytes) return 3;
-  int rc = resolve(ctx, ctx->buffers[BUF_X].window, &st->x);
-  if (!rc) rc = resolve(ctx, ctx->buffers[BUF_PUB].window, &st->pub);
-  if (!rc) rc = resolve(ctx, ctx->symmetric_workspace.window, &st->sym);
-  if (rc) return rc;
+  if (st->needs.gin_required) {  // only this rank's own buffers are addressed directly
+    st->x.p[ctx->rank] = (char*)ctx->buffers[BUF_X].ptr;
+    st->pub.p[ctx->rank] = (char*)ctx->buffers[BUF_PUB].ptr;
+    st->sym.p[ctx->rank] = (char*)ctx->symmetric_workspace.ptr;
+  } else {
+    if (ctx->world != ctx->local_world) return 4;  // LSA: one node
+    int rc = resolve(ctx, ctx->buffers[BUF_X].window, &st->x);
+    if (!rc) rc = resolve(ctx, ctx->buffers[BUF_PUB].window, &st->pub);
+    if (!rc) rc = resolve(ctx, ctx->symmetric_workspace.window, &st->sym);
+    if (rc) return rc;
+  }
   if (cuco_moe_ffn_create(&st->ffn_all, (int)st->g.El, st->g.H, st->g.I, 0)) return 10;
   if (cuco_moe_ffn_create(&st->ffn_part, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->needs.comm_ctas))
     return 11;

@@ -60,7 +60,7 @@ __host__ __device__ inline Geo geo_make(const int64_t* d, int W, int me) {
 
 // ---- symmetric "pub" buffer: what peers read (or write, for pushes) ----------------------------------------
 struct PubLayout {
-  int64_t cnt, order, xq, xs, recv, yrows, bytes;
+  int64_t cnt, order, xq, xs, recv, yrows, cnt_all, rowslot, back, bytes;
 };
 __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
   PubLayout L;
@@ -71,6 +71,11 @@ __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
   L.xs = o;    o += align256(4 * g.T * (g.H / kScaleBlock));  // their scales
   L.recv = o;  o += align256(2 * g.rows_cap * g.H);         // received rows (bf16)
   L.yrows = o; o += align256(2 * g.rows_cap * g.H);         // expert outputs of those rows (bf16)
+  // backend=gin (no peer loads: everything arrives by put): every rank's counts, the source slot of each
+  // received row, and this rank's expert outputs returned by their owners (slot order).
+  L.cnt_all = o; o += align256(4 * g.W * g.E);
+  L.rowslot = o; o += align256(4 * g.rows_cap);
+  L.back = o;    o += align256(2 * g.slots * g.H);
   L.bytes = o;
   return L;
 }

@@ -18,6 +18,8 @@ pull of the outputs). The directives choose how dispatch meets the FFN:
 - issuer: thread / warp / cta rows per issuer group; copy_engine = DMA copies of the peers' token blocks into a
   local staging area, then a local gather.
 - chunk_bytes: rows per chunk of the fused pipeline = chunk_bytes / (2 H).
+- backend=gin (compiled; runs only with an RDMA NIC): split_put_wait with per-put signals, every byte by put
+  (gin_block.py).
 - dispatch_dtype (workload directive): bf16, or fp8 e4m3 with one fp32 scale per 128 channels, quantised once
   per token by the source and dequantised to bf16 by the receiver as it pulls.
 """
@@ -29,6 +31,7 @@ from cuco.extra_directives import ExtraDirective
 from cuco.kit.evolve import assemble
 from cuco.kit.template import fill
 from cuco.workloads.moe import frozen
+from cuco.workloads.moe.gin_block import COOP_OF, GIN_BLOCK, GIN_ENQUEUE, GIN_KERNELS
 
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 DISPATCH_DTYPE = ExtraDirective("dispatch_dtype", ("bf16", "fp8"),
@@ -67,6 +70,15 @@ def _fp8_pulls(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
+def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
+    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
+                               or d.get("dispatch_dtype") != "bf16"):
+        return ("backend=gin is rendered as puts with signals (placement=split_put_wait, sync_scope=signal) of bf16 "
+                "rows: GIN has no peer loads to pull with, no barrier the candidate ABI declares, and no fp8 "
+                "template; pick those directives or backend=lsa")
+    return None
+
+
 def _lsa_one_node(d: Directives, s: DesignSpace) -> str | None:
     if d.backend == "lsa" and s.topology.nodes > 1:
         return (f"backend=lsa pulls and pushes by NVLink load/store, so all ranks must share one node (this "
@@ -79,6 +91,7 @@ WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("moe-copy-engine-subset", _copy_engine_subset),
     Rule("moe-fp8-pulls", _fp8_pulls),
     Rule("moe-lsa-one-node", _lsa_one_node),
+    Rule("moe-gin-subset", _gin_subset),
 )
 #: signal-needs-chunks does not hold here: MoE's signals are per source (ready, outputs, done, arrived), not
 #: per chunk, so sync_scope=signal with whole buffers is a barrier-free protocol of its own.
@@ -86,9 +99,12 @@ RULES = tuple(r for r in DEFAULT_RULES if r.name != "signal-needs-chunks") + WOR
 
 
 def space(topology: Topology) -> DesignSpace:
-    """The MoE design space on `topology` (LSA only: no GIN template yet)."""
+    """The MoE design space on `topology`: LSA on one node; GIN where a NIC may be present (compiled here)."""
+    backends = ("lsa", "gin") if topology.gin_available is not False else ("lsa",)
+    if topology.nodes > 1:
+        backends = ("gin",)
     return DesignSpace(
-        backends=("lsa",),
+        backends=backends,
         sync_scopes=("world", "signal"),
         issuers=("thread", "warp", "cta", "copy_engine"),
         chunk_sizes=CHUNK_SIZES,
@@ -263,8 +279,17 @@ def _uses_comm_ctas(point: Directives) -> bool:
         point.placement == "stream_overlap" and point.issuer != "copy_engine")
 
 
+def _gin_block(point: Directives) -> str:
+    kernels = fill(GIN_KERNELS, {"COOP": COOP_OF[point.issuer], "ISSUER": point.issuer}, what="moe gin kernels")
+    return fill(GIN_BLOCK, {"LABEL": point.label(), "GROUP": GROUP_OF[point.issuer], "ISSUER": point.issuer,
+                            "COMM_CTAS": COMM_CTAS, "KERNELS": kernels, "ENQUEUE": GIN_ENQUEUE},
+                what=f"moe block {point.label()}")
+
+
 def block(point: Directives) -> str:
     """The EVOLVE block of `point`: its constants, block_needs() and enqueue()."""
+    if point.backend == "gin":
+        return _gin_block(point)
     start, published, outputs, finished = SYNC[point.sync_scope]
     dtype = point.get("dispatch_dtype")
     return fill(BLOCK, {

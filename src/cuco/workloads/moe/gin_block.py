@@ -1,0 +1,222 @@
+"""GIN block text (NCCL GIN device API: put with signal) of the MoE workload: placement=split_put_wait,
+sync_scope=signal, bf16 dispatch.
+
+Every byte reaches a peer by an RDMA put: counts to every rank, token rows (and the slot ids of each expert's
+rows) to the experts' owners, expert outputs back to their sources; no LSA load or store touches a peer. Signals
+count puts and are never reset: each launch raises the expected value through the signal's shadow
+(increaseSignalShadow + waitSignalMeetShadow). Compile-verified here; it runs only where GIN is available (an
+RDMA NIC; the harness reports 'unsupported' otherwise).
+"""
+
+from __future__ import annotations
+
+COOP_OF = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta"}
+
+GIN_KERNELS = r"""
+// GIN signals: CLEAR (every rank started this launch, so its previous one is over), COUNTS, ROWS (token rows
+// and slot lists landed here), OUT (expert outputs of my slots came back).
+enum { GS_CLEAR = 0, GS_COUNTS = 1, GS_ROWS = 2, GS_OUT = 3, GS_SIGNALS = 4 };
+using Coop = @COOP@;  // issuer=@ISSUER@
+
+__device__ inline int64_t slots_before(const int32_t* cnt, int64_t ge) {
+  int64_t s = 0;
+  for (int64_t f = 0; f < ge; ++f) s += cnt[f];
+  return s;
+}
+
+// Handshake, then this rank's counts into every rank's cnt_all[me] (its own copy locally).
+__global__ void gin_counts_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, PubLayout P, char* pub) {
+  ncclGin gin(dc, 0);
+  const ncclTeam world = ncclTeamWorld(dc);
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < g.W; ++q)
+      if (q != g.me) gin.signal(world, q, ncclGin_SignalInc{(ncclGinSignal_t)GS_CLEAR});
+    gin.increaseSignalShadow(GS_CLEAR, g.W - 1);
+    gin.waitSignalMeetShadow(ncclCoopThread(), GS_CLEAR);
+    for (int q = 0; q < g.W; ++q)
+      if (q != g.me)
+        gin.put(world, q, win_pub, (size_t)(P.cnt_all + 4 * g.me * g.E), win_pub, (size_t)P.cnt, (size_t)(4 * g.E),
+                ncclGin_SignalInc{(ncclGinSignal_t)GS_COUNTS}, ncclGin_None{}, ncclCoopThread());
+    gin.increaseSignalShadow(GS_COUNTS, g.W - 1);
+    gin.waitSignalMeetShadow(ncclCoopThread(), GS_COUNTS);
+    gin.flush(ncclCoopThread());
+  }
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  int32_t* all = reinterpret_cast<int32_t*>(pub + P.cnt_all);
+  for (int64_t i = threadIdx.x; i < g.E; i += blockDim.x) all[g.me * g.E + i] = cnt[i];
+}
+
+// Put: every slot of a peer's expert as one row put, and for each such expert the list of my slot ids.
+__global__ void gin_put_rows_kernel(ncclDevComm dc, ncclWindow_t win_x, ncclWindow_t win_pub, Geo g, PubLayout P,
+                                    const char* pub, const int32_t* expert, const int32_t* slot_rank,
+                                    const int64_t* cbase) {
+  ncclGin gin(dc, 0);
+  const ncclTeam world = ncclTeamWorld(dc);
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
+  for (int64_t job = group; job < g.slots + g.E; job += groups) {
+    if (job < g.slots) {
+      const int64_t ge = expert[job];
+      const int q = (int)(ge / g.El);
+      if (q == g.me) continue;
+      gin.put(world, q, win_pub, (size_t)(P.recv + (cbase[ge] + slot_rank[job]) * g.H * 2), win_x,
+              (size_t)((job / g.K) * g.H * 2), (size_t)(g.H * 2), ncclGin_SignalInc{(ncclGinSignal_t)GS_ROWS},
+              ncclGin_None{}, Coop());
+    } else {
+      const int64_t ge = job - g.slots;
+      const int q = (int)(ge / g.El);
+      if (q == g.me || cnt[ge] == 0) continue;
+      gin.put(world, q, win_pub, (size_t)(P.rowslot + 4 * cbase[ge]), win_pub,
+              (size_t)(P.order + 4 * slots_before(cnt, ge)), (size_t)(4 * cnt[ge]),
+              ncclGin_SignalInc{(ncclGinSignal_t)GS_ROWS}, ncclGin_None{}, Coop());
+    }
+  }
+  gin.flush(Coop());
+}
+
+// This rank's own slots: rows and slot ids into its own receive rows (local copies).
+template <int kRows>
+__global__ void gin_own_rows_kernel(Geo g, PubLayout P, char* pub, const __nv_bfloat16* x, const int32_t* expert,
+                                    const int32_t* slot_rank, const int64_t* cbase) {
+  for (int64_t j = Rows<kRows>::group(); j < g.slots; j += Rows<kRows>::groups()) {
+    const int64_t ge = expert[j];
+    if (ge / g.El != g.me) continue;
+    const int64_t r = cbase[ge] + slot_rank[j];
+    copy_row<kRows>(reinterpret_cast<__nv_bfloat16*>(pub + P.recv) + r * g.H, x + (j / g.K) * g.H, g.H);
+    if (Rows<kRows>::lane() == 0) reinterpret_cast<int32_t*>(pub + P.rowslot)[r] = (int32_t)j;
+  }
+}
+
+// Wait for every peer's rows and slot lists: one signal per row put and per non-empty list.
+__global__ void gin_wait_rows_kernel(ncclDevComm dc, Geo g, PubLayout P, const char* pub) {
+  if (threadIdx.x != 0) return;
+  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
+  uint64_t n = 0;
+  for (int p = 0; p < g.W; ++p)
+    for (int64_t e = 0; p != g.me && e < g.El; ++e) {
+      const int32_t c = all[(int64_t)p * g.E + g.me * g.El + e];
+      n += (uint64_t)c + (c > 0 ? 1 : 0);
+    }
+  ncclGin gin(dc, 0);
+  gin.increaseSignalShadow(GS_ROWS, n);
+  gin.waitSignalMeetShadow(ncclCoopThread(), GS_ROWS);
+}
+
+// rowmap[r] = (source << 32 | slot) from the segment plan and the slot ids that arrived.
+__global__ void gin_rowmap_kernel(Geo g, PubLayout P, const char* pub, const int64_t* seg_off, int64_t* rowmap) {
+  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
+  const int32_t* rowslot = reinterpret_cast<const int32_t*>(pub + P.rowslot);
+  for (int64_t i = blockIdx.x; i < g.El * g.W; i += gridDim.x) {
+    const int64_t e = i / g.W;
+    const int p = (int)(i % g.W);
+    const int32_t n = all[(int64_t)p * g.E + g.me * g.El + e];
+    for (int32_t k = threadIdx.x; k < n; k += blockDim.x) {
+      const int64_t r = seg_off[i] + k;
+      rowmap[r] = ((int64_t)p << 32) | (int64_t)rowslot[r];
+    }
+  }
+}
+
+// Expert outputs back to their sources (slot order in the source's back rows); own rows by local copy.
+__global__ void gin_return_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, PubLayout P, char* pub,
+                                  const int64_t* rowmap, const int64_t* total) {
+  ncclGin gin(dc, 0);
+  const ncclTeam world = ncclTeamWorld(dc);
+  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
+  const int64_t n = *total;
+  for (int64_t r = group; r < n; r += groups) {
+    const int64_t m = rowmap[r];
+    const int p = (int)(m >> 32);
+    const int64_t j = m & 0xffffffffll;
+    if (p == g.me) {
+      const int4* src = reinterpret_cast<const int4*>(pub + P.yrows + r * g.H * 2);
+      int4* dst = reinterpret_cast<int4*>(pub + P.back + j * g.H * 2);
+      Coop coop;
+      for (int64_t w = coop.thread_rank(); w < g.H / 8; w += coop.size()) dst[w] = src[w];
+    } else {
+      gin.put(world, p, win_pub, (size_t)(P.back + j * g.H * 2), win_pub, (size_t)(P.yrows + r * g.H * 2),
+              (size_t)(g.H * 2), ncclGin_SignalInc{(ncclGinSignal_t)GS_OUT}, ncclGin_None{}, Coop());
+    }
+  }
+  gin.flush(Coop());
+}
+
+// Wait for the outputs of my slots that peers' experts computed, then Y[t] = sum_k gate * back[t*K + k].
+__global__ void gin_wait_out_kernel(ncclDevComm dc, Geo g, PubLayout P, const char* pub) {
+  if (threadIdx.x != 0) return;
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  uint64_t n = 0;
+  for (int64_t ge = 0; ge < g.E; ++ge)
+    if (ge / g.El != g.me) n += (uint64_t)cnt[ge];
+  ncclGin gin(dc, 0);
+  gin.increaseSignalShadow(GS_OUT, n);
+  gin.waitSignalMeetShadow(ncclCoopThread(), GS_OUT);
+}
+
+__global__ void gin_combine_kernel(Geo g, PubLayout P, const char* pub, const float* gate, __nv_bfloat16* y) {
+  const __nv_bfloat16* back = reinterpret_cast<const __nv_bfloat16*>(pub + P.back);
+  for (int64_t t = blockIdx.x; t < g.T; t += gridDim.x)
+    for (int64_t c = threadIdx.x; c < g.H; c += blockDim.x) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < g.K; ++k) acc += gate[t * g.K + k] * __bfloat162float(back[(t * g.K + k) * g.H + c]);
+      y[t * g.H + c] = __float2bfloat16(acc);
+    }
+}
+"""
+
+GIN_ENQUEUE = r"""
+  // backend=gin, placement=split_put_wait, sync_scope=signal: puts on the side stream, own rows computed meanwhile
+  char* pub = st->pub.p[g.me];
+  ncclWindow_t win_pub = ctx->buffers[BUF_PUB].window, win_x = ctx->buffers[BUF_X].window;
+  const int32_t* expert = (const int32_t*)ctx->buffers[BUF_EXPERT].ptr;
+  if ((rc = route(ctx, st, false, cs))) return rc;
+  gin_counts_kernel<<<1, 256, 0, cs>>>(ctx->devcomm, win_pub, g, st->P, pub);
+  plan_kernel<<<1, 1024, 0, cs>>>(g, (const int32_t*)(pub + st->P.cnt_all), W<int64_t>(st, st->L.seg_off),
+                                  W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
+                                  W<int32_t>(st, st->L.grp_exp), W<int64_t>(st, st->L.cbase),
+                                  W<int64_t>(st, st->L.total));
+  if ((rc = launch_ok())) return rc;
+  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
+  gin_put_rows_kernel<<<kCommCtas, 256, 0, ss>>>(ctx->devcomm, win_x, win_pub, g, st->P, pub, expert,
+                                                 W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase));
+  gin_own_rows_kernel<kGroup><<<2 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub,
+      (const __nv_bfloat16*)ctx->buffers[BUF_X].ptr, expert, W<int32_t>(st, st->L.slot_rank),
+      W<int64_t>(st, st->L.cbase));
+  if ((rc = launch_ok())) return rc;
+  if ((rc = ffn(ctx, st, st->ffn_part, 1, cs))) return rc;
+  gin_wait_rows_kernel<<<1, 32, 0, cs>>>(ctx->devcomm, g, st->P, pub);
+  if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;
+  gin_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
+  gin_return_kernel<<<2 * ctx->sm_count, 256, 0, cs>>>(ctx->devcomm, win_pub, g, st->P, pub,
+                                                       W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total));
+  gin_wait_out_kernel<<<1, 32, 0, cs>>>(ctx->devcomm, g, st->P, pub);
+  gin_combine_kernel<<<4 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, (const float*)ctx->buffers[BUF_GATE].ptr,
+                                                        (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
+  return launch_ok();"""
+
+GIN_BLOCK = r"""
+namespace cuco_moe {
+
+// ---- design point: @LABEL@ ----
+constexpr int kGroup = @GROUP@;         // issuer=@ISSUER@: threads moving one local row (0: the whole CTA)
+constexpr int kCommCtas = @COMM_CTAS@;  // CTAs of the put kernel beside the FFN
+@KERNELS@
+static Needs block_needs(const cuco_ctx* ctx) {
+  (void)ctx;
+  Needs n;
+  n.flag_bytes = 256;
+  n.comm_ctas = kCommCtas;
+  n.gin_signals = GS_SIGNALS;
+  n.gin_required = 1;
+  return n;
+}
+
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo& g = st->g;
+  cudaStream_t cs = ctx->stream, ss = ctx->side_stream;
+  int rc = 0;
+@ENQUEUE@
+}
+
+}  // namespace cuco_moe
+"""

@@ -30,6 +30,7 @@ HEAD_TEMPLATE = r"""
 
 #include "cuco/abi.h"
 #include "cuco/compute/moe.h"
+#include "cuco/kit/stream_sync.cuh"
 #include "cuco/lsa.cuh"
 
 // ---- shared MoE device code (frozen) ----------------------------------------------------------------------
@@ -58,7 +59,7 @@ struct State {
   cuco_moe_ffn* ffn_all = nullptr;   // FFN on every SM
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
   cudaEvent_t ev_start = nullptr, ev_side = nullptr, ev[4] = {};
-  CUresult (*wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  cuco::kit::StreamOps ops;  // stream-ordered flag waits (kit)
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
   uint32_t epoch = 0, prev_epoch = 0;    // this launch's epoch and the previous launch's (0: none)
   char* work = nullptr;
@@ -71,16 +72,9 @@ static T* W(State* st, int64_t off) { return reinterpret_cast<T*>(st->work + off
 template <typename T>
 static T* Pub(State* st, int64_t off) { return reinterpret_cast<T*>(st->pub.p[st->g.me] + off); }
 
-__global__ void wait_epoch_kernel(const uint32_t* flag, uint32_t e) {
-  if (threadIdx.x == 0) cuco::lsa::wait_epoch(flag, e);
-}
-
 // Stream s waits until *flag reaches epoch e: cuStreamWaitValue32 (no SM held), else a one-thread kernel.
 static int stream_wait_epoch(State* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
-  if (st->wait_value32)
-    return st->wait_value32((CUstream)s, (CUdeviceptr)flag, e, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS ? 0 : 62;
-  wait_epoch_kernel<<<1, 32, 0, s>>>(flag, e);
-  return launch_ok();
+  return cuco::kit::stream_wait_epoch(st->ops, s, flag, e);
 }
 
 // sync_scope=world: one LSA barrier over the world team as a one-CTA kernel; stream order makes it cover every
@@ -242,12 +236,7 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   if (cudaEventCreateWithFlags(&st->ev_side, cudaEventDisableTiming) != cudaSuccess) return 5;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-      q == cudaDriverEntryPointSuccess)
-    st->wait_value32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
-  (void)cudaGetLastError();
+  cuco::kit::load_stream_ops(&st->ops);
   return 0;
 }
 

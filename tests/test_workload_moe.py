@@ -95,6 +95,12 @@ def test_rows_bound_covers_every_rank():
             assert np.all(counts.sum(axis=1) == s)
 
 
+def test_every_world_size_has_a_verify_shape():
+    for world in (1, 2, 3, 5, 6, 7, 8, 72):
+        (shape, *_rest) = WL.shapes_for(world, "verify")
+        WL.check_shape(shape, world)
+
+
 def test_named_shapes_table_is_consistent():
     for name, shape in shapes.NAMED.items():
         shapes.check(shape, 1)

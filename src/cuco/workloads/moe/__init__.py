@@ -34,6 +34,14 @@ class MoeWorkload(Workload):
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
         return shapes.parse(text)
 
+    def shapes_for(self, world: int, which: str = "bench") -> list[Shape]:
+        """As Workload.shapes_for; for verification, a small shape with 2*world experts where no fixed one
+        fits this world size (E must be a multiple of W)."""
+        found = super().shapes_for(world, which)
+        if which == "verify" and not found and 1 <= world <= shapes.MAX_WORLD:
+            found = [shapes.verify_for(world)]
+        return found
+
 
 WORKLOAD = MoeWorkload(
     name="moe",

@@ -42,6 +42,11 @@ def parse(text: str | Sequence[int]) -> Shape:
     return Shape(dims)
 
 
+def verify_for(world: int) -> Shape:
+    """A small verify shape for any world size: 2*W experts, top-2, skew 2."""
+    return Shape((128, 256, 128, 2 * world, 2, 2))
+
+
 def check(shape: Shape, world: int) -> None:
     """Raise ShapeError naming the violated constraint (the plugin's describe() enforces the same)."""
     if len(shape.dims) != 6:

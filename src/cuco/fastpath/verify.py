@@ -68,7 +68,7 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
     if cache:
         headers = [h.read_bytes() for d in include_dirs for h in sorted(Path(d).glob("*.h*")) if h.is_file()]
         key = content_hash(code, repr(tc), str(shared), *libraries, *headers)
-        out = cache_dir() / "fastpath" / key / binary
+        out = cache_dir() / "fastpath" / key / ("libprogram.so" if shared else "program")
         if out.exists():
             return BuildOutcome(True, "(cached)", out, ())
     res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)

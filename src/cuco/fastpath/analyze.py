@@ -122,7 +122,7 @@ def _kernels(src: P.Source) -> list[KernelDef]:
     return out
 
 
-def _launch(src: P.Source, inner: tree_sitter.Node, kernels: dict[str, KernelDef]) -> KernelLaunch:
+def _launch(src: P.Source, inner: tree_sitter.Node, kernels: dict[str, KernelDef], storage: Storage) -> KernelLaunch:
     outer = inner.parent
     cfg = [src.node_text(a) for a in P.call_args(inner)] + ["", "", "", ""]
     name = src.node_text(inner.child_by_field_name("function")).split("<")[0].strip()
@@ -144,8 +144,10 @@ def _launch(src: P.Source, inner: tree_sitter.Node, kernels: dict[str, KernelDef
         else:  # kernel defined elsewhere: assume it reads and writes every argument
             reads.append(root)
             writes.append(root)
-    return KernelLaunch(name, P.line_of(inner), cfg[0], cfg[1], cfg[2], cfg[3], arg_text, tuple(dict.fromkeys(reads)),
-                        tuple(dict.fromkeys(writes)), _function(src, inner), _loop(src, inner))
+    reads, writes, fn = list(dict.fromkeys(reads)), list(dict.fromkeys(writes)), _function(src, inner)
+    return KernelLaunch(name, P.line_of(inner), cfg[0], cfg[1], cfg[2], cfg[3], arg_text, tuple(reads), tuple(writes),
+                        fn, _loop(src, inner), tuple(storage.of(fn, r) for r in reads),
+                        tuple(storage.of(fn, w) for w in writes))
 
 
 def _include_end(src: P.Source) -> int:
@@ -175,7 +177,7 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
         if n.type != "call_expression":
             continue
         if src.is_launch(n):
-            launches.append(_launch(src, n, kmap))
+            launches.append(_launch(src, n, kmap, storage))
             continue
         name = P.callee_name(src, n)
         args = P.call_args(n)
@@ -216,7 +218,9 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
             var = P.root_identifier(src, args[0])
             frees.append(Free(name, var, line, _span(_name_node(n)), storage.of(_function(src, n), var)))
         elif name in SYNC_APIS:
-            syncs.append(SyncPoint(name, tuple(src.node_text(a) for a in args), line, _function(src, n), _loop(src, n)))
+            fn = _function(src, n)
+            copied = tuple(storage.of(fn, P.root_identifier(src, a)) for a in args[:2]) if "Memcpy" in name else ()
+            syncs.append(SyncPoint(name, tuple(src.node_text(a) for a in args), line, fn, _loop(src, n), copied))
     groups = _groups(src, group_marks, colls, nccl_calls, problems)
     coll_list = []
     for i, (c, _node) in enumerate(colls):

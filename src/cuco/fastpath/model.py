@@ -132,6 +132,8 @@ class KernelLaunch:
     writes: tuple[str, ...]
     function: str
     loop: Loop | None
+    read_storage: tuple[int, ...] = ()    # storage classes of `reads` / `writes` (provenance.py)
+    write_storage: tuple[int, ...] = ()
 
     @property
     def where(self) -> str:
@@ -145,6 +147,7 @@ class SyncPoint:
     line: int
     function: str
     loop: Loop | None
+    storage: tuple[int, ...] = ()   # cudaMemcpy*: storage classes of (destination, source)
 
 
 @attrs.frozen

@@ -13,6 +13,7 @@ from cuco.fastpath import parse as P
 
 _CASTS = ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast")
 _APPENDS = ("push_back", "emplace_back", "push_front", "emplace_front", "insert", "emplace")
+_FREES = ("cudaFree", "cudaFreeAsync", "ncclMemFree", "cudaFreeHost")
 _DECLARING = ("declaration", "parameter_declaration", "optional_parameter_declaration", "for_range_loop",
               "init_declarator", "field_declaration")
 _RETURN = "<return>"
@@ -25,6 +26,16 @@ def _declared_name(src: P.Source, decl: tree_sitter.Node | None) -> str:
     while decl is not None and decl.type not in ("identifier", "field_identifier"):
         decl = decl.child_by_field_name("declarator") or (decl.named_children[0] if decl.named_children else None)
     return src.node_text(decl) if decl is not None else ""
+
+
+def _only_freed(src: P.Source, loop: tree_sitter.Node, name: str) -> bool:
+    """True when a range-for's variable is used only as the pointer a free call releases (a clean-up loop:
+    nothing flows between the listed buffers, so they keep their own classes)."""
+    body = loop.child_by_field_name("body")
+    uses = [n for n in P.walk(body) if n.type == "identifier" and src.node_text(n) == name] if body else []
+    return bool(uses) and all(
+        u.parent is not None and u.parent.type == "argument_list" and u.parent.named_children[0] == u
+        and P.callee_name(src, u.parent.parent) in _FREES for u in uses)
 
 
 def _params(src: P.Source, plist: tree_sitter.Node | None) -> list[str]:
@@ -182,7 +193,7 @@ class _Builder:
                     self.link(self.st.key(scope, left), self.roots(n.child_by_field_name("right"), scope))
             elif n.type == "for_range_loop":
                 name = _declared_name(src, n.child_by_field_name("declarator"))
-                if name:
+                if name and not _only_freed(src, n, name):
                     self.link(self.st.key(scope, name), self.roots(n.child_by_field_name("right"), scope))
             elif n.type == "return_statement" and n.named_children:
                 fn = P.enclosing(n, ("function_definition", "lambda_expression"))

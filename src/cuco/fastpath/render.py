@@ -9,9 +9,13 @@ def _loop(l) -> str:
     return f" in loop L{l.line}-{l.end_line} `{l.header[:60]}`" if l is not None else ""
 
 
+def _communicated(a: Analysis) -> set[int]:
+    return {c.send_storage for c in a.collectives} | {c.recv_storage for c in a.collectives}
+
+
 def render_report(a: Analysis) -> str:
     """Multi-line report: collectives, allocations, kernels, launches, synchronisation, groups, dataflow."""
-    out = [f"Host program {a.path} ({a.form}, {a.lines} lines)"]
+    out = [f"Host program {a.path} ({a.form}, {a.lines} lines, launch model: {a.launch_model})"]
     out.append(f"Collectives ({len(a.collectives)}):")
     for c in a.collectives:
         args = ", ".join(f"{k}={v}" for k, v in c.args.items())
@@ -25,9 +29,11 @@ def render_report(a: Analysis) -> str:
             other = f", also {', '.join(g.other_nccl)}" if g.other_nccl else ""
             out.append(f"  #{i} L{g.start_line}-{g.end_line}: {len(g.members)} call(s){other}")
     out.append(f"Allocations ({len(a.allocations)}):")
-    comm_bufs = set(a.communicated_buffers)
+    comm = _communicated(a)
     for x in a.allocations:
-        mark = " (communicated)" if x.variable in comm_bufs else ""
+        names = [n for n in a.storage_names.get(x.storage, ()) if n != x.variable]
+        mark = f" (communicated, as {', '.join(names[:4])})" if x.storage in comm and names else \
+            (" (communicated)" if x.storage in comm else "")
         out.append(f"  L{x.line} {x.api}({x.variable}, {x.size}){mark}")
     out.append(f"Kernels defined ({len(a.kernels)}):")
     for k in a.kernels:
@@ -53,7 +59,7 @@ def render_report(a: Analysis) -> str:
 
 def prompt_text(a: Analysis) -> str:
     """Compact summary for an LLM prompt: what is communicated where, and what produces/consumes it."""
-    lines = [f"Program form: {a.form}. Host collectives to replace:"]
+    lines = [f"Program form: {a.form}, launch model: {a.launch_model} (keep it). Host collectives to replace:"]
     for c in a.collectives:
         lines.append(f"- line {c.line}: {c.name} send={c.send_buffer or '-'} recv={c.recv_buffer or '-'} "
                      f"count={c.args.get('count', '?')} dtype={c.args.get('datatype', '?')} comm={c.comm} "
@@ -61,7 +67,7 @@ def prompt_text(a: Analysis) -> str:
     if a.edges:
         lines.append("Dataflow:")
         lines += [f"- {e.producer} -> {e.consumer} via {e.buffer}" for e in a.edges]
-    allocs = [x for x in a.allocations if x.variable in set(a.communicated_buffers)]
+    allocs = [x for x in a.allocations if x.storage in _communicated(a)]
     if allocs:
         lines.append("Communicated buffers are allocated at: " + ", ".join(f"{x.variable} (line {x.line}, {x.api})"
                                                                            for x in allocs))

@@ -126,8 +126,8 @@ def _kernel_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
 
 def _symmetric_edits(a: Analysis) -> tuple[list[_Edit], list[Problem]]:
     """Allocations whose memory reaches a collective become symmetric (followed through the idioms in
-    provenance.py); frees of those storage classes become symmetric frees (which fall back to the program's
-    own free for memory that is not symmetric)."""
+    provenance.py). Frees of those classes, and frees of pointers no allocation reaches (a clean-up loop over
+    several buffers), become symmetric frees, which fall back to the program's own free for other memory."""
     edits: list[_Edit] = []
     problems: list[Problem] = []
     roles: dict[int, tuple] = {}
@@ -164,8 +164,9 @@ def _symmetric_edits(a: Analysis) -> tuple[list[_Edit], list[Problem]]:
             elif x.api in ALLOC_CALLS:
                 edits.append(_Edit(x.name_span.start, x.name_span.end, ALLOC_CALLS[x.api], 3))
                 converted.add(sid)
-    for f in a.frees:
-        if f.storage in converted and f.api in FREE_CALLS:
+    allocated = {x.storage for x in a.allocations}
+    for f in a.frees:   # symmetric classes, and pointers of no known allocation (e.g. a clean-up loop's variable)
+        if converted and f.api in FREE_CALLS and (f.storage in converted or f.storage not in allocated):
             edits.append(_Edit(f.name_span.start, f.name_span.end, FREE_CALLS[f.api], 3))
     return list(dict.fromkeys(edits)), problems
 

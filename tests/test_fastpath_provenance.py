@@ -106,16 +106,3 @@ void f(ncclComm_t comm, cudaStream_t s, float* buf) { ncclAllGather(buf, buf, 4,
     assert _allocated_for(code) == {"buf": []}
     problems = plan(analyze(HEAD + code)).problems
     assert problems and "line 5: the send buffer `buf` of ncclAllGather is a parameter of f()" in problems[0].message
-
-
-def test_managed_memory_is_refused_with_its_line():
-    code = """
-void f(ncclComm_t comm, cudaStream_t s) {
-  float *a, *b;
-  cudaMallocManaged(&a, 64);
-  cudaMalloc(&b, 64);
-  ncclAllGather(a, b, 4, ncclFloat, comm, s);
-}"""
-    (p,) = plan(analyze(HEAD + code)).problems
-    assert p.line == 6 and "line 6: `a` (send buffer of ncclAllGather at line 8) is allocated with cudaMallocManaged" \
-        in p.message

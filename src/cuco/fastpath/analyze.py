@@ -207,6 +207,9 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
             group_marks.append((name, n))
         elif name in COMM_APIS:
             comm_calls.append(CommCall(name, line, _span(_name_node(n))))
+        elif name == "ncclRedOpCreatePreMulSum":
+            problems.append(Problem(line, f"line {line}: ncclRedOpCreatePreMulSum creates a custom reduction operator; "
+                                    "the LSA rules reduce only with ncclSum/Prod/Max/Min/Avg, so it needs the LLM path"))
         elif UNKNOWN_COLLECTIVE.match(name):
             problems.append(Problem(line, f"{name} at line {line} has no fast-path rule (known: "
                                     f"{', '.join(sorted(COLLECTIVE_KINDS))}); it needs the LLM path"))

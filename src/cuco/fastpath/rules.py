@@ -97,6 +97,4 @@ def applicable(a: Analysis) -> tuple[list[str], list[Problem]]:
         if g.members and g.other_nccl:
             problems.append(Problem(g.start_line, f"lines {g.start_line}-{g.end_line}: an NCCL group mixes "
                                     f"collectives with {', '.join(g.other_nccl)}; split it into separate groups"))
-    if "PreMulSum" in " ".join(c.args.get("op", "") for c in a.collectives):
-        problems.append(Problem(0, "ncclRedOpCreatePreMulSum operators have no rule"))
     return applied, problems

@@ -14,8 +14,7 @@ from cuco.fastpath import parse as P
 _CASTS = ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast")
 _APPENDS = ("push_back", "emplace_back", "push_front", "emplace_front", "insert", "emplace")
 _FREES = ("cudaFree", "cudaFreeAsync", "ncclMemFree", "cudaFreeHost")
-_DECLARING = ("declaration", "parameter_declaration", "optional_parameter_declaration", "for_range_loop",
-              "init_declarator", "field_declaration")
+_DECLARING = ("declaration", "for_range_loop", "init_declarator", "field_declaration")
 _RETURN = "<return>"
 
 Key = tuple[str, str]      # (scope, name): scope is a function name, '' for globals; name may be 'buf.partial'
@@ -128,7 +127,7 @@ class _Builder:
                     name = _declared_name(src, holder.child_by_field_name("declarator"))
                     self.functions[name] = params
                     self.scope_of_params[name] = scope
-            elif n.type in _DECLARING and n.type != "parameter_declaration":
+            elif n.type in _DECLARING:
                 scope = self.scope(n)
                 if not scope:
                     continue
@@ -166,7 +165,8 @@ class _Builder:
         for v in values:
             self.st.union(target, v)
 
-    def bind_call(self, call: tree_sitter.Node, name: str, args: list[tree_sitter.Node], scope: str) -> None:
+    def bind_call(self, name: str, args: list[tree_sitter.Node], scope: str) -> None:
+        """Each parameter of callable `name` may point where the matching argument points."""
         params = self.functions[name]
         pscope = self.scope_of_params[name]
         for p, a in zip(params, args):
@@ -221,10 +221,10 @@ class _Builder:
             for k in self.roots(args[0], scope):
                 self.link(k, self.roots(args[1], scope))
         elif name in self.functions:
-            self.bind_call(n, name, args, scope)
+            self.bind_call(name, args, scope)
         for i, a in enumerate(args):  # std::thread(worker, args...), threads.emplace_back(worker, args...)
             if a.type == "identifier" and src.node_text(a) in self.functions and a is not fn:
-                self.bind_call(n, src.node_text(a), args[i + 1:], scope)
+                self.bind_call(src.node_text(a), args[i + 1:], scope)
                 break
 
 

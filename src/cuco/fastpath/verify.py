@@ -67,6 +67,7 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
     out = workdir / binary
     if cache:
         headers = [h.read_bytes() for d in include_dirs for h in sorted(Path(d).glob("*.h*")) if h.is_file()]
+        headers += [h.read_bytes() for h in sorted((csrc_dir() / "include").rglob("*.h*")) if h.is_file()]
         key = content_hash(code, repr(tc), str(shared), *libraries, *headers)
         out = cache_dir() / "fastpath" / key / ("libprogram.so" if shared else "program")
         if out.exists():

@@ -53,3 +53,36 @@ def test_covering_sample_uses_every_value(name):
     for d in space.names:
         assert {p.get(d) for p in sample} == {p.get(d) for p in points}, d
     assert len(sample) <= sum(len(space.values(d)) for d in space.names)
+
+
+# ---- compile (nvcc): plugin, seed and the covering sample of every workload ------------------------------
+
+@pytest.fixture(scope="module")
+def compiler():
+    from cuco.evaluate.compile import Compiler
+    from cuco.toolchain import ToolchainError
+
+    try:
+        return Compiler(arch="sm_90", jobs=2)
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plugin_seed_and_covering_sample_compile(name, compiler):
+    """CI's compile budget: every directive value of every workload is compiled at least once (the exhaustive
+    compile of every point is `pytest -m exhaustive`)."""
+    from cuco.harness.build import compile_shared
+    from cuco.kit.compute import link_options
+
+    wl = workloads.get(name)
+    link = link_options(wl, compiler.toolchain)  # builds the workload's compute library once (cached)
+    plugin = compile_shared(wl.plugin_path().resolve(), link.libraries, toolchain=compiler.toolchain,
+                            include_dirs=link.include_dirs, extra=link.extra)
+    assert plugin.ok, plugin.log[-2000:]
+    sample = covering_points(wl.space(Topology(world=wl.default_world)))
+    codes = [wl.seed_code(), *(wl.render(p) for p in sample)]
+    outcomes = compiler.compile_many(codes, link.libraries, link.include_dirs, link.extra)
+    failed = [(label, o.log_excerpt) for label, o in zip(["seed", *(p.label() for p in sample)], outcomes)
+              if not o.ok]
+    assert not failed, failed[:2]

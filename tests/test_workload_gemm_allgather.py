@@ -194,13 +194,6 @@ def test_representative_set_covers_every_value():
         assert {getattr(p, name) for p in rep} == set(SPACE.values(name))
 
 
-def test_plugin_seed_and_representative_points_compile(toolchain: Toolchain, tmp_path: Path):
-    sources: dict[str, str | Path] = {"plugin": WORKLOAD.plugin_path(), "seed": WORKLOAD.seed_path()}
-    sources.update({p.label(): WORKLOAD.render(p) for p in _representative()})
-    failed = _compile_all(toolchain, sources, tmp_path)
-    assert not failed, "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
-
-
 @pytest.mark.exhaustive
 def test_all_points_compile(toolchain: Toolchain, tmp_path: Path):
     failed = _compile_all(toolchain, {p.label(): WORKLOAD.render(p) for p in POINTS}, tmp_path)

@@ -22,7 +22,8 @@ from cuco.db import CandidateDB
 from cuco.pipeline import RunOptions, run_workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SHAPES = ["8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,8192"]
+SHAPES = ["8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,8192", "12288,5120,5120",
+          "2048,8192,28672"]
 
 
 def _torch_rows(path: str | None) -> dict[tuple[int, int, int], dict[str, Any]]:

@@ -188,6 +188,7 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     """
     from cuco import workloads
     from cuco.evaluate.cascade import Cascade
+    from cuco.evaluate.executor import Executor
 
     workload = workloads.get(opts.workload)
     _check_options(opts)
@@ -201,8 +202,10 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     shape = workload.parse_shape(shape_text) if shape_text else None
     seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
     evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
-    cascade = Cascade(workload, world=world, bench_shape=shape)
-    evaluation = _check_gpus(cascade.executor, world)
+    # GPUs before shapes: on a host with too few GPUs the fix is --world, whatever the shape says
+    executor = Executor(world=world)
+    evaluation = _check_gpus(executor, world)
+    cascade = Cascade(workload, world=world, bench_shape=shape, executor=executor)
     manifest = make_manifest(workload, cascade, seed, evaluations)
     if stored is not None:
         _check_resume(stored, manifest, opts, found.evaluated)

@@ -86,3 +86,16 @@ def test_plugin_seed_and_covering_sample_compile(name, compiler):
     failed = [(label, o.log_excerpt) for label, o in zip(["seed", *(p.label() for p in sample)], outcomes)
               if not o.ok]
     assert not failed, failed[:2]
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("name", NAMES)
+def test_every_point_compiles(name, compiler):
+    """Outside CI (`pytest -m exhaustive`): every legal point of every workload compiles."""
+    from cuco.kit.compute import link_options
+
+    wl, points = _points(name)
+    link = link_options(wl, compiler.toolchain)
+    outcomes = compiler.compile_many([wl.render(p) for p in points], link.libraries, link.include_dirs, link.extra)
+    failed = [(p.label(), o.log_excerpt) for p, o in zip(points, outcomes) if not o.ok]
+    assert not failed, f"{len(failed)} of {len(points)} points failed: {failed[:2]}"

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import re
-from pathlib import Path
 
 import pytest
 
 from cuco.design_space import DesignSpace, Directives, IllegalPointError, Topology, WHOLE
-from cuco.toolchain import Toolchain, ToolchainError, csrc_dir
 from cuco.workload import Shape, ShapeError
 from cuco.workloads import get
 from cuco.workloads.gemm_allgather import WORKLOAD, WORKLOAD_RULES
-from cuco.kit.compute import link_options
-from cuco.kit.sample import covering_points
 from cuco.kit.evolve import EVOLVE_END, EVOLVE_START
 
 SPACE = WORKLOAD.space(Topology(world=2))
@@ -149,62 +144,11 @@ def test_flops_and_comm_bytes():
     assert WORKLOAD.comm_bytes(s, 4) == 3 * 2048 * 8192 * 2
 
 
-# ---- compile checks (nvcc for sm_90, 2 jobs) --------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def toolchain() -> Toolchain:
-    try:
-        return Toolchain.detect(arch="sm_90")
-    except ToolchainError as exc:
-        pytest.skip(f"no CUDA toolchain: {exc}")
-
-
-def _compile_all(tc: Toolchain, sources: dict[str, str | Path], out: Path) -> dict[str, str]:
-    """name -> compiler log for each source that failed to compile."""
-    link = link_options(WORKLOAD, tc)
-    def one(item):
-        name, src = item
-        if isinstance(src, str):
-            path = out / (name.replace("/", ".") + ".cu")
-            path.write_text(src)
-        else:
-            path = src
-        r = tc.compile([path], out / (name.replace("/", ".") + ".so"),
-                       include_dirs=[csrc_dir() / "include", *link.include_dirs], libraries=link.libraries,
-                       extra=link.extra)
-        return name, r
-
-    failed = {}
-    with cf.ThreadPoolExecutor(max_workers=2) as pool:
-        for name, r in pool.map(one, sources.items()):
-            if not r.ok:
-                failed[name] = r.log[-2000:]
-    return failed
-
-
-def _representative() -> list[Directives]:
-    """A small set of points that uses every value of every directive at least once."""
-    return covering_points(SPACE)
-
-
-def test_representative_set_covers_every_value():
-    rep = _representative()
-    for name in ("backend", "placement", "sync_scope", "issuer", "chunk_bytes"):
-        assert {getattr(p, name) for p in rep} == set(SPACE.values(name))
-
-
-@pytest.mark.exhaustive
-def test_all_points_compile(toolchain: Toolchain, tmp_path: Path):
-    failed = _compile_all(toolchain, {p.label(): WORKLOAD.render(p) for p in POINTS}, tmp_path)
-    assert not failed, f"{len(failed)} of {len(POINTS)} points failed: " + "\n\n".join(
-        f"{k}:\n{v}" for k, v in list(failed.items())[:3])
-
-
 @pytest.mark.parametrize("world", [4, 8])
 def test_larger_worlds_share_the_compiled_points_and_take_the_bench_shapes(world):
     """A candidate reads the world size at run time, so the points compiled for W = 2 (every one, in
-    test_all_points_compile) are the programs W = 4 and 8 run; the bench shapes divide at those sizes."""
+    test_workload_contract.py::test_every_point_compiles) are the programs W = 4 and 8 run; the bench shapes
+    divide at those sizes."""
     wide = WORKLOAD.space(Topology(world=world))
     assert [p.label() for p in wide.points()] == [p.label() for p in POINTS]
     for shape in WORKLOAD.bench_shapes:

@@ -66,6 +66,15 @@ def _dir_hash(directory: Path) -> str:
     return content_hash(str(directory), *(p.name + p.read_text(errors="replace") for p in files))
 
 
+#: Files whose lines a compile log may quote: the candidate and headers of the include path.
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp", ".tcc")
+
+
+def _quotable(path: str) -> bool:
+    p = Path(path.strip())
+    return p.name == SOURCE_NAME or p.suffix in _HEADER_SUFFIXES or "/include/" in path
+
+
 def _shorten(line: str) -> str:
     return _ABS_PATH.sub(lambda m: m.group(1), line)
 
@@ -100,6 +109,11 @@ def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int
                 shown = context[-2:]       # nvcc's copy of the source line and the caret under it
                 context = context[:-2]
             lineno = int(header.group("line") or header.group("gline"))
+            if not _quotable(header.group("file")):
+                # nvcc echoes lines of the file it read: never store or send a file that is not a header
+                errors.append([f"error in {Path(header.group('file')).name}, a file that is not a header of "
+                               "the candidate's include path (its text is not shown)"])
+                continue
             if Path(header.group("file")).name == SOURCE_NAME and 1 <= lineno <= len(src_lines):
                 # The candidate's own line, as written (nvcc shows it after macro rewriting).
                 shown = ["    " + src_lines[lineno - 1].strip()]

@@ -49,7 +49,7 @@ FORBIDDEN_IDENTIFIERS: dict[str, str] = {
         "execve", "fexecve", "posix_spawn", "posix_spawnp", "fopen", "freopen", "fdopen", "socket", "getaddrinfo",
         "gethostbyname", "getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "clearenv", "environ",
         "syscall", "ptrace", "sigaction", "atexit", "at_quick_exit", "mmap", "shm_open", "ifstream", "ofstream",
-        "fstream")},
+        "fstream", "__environ", "_environ", "prctl", "dlvsym")},
     **{name: _WHY_CLOCK for name in (
         "clock64", "globaltimer", "__globaltimer", "__clock64", "clock_gettime", "gettimeofday", "timespec_get",
         "rdtsc", "__rdtsc", "chrono")},
@@ -60,13 +60,16 @@ FORBIDDEN_IDENTIFIERS: dict[str, str] = {
                                       "cudaStreamCreateWithPriority", "cuStreamCreate")},
     **{name: _WHY_LOAD for name in ("dlopen", "dlsym", "dlmopen", "cuModuleLoad", "cuModuleLoadData",
                                     "cuModuleLoadDataEx", "cuModuleLoadFatBinary", "cuLibraryLoadData",
-                                    "cuLinkCreate", "cudaLibraryLoadData", "nvrtcCreateProgram")},
+                                    "cuLinkCreate", "cudaLibraryLoadData", "nvrtcCreateProgram",
+                                    # entry points of the driver hand out any function, forbidden ones included
+                                    "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
+                                    "cuGetProcAddress", "cuGetProcAddress_v2")},
 }
 #: Common words that are forbidden only when called as free functions (`gin.signal(...)` stays legal).
 FORBIDDEN_CALLS: dict[str, str] = {
     **{name: _WHY_PROCESS for name in ("open", "openat", "creat", "remove", "unlink", "rename", "mkfifo",
                                        "connect", "bind", "listen", "accept", "sendto", "recvfrom", "kill",
-                                       "signal", "clone")},
+                                       "signal", "clone", "raise", "tgkill", "tkill")},
     "clock": _WHY_CLOCK,
     **{name: _WHY_EXIT for name in ("exit", "abort", "terminate")},
 }
@@ -108,6 +111,38 @@ _ASSIGN_AFTER = re.compile(r"\s*(?:\[[^\]\n]*\]\s*)*(?:\.\s*\w+\s*(?:\[[^\]\n]*\
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _ASM = frozenset(("asm", "__asm__", "__asm"))
 _RULED = frozenset(FORBIDDEN_IDENTIFIERS) | frozenset(FORBIDDEN_CALLS) | _ASM
+
+
+#: Digraphs and trigraphs spell `#`, braces and brackets without those characters (`%:include`).
+_ALTERNATE_TOKENS = (("%:%:", "##"), ("%:", "#"), ("<%", "{"), ("%>", "}"), ("<:", "["), (":>", "]"),
+                     ("??=", "#"), ("??/", "\\"), ("??(", "["), ("??)", "]"), ("??<", "{"), ("??>", "}"))
+# Substrings, not words: adjacent literals concatenate ("sys" "call") and run into their neighbours.
+_SYSCALL_ASM = re.compile(r"syscall|sysenter|\bint\s*\$?0x80\b", re.IGNORECASE)
+
+
+def normalise(code: str) -> str:
+    """The candidate's text as the preprocessor's first phases see it: digraphs and trigraphs replaced, and
+    backslash-newline splices joined, so `%:include`, `#incl\\<newline>ude` and `sys\\<newline>call` are seen
+    for what they are. Each joined line is followed by as many empty lines as it absorbed, so line numbers
+    of everything after it are unchanged. Only the candidate's own text is treated: headers are not scanned."""
+    for alt, plain in _ALTERNATE_TOKENS:
+        if alt in code:
+            code = code.replace(alt, plain)
+    if "\\\n" not in code and "\\\r\n" not in code:
+        return code
+    out: list[str] = []
+    pending: list[str] = []
+    for line in code.replace("\r\n", "\n").split("\n"):
+        if line.endswith("\\"):
+            pending.append(line[:-1])
+            continue
+        out.append("".join(pending) + line)
+        out.extend([""] * len(pending))
+        pending = []
+    if pending:
+        out.append("".join(pending))
+        out.extend([""] * (len(pending) - 1))
+    return "\n".join(out)
 
 
 @attrs.frozen
@@ -245,9 +280,26 @@ def _check_frozen(code: str, blocks: list[tuple[int, int]], parent_code: str) ->
     return []
 
 
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$", re.MULTILINE)
+
+
 def _check_includes(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
     out = []
     text = lexed.no_comments
+    for m in _DIRECTIVE.finditer(text):
+        kind, rest = m.group(1), m.group(2).strip()
+        line = line_of(m.start())
+        if kind != "include":
+            out.append(Violation(line, "include", f"#{kind} is not allowed in a candidate; use #include <...> "
+                                 "of an allowed header"))
+        elif rest[:1] not in ("<", '"'):
+            out.append(Violation(line, "include", f"#include {rest[:40]}: computed includes (a macro as the "
+                                 "header name) are not allowed; name the header as <...> or \"...\""))
+        else:
+            name = rest[1:].split(">" if rest[0] == "<" else '"')[0].strip()
+            if ".." in name.replace("\\", "/").split("/") or name.startswith(("/", "\\")) or "\\" in name:
+                out.append(Violation(line, "include", f"#include {rest[:60]}: header paths may not climb out of "
+                                     "the include directories ('..', absolute paths or backslashes)"))
     for m in _INCLUDE.finditer(text):
         if text[text.rfind("\n", 0, m.start()) + 1:m.start()].strip():
             continue  # not a directive: '#' is not the first thing on its line
@@ -285,6 +337,8 @@ def _check_identifiers(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
             out.append(Violation(line, "abi-symbol", f"{name}: a candidate may define only the entry points "
                                  f"{', '.join(ENTRY_POINTS)}; {'_'.join(name.split('_')[:2])}_* symbols belong "
                                  "to the harness and the workload plugin"))
+        elif name in _ASM and any(_SYSCALL_ASM.search(x) for x in _joined(lexed.literals)):
+            out.append(Violation(line, "forbidden", f"inline asm issuing a system call: {_WHY_PROCESS}"))
         elif name in ("asm", "__asm__", "__asm") and clock_asm:
             out.append(Violation(line, "clock-asm", f"inline asm reading a %clock or %globaltimer register: "
                                  f"{_WHY_CLOCK}"))
@@ -354,7 +408,8 @@ def _check_entry_points(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
 HOST_COLLECTIVES = frozenset((
     "ncclAllGather", "ncclAllReduce", "ncclReduceScatter", "ncclBroadcast", "ncclBcast", "ncclReduce",
     "ncclAlltoAll", "ncclAlltoAllv", "ncclSend", "ncclRecv", "ncclGather", "ncclScatter"))
-_HOST_COLLECTIVE = re.compile(r"(?<![\w.>])(" + "|".join(sorted(HOST_COLLECTIVES)) + r")\s*\(")
+# Named at all, not only called: `&ncclAllGather` or a function pointer would call it just the same.
+_HOST_COLLECTIVE = re.compile(r"(?<![\w.>])(" + "|".join(sorted(HOST_COLLECTIVES)) + r")(?!\w)")
 
 
 def _check_host_collectives(lexed: _Lexed, line_of: "_Lines") -> list[Violation]:
@@ -365,8 +420,9 @@ def _check_host_collectives(lexed: _Lexed, line_of: "_Lines") -> list[Violation]
 
 
 def _analyse(code: str, parent_code: str | None, require_blocks: bool = True) -> tuple[list[Violation], int]:
-    lexed = _lex(code)
-    line_of = _Lines(code)
+    seen = normalise(code)
+    lexed = _lex(seen)
+    line_of = _Lines(seen)
     blocks, found = _blocks(lexed.markers, require_blocks)
     if parent_code is not None and not found:
         found += _check_frozen(code, blocks, parent_code)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuco.evaluate.executor import DeviceGroup, Executor, NoGPUError, partition, visible_gpus
-from cuco.process import SAFE_GPU_ENV, is_secret, run_group, scrubbed_env
+from cuco.process import SAFE_GPU_ENV, is_allowed, is_secret, run_group, scrubbed_env
 
 
 def _alive(pid: int) -> bool:
@@ -162,7 +162,7 @@ names = st.one_of(st.sampled_from(SECRETS + KEPT + tuple(SAFE_GPU_ENV)),
 @given(base=st.dictionaries(names, st.text(max_size=8)), extra=st.dictionaries(names, st.text(max_size=8)))
 def test_scrubbed_env_drops_every_secret_keeps_the_rest_and_forces_multicast_off(base, extra):
     env = scrubbed_env(base, extra)
-    merged = {**base, **extra}
+    merged = {**{k: v for k, v in base.items() if is_allowed(k)}, **extra}
     assert not any(is_secret(k) for k in env)
     assert not set(SECRETS) & set(env)
     for k, v in merged.items():
@@ -170,6 +170,7 @@ def test_scrubbed_env_drops_every_secret_keeps_the_rest_and_forces_multicast_off
             assert env[k] == SAFE_GPU_ENV[k]
         elif not is_secret(k):
             assert env[k] == v
+    # inherited: only allow-listed names; set by the caller on purpose: anything but a secret
     assert set(env) == {k for k in merged if not is_secret(k)} | set(SAFE_GPU_ENV)
     assert all(k in env for k in KEPT if k in merged)
 

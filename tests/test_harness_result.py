@@ -180,7 +180,7 @@ def fake_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script = tmp_path / "fake-cuco-harness"
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FIXTURES / "fake_harness.py"}" "$@"\n')
     script.chmod(0o755)
-    monkeypatch.setenv("FAKE_HARNESS_LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("CUCO_FAKE_HARNESS_LOG", str(tmp_path / "calls.log"))
     return script
 
 

@@ -84,10 +84,27 @@ def is_secret(name: str) -> bool:
     return any(m in upper for m in SECRET_MARKERS)
 
 
+#: What a candidate-facing process (nvcc, the harness, a transformed program) may inherit: an allow-list,
+#: because a name pattern cannot know every provider's key name (WATSONX_APIKEY, SNOWFLAKE_JWT, ...).
+ALLOWED_ENV_NAMES = frozenset("""
+    PATH HOME USER LOGNAME SHELL PWD LANG LANGUAGE TZ TERM TMPDIR TMP TEMP
+    LD_LIBRARY_PATH LIBRARY_PATH CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH CC CXX CUDAHOSTCXX
+    NVCC_PREPEND_FLAGS NVCC_APPEND_FLAGS
+""".split())
+ALLOWED_ENV_PREFIXES = ("LC_", "CUDA_", "NCCL_", "NVSHMEM_", "CUCO_", "CUBLAS", "CUDNN_", "TORCH_SYMM_MEM_",
+                        "OMPI_", "PMIX_", "PMI_", "SLURM_")
+
+
+def is_allowed(name: str) -> bool:
+    """True for variables a candidate-facing process may inherit (see ALLOWED_ENV_NAMES/PREFIXES)."""
+    return (name in ALLOWED_ENV_NAMES or name.startswith(ALLOWED_ENV_PREFIXES)) and not is_secret(name)
+
+
 def scrubbed_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of `base` (default: the environment) plus `extra`, without secrets, with NVLink multicast off."""
-    env = {k: v for k, v in {**(base if base is not None else os.environ), **(extra or {})}.items()
-           if not is_secret(k)}
+    """The allow-listed part of `base` (default: the environment) plus `extra` (what the caller sets on
+    purpose, secrets still dropped), with NVLink multicast off."""
+    env = {k: v for k, v in (base if base is not None else os.environ).items() if is_allowed(k)}
+    env.update({k: v for k, v in (extra or {}).items() if not is_secret(k)})
     env.update(SAFE_GPU_ENV)
     return env
 

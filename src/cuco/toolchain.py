@@ -201,12 +201,12 @@ class Toolchain:
         cmd = [str(self.nvcc), *self.base_flags(), *(["-shared"] if shared else []),
                *(f"-I{d}" for d in include_dirs), *map(str, sources), "-o", str(tmp),
                *self.link_flags(libraries), *extra]
+        from cuco.process import run_group  # nvcc compiles untrusted code: allow-listed env, reaped tree
+
         start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-            ok, log = proc.returncode == 0, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired:
-            ok, log = False, f"nvcc timed out after {timeout_s:.0f}s"
+        done = run_group(cmd, timeout_s)
+        ok = done.returncode == 0 and not done.timed_out
+        log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
         seconds = time.monotonic() - start
         if ok:
             os.replace(tmp, output)  # atomic: a cached artefact is never half-written

@@ -34,6 +34,9 @@ _OTHER_ERROR = re.compile(r"^(ptxas|nvlink|nvcc|/usr/bin/ld|ld|collect2)\b.*\b(e
 _NOISE = re.compile(r"detected during|instantiation of|^\s*Remark: The warnings can be suppressed|"
                     r"^\s*In file included from|^\s*from\s|Compilation terminated|^\d+ errors? detected",
                     re.IGNORECASE)
+#: Failures of the machine rather than of the candidate's code (disk full, out of memory, read-only disk).
+_MACHINE_FAULT = re.compile(r"No space left on device|Disk quota exceeded|Cannot allocate memory|"
+                            r"Read-only file system|out of memory", re.IGNORECASE)
 _ABS_PATH = re.compile(r"(?:/[\w.+\-]+)+/([\w.+\-]+)")
 
 
@@ -202,6 +205,10 @@ class Compiler:
         if result.ok:
             return CompileOutcome(True, so_path, "", time.monotonic() - start, False, key)
         excerpt = trim_log(result.log, candidate_code)
+        machine = [line.strip() for line in result.log.splitlines() if _MACHINE_FAULT.search(line)]
+        if machine:  # the machine failed, not the candidate: say so first, and never cache it
+            excerpt = "\n".join(dict.fromkeys(_shorten(m) for m in machine[:3])) + "\n" + excerpt
+            return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
         _write_atomic(entry / "full_log.txt", result.log)
         if "timed out" not in result.log:  # a timeout may pass on a less loaded machine: do not cache it
             _write_atomic(fail_path, excerpt)

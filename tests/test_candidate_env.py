@@ -1,0 +1,65 @@
+"""Candidate-facing processes (nvcc, the harness) inherit an allow-listed environment, and a machine fault
+in a compile is never cached as the candidate's error (reliability, part 2: defects 6 and 8)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import attrs
+import pytest
+
+from cuco.process import SAFE_GPU_ENV, scrubbed_env
+
+
+def test_only_allow_listed_variables_pass_whatever_their_names():
+    base = {"WATSONX_APIKEY": "k1", "SNOWFLAKE_JWT": "k2", "MY_LLM_PROXY_AUTH": "k3", "OPENAI_API_KEY": "k4",
+            "PATH": "/usr/bin", "HOME": "/root", "CUDA_VISIBLE_DEVICES": "0", "NCCL_DEBUG": "WARN",
+            "LC_ALL": "C", "RANDOM_APP_SETTING": "x"}
+    env = scrubbed_env(base)
+    assert set(env) == {"PATH", "HOME", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "LC_ALL", *SAFE_GPU_ENV}
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_what_the_caller_sets_on_purpose_passes_but_never_a_secret():
+    env = scrubbed_env({}, extra={"CUDA_VISIBLE_DEVICES": "1", "RANK": "0", "NCCL_AUTH_TOKEN": "t"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["RANK"] == "0" and "NCCL_AUTH_TOKEN" not in env
+
+
+def _script_nvcc(tmp_path: Path, body: str) -> Path:
+    """A test double of nvcc (a shell script), standing in for the compiler to observe what it is given."""
+    path = tmp_path / "nvcc_double.sh"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def toolchain():
+    from cuco.toolchain import Toolchain, ToolchainError
+
+    try:
+        return Toolchain.detect(arch="sm_90")
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+
+
+def test_nvcc_does_not_see_provider_keys(toolchain, tmp_path, monkeypatch):
+    monkeypatch.setenv("WATSONX_APIKEY", "wx-secret-value")
+    monkeypatch.setenv("SNOWFLAKE_JWT", "jwt-secret-value")
+    double = attrs.evolve(toolchain, nvcc=_script_nvcc(tmp_path, "env; exit 1"))
+    result = double.compile([tmp_path / "x.cu"], tmp_path / "x.so")
+    assert not result.ok and "PATH=" in result.log
+    assert "secret-value" not in result.log
+
+
+def test_disk_full_is_said_first_and_never_cached(toolchain, tmp_path):
+    from cuco.evaluate.compile import Compiler
+
+    double = attrs.evolve(toolchain, nvcc=_script_nvcc(
+        tmp_path, 'echo "/usr/bin/ld: final link failed: No space left on device" >&2; exit 1'))
+    compiler = Compiler(double, cache_dir=tmp_path / "cache", jobs=1)
+    first = compiler.compile("int main() { return 0; }\n")
+    assert not first.ok and first.log_excerpt.startswith("ld: final link failed: No space left on device")
+    again = compiler.compile("int main() { return 0; }\n")
+    assert not again.cached and not (tmp_path / "cache" / first.key / "error.txt").exists()

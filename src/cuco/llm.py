@@ -190,13 +190,15 @@ class LLMClient:
     """
 
     def __init__(self, config: LLMConfig, completion_fn: Callable[..., Any] | None = None,
-                 cost_fn: Callable[[Any], float] | None = None, sleep: Callable[[float], None] = time.sleep):
+                 cost_fn: Callable[[Any], float] | None = None, sleep: Callable[[float], None] = time.sleep,
+                 ledger: Any = None):
         self.config = config
+        self.ledger = ledger  # a cuco.spend.SpendLedger: the cap then holds across processes of one run
         self._completion_fn = completion_fn
         self._cost_fn = cost_fn
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._spent = 0.0
+        self._spent = ledger.total_usd() if ledger is not None else 0.0
         self._reserved = 0.0
         self._checked: set[str] = set()
         self._config_checked = False  # check() passed once: the configuration does not change
@@ -256,7 +258,8 @@ class LLMClient:
         n_in = int(n_in * 1.1) + 32
         return n_in * prices[0] + self.config.max_tokens * prices[1]
 
-    def _reserve(self, amount: float, model: str) -> None:
+    def _reserve(self, amount: float, model: str) -> str:
+        """Hold `amount` against the cap (and in the run's ledger); returns the reservation's id."""
         with self._lock:
             cap = self.config.budget_usd
             if cap is not None and self._spent + self._reserved + amount > cap:
@@ -264,8 +267,11 @@ class LLMClient:
                     f"LLM budget cap ${cap:.4f} reached (spent ${self._spent:.4f}, in flight ${self._reserved:.4f}, "
                     f"this {model} call could cost up to ${amount:.4f}); raise budget_usd or continue without LLM")
             self._reserved += amount
+        return self.ledger.reserve(amount, model) if self.ledger is not None else ""
 
-    def _settle(self, reserved: float, actual: float) -> None:
+    def _settle(self, reserved: float, actual: float, rid: str = "") -> None:
+        if self.ledger is not None and rid:
+            self.ledger.settle(rid, actual)
         with self._lock:
             self._reserved -= reserved
             self._spent += actual
@@ -316,8 +322,8 @@ class LLMClient:
                 raise ReplayMissError(
                     f"replay cache {self.cache.path} has no answer for this {model} prompt (hash {key[:12]}); the "
                     "run diverged from the recorded one: use the same seed, config and inputs, or record again")
-            self._reserve(0.0, model)
-            self._settle(0.0, float(hit["cost_usd"]))  # charged as recorded, so budget decisions replay too
+            rid = self._reserve(0.0, model)
+            self._settle(0.0, float(hit["cost_usd"]), rid)  # charged as recorded, so budget decisions replay too
             return LLMReply(hit["text"], hit["model"], float(hit["cost_usd"]), True,
                             int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)))
         litellm = import_litellm()
@@ -351,7 +357,7 @@ class LLMClient:
     def _one_call(self, litellm: Any, model: str, messages: Sequence[Mapping[str, str]], temp: float,
                   kwargs: dict[str, Any]) -> LLMReply:
         worst = self.worst_case_usd(litellm, model, messages)
-        self._reserve(worst, model)
+        rid = self._reserve(worst, model)
         fn = self._completion_fn or litellm.completion
         box: "queue.Queue[tuple[bool, Any]]" = queue.Queue(maxsize=1)
 
@@ -368,19 +374,19 @@ class LLMClient:
         try:
             ok, value = box.get(timeout=self.config.outer_timeout_s)
         except queue.Empty:
-            self._settle(worst, worst)  # the abandoned call may still be billed: count its worst case
+            self._settle(worst, worst, rid)  # the abandoned call may still be billed: count its worst case
             raise LLMTimeoutError(f"{model}: no answer within the outer timeout of {self.config.outer_timeout_s:.0f} s; "
                                   "the call was abandoned (raise outer_timeout_s or use a faster model)") from None
         if not ok:
-            self._settle(worst, 0.0)
+            self._settle(worst, 0.0, rid)
             raise value
         try:
             text = value.choices[0].message.content or ""
         except (AttributeError, IndexError, KeyError):
-            self._settle(worst, 0.0)
+            self._settle(worst, 0.0, rid)
             raise LLMError(f"{model}: the reply has no message content; retry or use another model") from None
         cost = self._cost(litellm, value, model, worst)
-        self._settle(worst, cost)
+        self._settle(worst, cost, rid)
         usage = getattr(value, "usage", None)
         return LLMReply(text, model, cost, False, int(getattr(usage, "prompt_tokens", 0) or 0),
                         int(getattr(usage, "completion_tokens", 0) or 0))

@@ -20,6 +20,7 @@ from cuco.design_space import DesignSpace, Topology
 from cuco.errors import CucoError
 from cuco.evaluate.base import Evaluator
 from cuco.llm import LLMClient, LLMConfig
+from cuco.spend import LEDGER_FILE, SpendLedger
 from cuco.search.config import SearchConfig
 from cuco.search.loop import Mutators, Search, SearchResult
 from cuco.search.mutators.llm import LLMMutator
@@ -52,7 +53,8 @@ def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, **llm_kwargs: An
         return Mutators()
     if isinstance(llm, LLMConfig) and llm.cache_mode != "off" and not llm.cache_path:
         llm = attrs.evolve(llm, cache_path=str(run_dir / LLM_CACHE_FILE))
-    client = llm if isinstance(llm, LLMClient) else LLMClient(llm)
+    # the spend is the run's, not the process's: the cap holds across resumes
+    client = llm if isinstance(llm, LLMClient) else LLMClient(llm, ledger=SpendLedger(run_dir / LEDGER_FILE))
     client.check()  # before anything is written: a model that cannot work leaves no half-made run behind
     return Mutators(llm=LLMMutator(client, **llm_kwargs))
 

@@ -1,0 +1,69 @@
+"""The LLM spend of a run, kept on disk so a USD cap holds across processes and resumes.
+
+An append-only JSON-lines file: a `reserve` record (the call's worst case) before every provider call and a
+`settle` record (its cost) after. Loading counts settled costs, and every reservation never settled (the
+process was killed with the call in flight, which may still be billed) at its worst case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+
+from cuco.errors import CucoError
+
+LEDGER_FILE = "llm_spend.jsonl"
+
+
+class SpendLedger:
+    """Append-only record of reservations and settlements; thread-safe within a process."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def total_usd(self) -> float:
+        """Settled costs plus the worst case of every reservation left unsettled."""
+        reserved: dict[str, float] = {}
+        settled = 0.0
+        if not self.path.exists():
+            return 0.0
+        with self.path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    op, rid, usd = rec["op"], rec["id"], float(rec["usd"])
+                except (ValueError, KeyError, TypeError):
+                    if line.endswith("\n"):
+                        raise CucoError(f"{self.path} line {n} is not a spend record; the run's LLM spend cannot "
+                                        "be known: restore the file or start a new run") from None
+                    continue  # a last line cut by a kill mid-write: its call was never made
+                if op == "reserve":
+                    reserved[rid] = usd
+                elif op == "settle":
+                    reserved.pop(rid, None)
+                    settled += usd
+        return settled + sum(reserved.values())
+
+    def reserve(self, usd: float, model: str) -> str:
+        rid = uuid.uuid4().hex
+        self._append({"op": "reserve", "id": rid, "usd": usd, "model": model})
+        return rid
+
+    def settle(self, rid: str, usd: float) -> None:
+        self._append({"op": "settle", "id": rid, "usd": usd})
+
+    def _append(self, record: dict) -> None:
+        line = (json.dumps(record) + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)   # one write of a short line: appends do not interleave
+                os.fsync(fd)
+            finally:
+                os.close(fd)

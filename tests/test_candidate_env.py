@@ -63,3 +63,29 @@ def test_disk_full_is_said_first_and_never_cached(toolchain, tmp_path):
     assert not first.ok and first.log_excerpt.startswith("ld: final link failed: No space left on device")
     again = compiler.compile("int main() { return 0; }\n")
     assert not again.cached and not (tmp_path / "cache" / first.key / "error.txt").exists()
+
+
+def test_cache_sweep_removes_dead_temp_files_and_bounds_the_size(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    from cuco.evaluate.compile import sweep_cache
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    entries = []
+    for i in range(4):
+        e = tmp_path / f"key{i}"
+        e.mkdir()
+        (e / "candidate.so").write_bytes(b"x" * 1000)
+        entries.append(e)
+    stale = entries[0] / f".candidate.so.{dead.pid}.tmp"
+    live = entries[1] / f".candidate.so.{os.getpid()}.tmp"
+    stale.write_bytes(b"t")
+    live.write_bytes(b"t")
+    for i, e in enumerate(entries):
+        os.utime(e, (time.time() - 100 + i, time.time() - 100 + i))  # key0 least recently used
+    sweep_cache(tmp_path, max_bytes=1500)
+    assert not stale.exists() and live.exists()
+    assert [e.exists() for e in entries] == [False, True, False, True]  # key1: a compile is writing it

@@ -108,22 +108,39 @@ def test_budget_cap_is_never_exceeded():
     assert c.spent_usd <= 0.02
 
 
-def test_budget_cap_holds_under_concurrent_calls():
-    c = client(budget_usd=0.01, max_tokens=2000)
+def _hammer(c: LLMClient, threads: int = 6, calls: int = 50) -> list:
     errors: list = []
 
     def work():
-        for _ in range(50):
+        for _ in range(calls):
             try:
                 c.complete(MSG, mock_response="y")
             except LLMBudgetError:
                 errors.append(1)
                 return
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    assert errors and c.spent_usd <= 0.01
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    [t.start() for t in pool]
+    [t.join() for t in pool]
+    return errors
+
+
+def test_budget_cap_holds_under_concurrent_calls():
+    one = client(max_tokens=20).complete(MSG, mock_response="y").cost_usd
+    c = client(budget_usd=20 * one, max_tokens=20)
+    errors = _hammer(c)
+    assert errors and c.spent_usd <= 20 * one
+
+
+def test_calls_in_flight_do_not_switch_the_llm_off_before_money_is_spent():
+    """Six concurrent worst cases exceed the cap, yet each call costs little: nobody is refused until the
+    money spent reaches the cap."""
+    one = client(max_tokens=2000).complete(MSG, mock_response="y").cost_usd
+    worst = client(max_tokens=2000).worst_case_usd(__import__("cuco.llm").llm.import_litellm(), MODEL, MSG)
+    cap = 3 * worst  # room for three calls in flight at their worst case, not six
+    c = client(budget_usd=cap, max_tokens=2000)
+    errors = _hammer(c, threads=6, calls=5)
+    assert not errors and c.spent_usd == pytest.approx(30 * one)
 
 
 def test_unpriced_model_with_a_budget_needs_prices():

@@ -119,3 +119,15 @@ def test_a_configuration_error_mid_run_switches_the_llm_off(tmp_path):
         assert all(m.startswith("directive") for m in late), late
     assert client.calls <= 4  # only the proposals already in flight asked; none after the switch-off
     assert r.notes[0].startswith("LLM mutations were switched off") and "OPENAI_API_KEY" in r.notes[0]
+
+
+def test_every_failed_reply_is_costed_in_the_runs_spend(tmp_path):
+    """Replies that become no candidate still cost money: the result reports the run's ledger, not only the
+    candidates' costs (reliability, part 2, defect 2)."""
+    from cuco.spend import LEDGER_FILE, SpendLedger
+
+    client = LLMClient(LLMConfig(**PRICED), completion_fn=empty_reply, ledger=SpendLedger(tmp_path / LEDGER_FILE))
+    with CandidateDB(tmp_path / "e.db") as db:
+        r = search(db, client).run(8)
+        assert sum(c.llm_cost_usd for c in db.all()) == 0.0  # no reply became a candidate
+    assert client.calls > 0 and r.llm_cost_usd == pytest.approx(client.calls * 10 * 1e-7)

@@ -53,7 +53,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     opts = RunOptions(
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
         run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
-        budget_usd=args.budget_usd, progress=not args.quiet,
+        budget_usd=args.budget_usd, progress=not args.quiet, price_per_mtok=args.price_per_mtok,
     )
     summary = run_workload(opts)
     print(summary.text())
@@ -64,6 +64,16 @@ def _cmd_transform(args: argparse.Namespace) -> int:
     from cuco.fastpath.cli import transform_main
 
     return transform_main(args.args)
+
+
+def _price(text: str) -> tuple[float, float]:
+    try:
+        pin, pout = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write two prices, e.g. 0.15,0.60") from None
+    if not (pin >= 0 and pout >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: prices must be >= 0")
+    return pin, pout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="random seed of the search (default 0; on --resume the run's)")
     r.add_argument("--model", default=None, help="litellm model for LLM mutations (default: none, offline)")
     r.add_argument("--budget-usd", type=float, default=5.0, help="LLM spending cap in USD (default 5)")
+    r.add_argument("--price-per-mtok", type=_price, default=None, metavar="IN,OUT",
+                   help="USD per million input and output tokens, for a --model litellm has no price for")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=_cmd_run)
 

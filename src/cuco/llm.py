@@ -83,6 +83,8 @@ class LLMConfig:
     prices: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
     cache_path: str | None = None
     cache_mode: str = attrs.field(default="off", validator=attrs.validators.in_(CACHE_MODES))
+    max_reply_chars: int = attrs.field(default=256 * 1024, validator=attrs.validators.gt(0))
+    max_abandoned_calls: int = attrs.field(default=2, validator=attrs.validators.ge(1))
 
     def to_dict(self) -> dict[str, Any]:
         d = attrs.asdict(self)
@@ -171,6 +173,10 @@ class ReplayCache:
 
 _RETRYABLE = ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError", "ServiceUnavailableError",
               "BadGatewayError", "APIError")
+_PRICE_FIX = ("give its price: `cuco run ... --price-per-mtok IN,OUT` (USD per million tokens), or "
+              "LLMConfig(prices={{{model!r}: (usd_per_input_token, usd_per_output_token)}}), or budget_usd=None")
+#: Fatal errors that no other prompt can avoid (the key, the account, the model): the run stops asking.
+_ACCOUNT_FATAL = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "PaymentRequiredError")
 _FATAL = {
     "AuthenticationError": "the provider rejected the API key; check the key variable for this provider",
     "PermissionDeniedError": "the API key has no access to this model; use another model or key",
@@ -198,6 +204,8 @@ class LLMClient:
         self._cost_fn = cost_fn
         self._sleep = sleep
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._abandoned: list[threading.Thread] = []  # calls given up at the outer timeout, maybe still running
         self._spent = ledger.total_usd() if ledger is not None else 0.0
         self._reserved = 0.0
         self._checked: set[str] = set()
@@ -225,8 +233,9 @@ class LLMClient:
             return self.config.budget_usd - self._spent - self._reserved
 
     def exhausted(self) -> bool:
-        left = self.remaining_usd()
-        return left is not None and left <= 0
+        """True once money spent (not money held for calls in flight) has reached the cap."""
+        cap = self.config.budget_usd
+        return cap is not None and self.spent_usd >= cap
 
     def choose_model(self, rng: random.Random | None = None) -> str:
         names = [m for m, _ in self.config.models]
@@ -250,7 +259,7 @@ class LLMClient:
                 return 0.0
             raise LLMConfigError(
                 f"model {model!r} has no price in litellm's cost map, so the budget cap cannot be enforced; "
-                f"set LLMConfig(prices={{{model!r}: (usd_per_input_token, usd_per_output_token)}}) or budget_usd=None")
+                f"{_PRICE_FIX.format(model=model)}")
         try:
             n_in = litellm.token_counter(model=model, messages=list(messages))
         except Exception:  # unknown tokenizer: count characters, an over-estimate of tokens
@@ -260,21 +269,29 @@ class LLMClient:
 
     def _reserve(self, amount: float, model: str) -> str:
         """Hold `amount` against the cap (and in the run's ledger); returns the reservation's id."""
-        with self._lock:
+        with self._settled:
             cap = self.config.budget_usd
-            if cap is not None and self._spent + self._reserved + amount > cap:
-                raise LLMBudgetError(
-                    f"LLM budget cap ${cap:.4f} reached (spent ${self._spent:.4f}, in flight ${self._reserved:.4f}, "
-                    f"this {model} call could cost up to ${amount:.4f}); raise budget_usd or continue without LLM")
+            deadline = time.monotonic() + self.config.outer_timeout_s
+            while cap is not None and self._spent + self._reserved + amount > cap:
+                # Only money spent exhausts the cap; calls in flight usually cost far less than their
+                # worst case, so wait for them to settle rather than switch the LLM off for the run.
+                left = deadline - time.monotonic()
+                if self._spent + amount > cap or self._reserved == 0 or left <= 0:
+                    raise LLMBudgetError(
+                        f"LLM budget cap ${cap:.4f} reached (spent ${self._spent:.4f}, in flight "
+                        f"${self._reserved:.4f}, this {model} call could cost up to ${amount:.4f}); raise budget_usd "
+                        "or continue without LLM")
+                self._settled.wait(left)
             self._reserved += amount
         return self.ledger.reserve(amount, model) if self.ledger is not None else ""
 
     def _settle(self, reserved: float, actual: float, rid: str = "") -> None:
         if self.ledger is not None and rid:
             self.ledger.settle(rid, actual)
-        with self._lock:
+        with self._settled:
             self._reserved -= reserved
             self._spent += actual
+            self._settled.notify_all()
 
     # -- checks ----------------------------------------------------------------------------------------
     def _check_model(self, litellm: Any, model: str, mocked: bool) -> None:
@@ -304,8 +321,7 @@ class LLMClient:
             if self.config.budget_usd is not None and self._prices(litellm, model) is None:
                 raise LLMConfigError(
                     f"model {model!r} has no price in litellm's cost map, so the budget cap cannot be enforced; "
-                    f"set LLMConfig(prices={{{model!r}: (usd_per_input_token, usd_per_output_token)}}) or "
-                    "budget_usd=None")
+                    f"{_PRICE_FIX.format(model=model)}")
         self._config_checked = True
 
     # -- the call --------------------------------------------------------------------------------------
@@ -347,6 +363,8 @@ class LLMClient:
                 name = type(exc).__name__
                 if name in _FATAL or any(name == f or name.endswith(f) for f in _FATAL):
                     hint = _FATAL.get(name, "")
+                    if any(name.endswith(f) for f in _ACCOUNT_FATAL):
+                        raise LLMConfigError(f"{model}: {name}: {_short(exc)}; {hint}") from None
                     raise LLMError(f"{model}: {name}: {_short(exc)}; {hint}") from None
                 if name not in _RETRYABLE and not isinstance(exc, (TimeoutError, ConnectionError)):
                     raise LLMError(f"{model}: unexpected {name}: {_short(exc)}") from None
@@ -356,6 +374,11 @@ class LLMClient:
 
     def _one_call(self, litellm: Any, model: str, messages: Sequence[Mapping[str, str]], temp: float,
                   kwargs: dict[str, Any]) -> LLMReply:
+        self._abandoned = [t for t in self._abandoned if t.is_alive()]
+        if len(self._abandoned) >= self.config.max_abandoned_calls:
+            # each abandoned call holds a thread we cannot kill: a provider that hangs is not asked again
+            raise LLMConfigError(f"{model}: {len(self._abandoned)} calls are still hanging past the outer timeout; "
+                                 "the provider is not answering, so the run goes on without the LLM")
         worst = self.worst_case_usd(litellm, model, messages)
         rid = self._reserve(worst, model)
         fn = self._completion_fn or litellm.completion
@@ -369,11 +392,13 @@ class LLMClient:
                 box.put((False, exc))
 
         # A daemon thread we can abandon: the outer timeout holds even if the provider ignores its own.
-        threading.Thread(target=target, daemon=True, name=f"llm-{model}").start()
+        worker = threading.Thread(target=target, daemon=True, name=f"llm-{model}")
+        worker.start()
         self.calls += 1
         try:
             ok, value = box.get(timeout=self.config.outer_timeout_s)
         except queue.Empty:
+            self._abandoned.append(worker)
             self._settle(worst, worst, rid)  # the abandoned call may still be billed: count its worst case
             raise LLMTimeoutError(f"{model}: no answer within the outer timeout of {self.config.outer_timeout_s:.0f} s; "
                                   "the call was abandoned (raise outer_timeout_s or use a faster model)") from None
@@ -387,6 +412,9 @@ class LLMClient:
             raise LLMError(f"{model}: the reply has no message content; retry or use another model") from None
         cost = self._cost(litellm, value, model, worst)
         self._settle(worst, cost, rid)
+        if len(text) > self.config.max_reply_chars:
+            raise LLMError(f"{model}: a reply of {len(text)} characters is over max_reply_chars="
+                           f"{self.config.max_reply_chars}; it is not used or stored")
         usage = getattr(value, "usage", None)
         return LLMReply(text, model, cost, False, int(getattr(usage, "prompt_tokens", 0) or 0),
                         int(getattr(usage, "completion_tokens", 0) or 0))
@@ -403,5 +431,7 @@ class LLMClient:
 
 
 def _short(exc: BaseException | None, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
+    from cuco.redact import redact  # provider errors can echo the key they were given
+
+    text = redact(" ".join(str(exc).split()))
     return text if len(text) <= limit else text[:limit] + "..."

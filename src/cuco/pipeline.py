@@ -41,6 +41,8 @@ class RunOptions:
     seed: int | None = None         # None: the run's (on resume), else 0
     model: str | None = None
     budget_usd: float = 5.0
+    #: USD per million (input, output) tokens, for a model litellm's price list does not know
+    price_per_mtok: tuple[float, float] | None = None
     progress: bool = True
     batch_size: int = 8
     islands: int = 4
@@ -216,7 +218,12 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     if opts.model:
         from cuco.llm import LLMConfig
 
-        llm = LLMConfig(models=opts.model, budget_usd=opts.budget_usd)
+        from cuco.llm import LLMClient
+
+        prices = {opts.model: (opts.price_per_mtok[0] / 1e6, opts.price_per_mtok[1] / 1e6)} \
+            if opts.price_per_mtok else {}
+        llm = LLMConfig(models=opts.model, budget_usd=opts.budget_usd, prices=prices)
+        LLMClient(llm).check()  # unknown model, missing key or price: said now, before anything is written
     _make_run_dir(run_dir)
     with runlock.held(run_dir):
         if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile

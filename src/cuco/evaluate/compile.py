@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Sequence
@@ -38,6 +39,44 @@ _NOISE = re.compile(r"detected during|instantiation of|^\s*Remark: The warnings 
 _MACHINE_FAULT = re.compile(r"No space left on device|Disk quota exceeded|Cannot allocate memory|"
                             r"Read-only file system|out of memory", re.IGNORECASE)
 _ABS_PATH = re.compile(r"(?:/[\w.+\-]+)+/([\w.+\-]+)")
+
+
+#: Bound of the compiled-candidate cache in MB ($CUCO_CACHE_MAX_MB); the least recently used entries go first.
+DEFAULT_CACHE_MAX_MB = 4096
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_cache(cache: Path, max_bytes: int) -> None:
+    """Remove temp files left by compiles whose process is gone, then the least recently used entries
+    until the cache holds at most `max_bytes`."""
+    used = {entry: entry.stat().st_mtime for entry in cache.iterdir() if entry.is_dir()}  # before any unlink
+    busy = set()
+    for tmp in cache.glob("*/.*.tmp"):
+        pid = tmp.name.rsplit(".", 2)[-2] if tmp.name.count(".") >= 3 else ""
+        if not pid.isdigit() or not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+        else:
+            busy.add(tmp.parent)  # a compile is writing it now
+    entries = []
+    for entry, mtime in used.items():
+        if entry not in busy:
+            files = [f for f in entry.iterdir() if f.is_file()]
+            entries.append((mtime, entry, sum(f.stat().st_size for f in files)))
+    total = sum(size for _, _, size in entries)
+    for _, entry, size in sorted(entries, key=lambda e: e[0]):
+        if total <= max_bytes:
+            break
+        shutil.rmtree(entry, ignore_errors=True)
+        total -= size
 
 
 @attrs.frozen
@@ -166,6 +205,8 @@ class Compiler:
         self.toolchain = toolchain
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "candidates"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        max_mb = float(os.environ.get("CUCO_CACHE_MAX_MB", DEFAULT_CACHE_MAX_MB))
+        sweep_cache(self.cache_dir, int(max_mb * 1024 * 1024))
         self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
         if self.jobs < 1:
             raise ValueError(f"jobs must be >= 1, got {self.jobs}")
@@ -193,6 +234,7 @@ class Compiler:
         entry = self.cache_dir / key
         so_path, fail_path = entry / "candidate.so", entry / "error.txt"
         if so_path.exists():
+            os.utime(entry)  # recently used: the cache sweep keeps it
             return CompileOutcome(True, so_path, "", time.monotonic() - start, True, key)
         if fail_path.exists():
             return CompileOutcome(False, None, fail_path.read_text(), time.monotonic() - start, True, key)

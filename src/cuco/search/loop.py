@@ -23,6 +23,7 @@ from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
 from cuco.evaluate.base import Evaluator
 from cuco.llm import LLMBudgetError, LLMConfigError
+from cuco.spend import LEDGER_FILE, SpendLedger
 from cuco.search import migration as mig
 from cuco.search import selection
 from cuco.search.archive import Archive
@@ -358,7 +359,11 @@ class Search:
 
     def result(self) -> SearchResult:
         """The outcome so far, read from the database."""
-        cost = sum(c.llm_cost_usd for c in self.db.all(self.workload.name))
+        ledger = SpendLedger(self.db.path.parent / LEDGER_FILE)
+        # the run's ledger counts every call (failed replies, retries, resamples, summaries, calls cut by a
+        # kill); the candidates' own costs only the replies that became candidates
+        cost = ledger.total_usd() if ledger.path.exists() else \
+            sum(c.llm_cost_usd for c in self.db.all(self.workload.name))
         state = RunState.load(self.db)
         return SearchResult(self.db.best(self.workload.name), tuple(state.history),
                             self.db.count_by_status(self.workload.name),

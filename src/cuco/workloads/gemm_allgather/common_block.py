@@ -120,8 +120,9 @@ def prologue(point: Directives) -> str:
                            "BARRIER_KERNEL": barrier}, what="GEMM+AllGather prologue")
 
 
-def barrier_launch(point: Directives, stream: str) -> str:
+def barrier_launch(point: Directives, stream: str, indent: str = "  ") -> str:
     """Host code launching the grid-wide barrier kernel on `stream` (world/team scopes), else nothing."""
     if not uses_barrier_kernel(point):
         return ""
-    return f"  barrier_kernel<<<1, 128, 0, {stream}>>>(ctx->devcomm);\n  if ((rc = launch_ok())) return rc;\n"
+    return (f"{indent}barrier_kernel<<<1, 128, 0, {stream}>>>(ctx->devcomm);\n"
+            f"{indent}if ((rc = launch_ok())) return rc;\n")

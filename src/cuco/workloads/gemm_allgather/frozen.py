@@ -29,9 +29,9 @@ HEAD = r"""
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cublasLt.h>
-#include <mma.h>
 
 #include "cuco/abi.h"
+#include "cuco/compute/gemm_allgather.h"  // cuco_ag_gemm_persistent (the compute library)
 #include "cuco/kit/layout.cuh"
 #include "cuco/kit/skeleton.cuh"
 #include "cuco/kit/sync.cuh"

@@ -53,10 +53,10 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 
 # ---- stream_overlap: LSA pull on a few CTAs (side stream) under the local-rows GEMM ----------------------
 
-STREAM_OVERLAP = r"""
+#: The pull kernel and its needs, shared with placement=fused (fused_block.py).
+PULL_KERNEL = r"""
 // Pull every peer's block, chunk by chunk, into A_full with a few CTAs. All CTAs share each chunk so chunks
-// land in order; the last CTA to finish a chunk publishes its epoch in chunk[p][c], which the GEMM stream
-// waits on (cuStreamWaitValue32).
+// land in order; the last CTA to finish a chunk publishes its epoch in chunk[p][c], which the GEMM waits on.
 __global__ void __launch_bounds__(kCommThreads)
     pull_kernel(ncclDevComm dc, ncclWindow_t win_a, ncclWindow_t win_sym, int4* a_full, Flags f, Geo g,
                 uint32_t epoch) {
@@ -91,7 +91,9 @@ static Needs block_needs(const cuco_ctx* ctx) {
   return n;
 }
 
-// placement=stream_overlap: the pull kernel runs on the side stream on comm_ctas() SMs; the main stream
+"""
+
+STREAM_OVERLAP = PULL_KERNEL + r"""// placement=stream_overlap: the pull kernel runs on the side stream on comm_ctas() SMs; the main stream
 // multiplies the local rows on the other SMs, then each remote chunk as soon as its flag says it landed.
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo g = geo_of(ctx);
@@ -196,7 +198,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 """
 
 
-def _pull_snippets(point: Directives) -> dict[str, str]:
+def pull_snippets(point: Directives) -> dict[str, str]:
     """Entry/exit sync of a kernel that READS peers' memory (pull): peers must be in this epoch before we read,
     and must not refill what we read until we are done."""
     scope = point.sync_scope
@@ -236,7 +238,7 @@ def render_lsa(point: Directives) -> str:
     """The placement-specific part of an LSA block (deferred, stream_overlap or split_put_wait)."""
     if point.placement == "deferred":
         barriers = "ctx->sm_count" if point.sync_scope == "block" else "1"
-        subs = _pull_snippets(point)
+        subs = pull_snippets(point)
         subs.pop("WAIT_READY")
         subs.pop("ON_PEER_READ")
         subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "main"),
@@ -244,7 +246,7 @@ def render_lsa(point: Directives) -> str:
         return fill(DEFERRED, subs, what="deferred block")
     if point.placement == "stream_overlap":
         barriers = {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
-        subs = _pull_snippets(point)
+        subs = pull_snippets(point)
         subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "side"),
                      "POST": barrier_launch(point, "side")})
         return fill(STREAM_OVERLAP, subs, what="stream_overlap block")

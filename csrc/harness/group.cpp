@@ -15,9 +15,25 @@ Launch make_launch(const std::vector<int>& devices) {
   return l;
 }
 
+Launch make_process_launch(const std::vector<int>& devices, int rank, const ncclUniqueId& id) {
+  Launch l;
+  l.world = static_cast<int>(devices.size());
+  l.local_world = 1;
+  l.local_ranks.push_back({rank, 0, devices[rank]});
+  l.id = id;
+  return l;
+}
+
 HostGroup::HostGroup(int nranks) : n_(nranks), slots_(nranks) {}
 
+HostGroup::HostGroup(int nranks, std::unique_ptr<StarLink> link)
+    : n_(nranks), link_(std::move(link)), slots_(nranks) {}
+
 void HostGroup::barrier() {
+  if (link_) {
+    link_->allgather(std::string());
+    return;
+  }
   std::unique_lock<std::mutex> lk(mu_);
   uint64_t gen = generation_;
   if (++arrived_ == n_) {
@@ -30,6 +46,7 @@ void HostGroup::barrier() {
 }
 
 std::vector<std::string> HostGroup::allgather(int rank, const std::string& mine) {
+  if (link_) return link_->allgather(mine);
   {
     std::lock_guard<std::mutex> lk(mu_);
     slots_[rank] = mine;

@@ -1,21 +1,22 @@
 // How ranks find each other and agree on the host side.
 //
-// MULTI-NODE: this file and group.cpp are the one place to change. Today every rank is a thread of one
-// process: `make_launch` creates the ncclUniqueId and lists all ranks as local, and `HostGroup` is a
-// barrier plus an all-gather in shared memory. A multi-node launch (one process per node or per GPU,
-// RANK / WORLD_SIZE / LOCAL_RANK from the launcher) replaces both: `make_launch` reads the environment,
-// rank 0 writes the unique id to a file or env variable that the others read, and `HostGroup` becomes
-// an all-gather across processes (a TCP store, or ncclAllGather on the host communicator). Candidates,
-// the workload plugin, timing, verification and the watchdog use only this interface and stay unchanged.
+// Two launches, one interface. Thread mode (default): every rank is a thread of one process, `make_launch`
+// creates the ncclUniqueId and `HostGroup` is a barrier plus an all-gather in shared memory. Process mode
+// (`--rank R --rendezvous DIR`, one process per rank, started by cuco.harness.ranks): `make_process_launch`
+// joins a StarLink (star.h), which carries the unique id and every host-side exchange over loopback TCP.
+// Candidates, the workload plugin, timing, verification and the watchdog use only this interface.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nccl.h>
+
+#include "star.h"
 
 namespace cuco_harness {
 
@@ -34,11 +35,16 @@ struct Launch {
 
 // Single-process launch: all `devices.size()` ranks in this process.
 Launch make_launch(const std::vector<int>& devices);
+// Process-per-rank launch: this process runs rank `rank` of `devices.size()` on devices[rank]; `link` must
+// already be joined (it holds the unique id).
+Launch make_process_launch(const std::vector<int>& devices, int rank, const ncclUniqueId& id);
 
 // Host-side collectives among the ranks (every rank must call each one, in the same order).
 class HostGroup {
  public:
   explicit HostGroup(int nranks);
+  // Process mode: the exchanges go through `link` (this process holds one rank).
+  HostGroup(int nranks, std::unique_ptr<StarLink> link);
   int size() const { return n_; }
   void barrier();
   // Every rank contributes a string; all receive all of them, indexed by rank.
@@ -50,6 +56,7 @@ class HostGroup {
 
  private:
   int n_;
+  std::unique_ptr<StarLink> link_;
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;

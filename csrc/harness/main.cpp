@@ -5,6 +5,7 @@
 // Whatever candidates print is passed through and ignored.
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -82,13 +83,28 @@ int main(int argc, char** argv) {
     workload = load_workload(opts.workload);
     desc = describe(workload, opts);
     if (opts.parts) parts = load_parts(workload);
-    launch = make_launch(opts.devices);
   } catch (const std::exception& e) {
     report.fatal("error", e.what(), 2);
   }
   for (const cuco_part& p : parts) report.add_part(p.name, p.is_comm);
 
-  HostGroup group(launch.world);
+  std::unique_ptr<HostGroup> group_owner;
+  try {
+    if (opts.process_mode()) {
+      // Bootstrap is bounded by the phase timeout: a rank that never comes up ends every other rank too.
+      ncclUniqueId id{};
+      auto link = std::make_unique<StarLink>(opts.world, opts.rank, opts.rendezvous, opts.timeout_s, &id);
+      link->on_lost = [&report](const std::string& why) { report.fatal("crash", why, 4); };
+      launch = make_process_launch(opts.devices, opts.rank, id);
+      group_owner = std::make_unique<HostGroup>(launch.world, std::move(link));
+    } else {
+      launch = make_launch(opts.devices);
+      group_owner = std::make_unique<HostGroup>(launch.world);
+    }
+  } catch (const std::exception& e) {
+    report.fatal("error", e.what(), 2);
+  }
+  HostGroup& group = *group_owner;
   Shared shared{opts, launch, group, report, watchdog, workload, desc, parts};
   std::vector<std::thread> threads;
   for (const LocalRank& r : launch.local_ranks)

@@ -50,7 +50,8 @@ double Options::derived_total_timeout_s() const {
 std::string usage() {
   return "usage: cuco-harness --workload W.so --candidate C.so [--candidate C2.so ...] --dims D1,D2,... --world N\n"
          "         [--devices 0,1] [--seeds 1,2] [--verify 1] [--bench 1] [--warmup 5] [--iters 30] [--parts 0]\n"
-         "         [--timeout-s 120] [--total-timeout-s T] [--delay-comm-us 0] --out result.json\n";
+         "         [--timeout-s 120] [--total-timeout-s T] [--delay-comm-us 0] --out result.json\n"
+         "         [--rank R --rendezvous DIR]  (process mode: this process runs rank R; one process per rank)\n";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -75,6 +76,8 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--total-timeout-s") o.total_timeout_s = parse_double(flag, v);
     else if (flag == "--out") o.out = v;
     else if (flag == "--delay-comm-us") o.delay_comm_us = parse_double(flag, v);
+    else if (flag == "--rank") o.rank = static_cast<int>(parse_int(flag, v));
+    else if (flag == "--rendezvous") o.rendezvous = v;
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage());
   }
   if (o.workload.empty()) throw std::invalid_argument("--workload is required\n" + usage());
@@ -92,6 +95,11 @@ Options parse_options(int argc, char** argv) {
   if (o.timeout_s <= 0) throw std::invalid_argument("--timeout-s must be > 0");
   if (o.delay_comm_us < 0 || o.delay_comm_us > 1e6)
     throw std::invalid_argument("--delay-comm-us must be between 0 and 1000000 (one second)");
+  if (o.rank < -1 || o.rank >= o.world)
+    throw std::invalid_argument("--rank " + std::to_string(o.rank) + " must be in 0.." + std::to_string(o.world - 1) +
+                                " (or left out: every rank as a thread of this process)");
+  if (o.process_mode() != !o.rendezvous.empty())
+    throw std::invalid_argument("--rank and --rendezvous go together: give both (process mode) or neither");
   if (o.total_timeout_s <= 0) o.total_timeout_s = o.derived_total_timeout_s();
   return o;
 }

@@ -23,6 +23,10 @@ struct Options {
   double timeout_s = 120;               // --timeout-s: deadline of every phase
   double total_timeout_s = 0;           // --total-timeout-s: deadline of the process (0: derived)
   std::string out;                      // --out result.json
+  int rank = -1;                        // --rank R: process mode, this process runs rank R only (-1: all, threads)
+  std::string rendezvous;               // --rendezvous DIR: where process-mode ranks meet (needed with --rank)
+
+  bool process_mode() const { return rank >= 0; }
 
   // The number of phases the watchdog may arm: bounds the process's lifetime.
   double derived_total_timeout_s() const;

@@ -69,7 +69,9 @@ class Rank {
   // True iff `err` is empty on every rank; otherwise the leader records `status` for t.
   bool agreed(Target t, const std::string& err, const std::string& status);
   void enter(Target t, const std::string& phase);
-  bool leader() const { return me_.rank == 0; }
+  // Whether this rank writes its process's report: rank 0 in thread mode (one report for all), every rank in
+  // process mode (one report per process; all ranks agree on every status, and times and checks are gathered).
+  bool records() const { return me_.rank == 0 || s_.opts.process_mode(); }
 
   Shared& s_;
   LocalRank me_;

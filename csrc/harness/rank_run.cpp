@@ -2,20 +2,67 @@
 // teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "delay.h"
 #include "rank.h"
 
 namespace cuco_harness {
 
+namespace {
+
+// Host-side wire format of per-rank records for HostGroup::allgather (text; doubles round-trip with %.17g).
+std::string encode_times(const std::vector<double>& ms) {
+  std::string s;
+  char buf[32];
+  for (double v : ms) {
+    std::snprintf(buf, sizeof buf, "%.17g ", v);
+    s += buf;
+  }
+  return s;
+}
+
+std::vector<double> decode_times(const std::string& s) {
+  std::vector<double> out;
+  const char* p = s.c_str();
+  char* end = nullptr;
+  for (double v = std::strtod(p, &end); end != p; v = std::strtod(p, &end)) {
+    out.push_back(v);
+    p = end;
+  }
+  return out;
+}
+
+std::string encode_check(const CheckRecord& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%llu %d %d %.17g %.17g %lld %lld %lld ", static_cast<unsigned long long>(c.seed),
+                c.rank, c.passed ? 1 : 0, c.max_abs_err, c.rel_l2_err, static_cast<long long>(c.n_checked),
+                static_cast<long long>(c.n_bad), static_cast<long long>(c.n_nan));
+  return buf + c.message;
+}
+
+CheckRecord decode_check(const std::string& s) {
+  CheckRecord c;
+  unsigned long long seed = 0;
+  long long checked = 0, bad = 0, nan = 0;
+  int passed = 0, used = 0;
+  std::sscanf(s.c_str(), "%llu %d %d %lg %lg %lld %lld %lld %n", &seed, &c.rank, &passed, &c.max_abs_err,
+              &c.rel_l2_err, &checked, &bad, &nan, &used);
+  c.seed = seed, c.passed = passed != 0, c.n_checked = checked, c.n_bad = bad, c.n_nan = nan;
+  c.message = s.substr(static_cast<size_t>(used) <= s.size() ? static_cast<size_t>(used) : s.size());
+  return c;
+}
+
+}  // namespace
+
 void Rank::enter(Target t, const std::string& phase) {
-  if (leader()) s_.watchdog.enter(t, phase);
+  if (records()) s_.watchdog.enter(t, phase);
 }
 
 bool Rank::agreed(Target t, const std::string& err, const std::string& status) {
   std::string why;
   if (s_.group.all_ok(me_.rank, err.empty(), err, &why)) return true;
-  if (leader()) s_.report.set_status(t, status, why);
+  if (records()) s_.report.set_status(t, status, why);
   return false;
 }
 
@@ -24,14 +71,14 @@ void Rank::run() {
   std::string err = attempt(h, [&] { setup(); });
   std::string why;
   if (!s_.group.all_ok(me_.rank, err.empty(), err, &why)) {
-    if (leader()) s_.report.fatal("error", "rank setup failed: " + why, 2);
+    if (records()) s_.report.fatal("error", "rank setup failed: " + why, 2);
     s_.group.barrier();  // the leader ends the process; nobody goes on
   }
   if (s_.opts.parts) run_parts();
   for (size_t i = 0; i < s_.opts.candidates.size(); ++i) run_candidate(static_cast<int>(i));
   s_.group.barrier();
   // The result is complete before teardown: a teardown that hangs cannot change it.
-  if (leader()) {
+  if (records()) {
     s_.report.finish();
     s_.watchdog.enter(h, "shutdown");
   }
@@ -111,7 +158,7 @@ void Rank::run_candidate(int index) {
   req.gin_required = static_cast<int>(m[4]);
   req.workspace_bytes = static_cast<size_t>(m[5]);
   req.symmetric_workspace_bytes = static_cast<size_t>(m[6]);
-  if (leader())
+  if (records())
     s_.report.set_requirements(index, {{"lsa_barrier_count", m[0]}, {"gin_signal_count", m[1]},
                                        {"gin_counter_count", m[2]}, {"gin_context_count", m[3]},
                                        {"gin_required", m[4]}, {"workspace_bytes", m[5]},
@@ -138,7 +185,7 @@ void Rank::run_candidate(int index) {
       // A failed ncclDevCommCreate may leave the communicator unusable: end this process; the runner
       // starts a fresh one for the candidates that were not reached.
       std::string status = req.gin_required ? "unsupported" : "error";
-      if (leader()) s_.report.fatal(status, "ncclDevCommCreate failed: " + why, 5, "aborted");
+      if (records()) s_.report.fatal(status, "ncclDevCommCreate failed: " + why, 5, "aborted");
       s_.group.barrier();
     }
     setup_called = true;
@@ -164,7 +211,7 @@ void Rank::run_candidate(int index) {
   ok = agreed(t, err, "error") && ok;
   s_.group.barrier();  // nobody frees a window a peer may still read
   ok = agreed(t, attempt(t, [&] { release(res); }), "error") && ok;
-  if (ok && leader()) s_.report.set_status(t, "ok", "");
+  if (ok && records()) s_.report.set_status(t, "ok", "");
 }
 
 bool Rank::verify(Target t, const CandidatePlugin& c) {
@@ -193,7 +240,10 @@ bool Rank::verify(Target t, const CandidatePlugin& c) {
     r.message[sizeof r.message - 1] = '\0';
     CheckRecord rec{seed, me_.rank, r.passed != 0, r.max_abs_err, r.rel_l2_err, r.n_checked, r.n_bad, r.n_nan,
                     r.message};
-    s_.report.add_check(t.index, rec);
+    // Every rank's check reaches the report (another process's included).
+    std::vector<std::string> all = s_.group.allgather(me_.rank, encode_check(rec));
+    if (records())
+      for (const std::string& e : all) s_.report.add_check(t.index, decode_check(e));
     std::string mine;
     if (!r.passed) {
       char buf[512];
@@ -209,7 +259,7 @@ bool Rank::verify(Target t, const CandidatePlugin& c) {
       failures += (failures.empty() ? "" : "; ") + why;
     }
   }
-  if (!all_passed && leader()) s_.report.set_status(t, "verify_failed", failures);
+  if (!all_passed && records()) s_.report.set_status(t, "verify_failed", failures);
   return all_passed;
 }
 
@@ -232,7 +282,9 @@ bool Rank::bench(Target t, cuco_candidate_launch_fn launch) {
     });
   }
   if (!agreed(t, err, "error")) return false;
-  s_.report.set_times(t, me_.rank, times);
+  std::vector<std::string> all = s_.group.allgather(me_.rank, encode_times(times));  // every rank's times
+  if (records())
+    for (int r = 0; r < static_cast<int>(all.size()); ++r) s_.report.set_times(t, r, decode_times(all[r]));
   return true;
 }
 

@@ -78,7 +78,7 @@ void Rank::setup() {
   const Options& o = s_.opts;
   CUCO_CK(cudaSetDevice(me_.device));
   CUCO_CK(cudaFree(nullptr));  // create the context now, not inside a timed region
-  if (leader()) s_.report.set_device(device_info());
+  if (records()) s_.report.set_device(device_info());
   ctx_.abi_version = CUCO_ABI_VERSION;
   ctx_.rank = me_.rank;
   ctx_.world = s_.launch.world;

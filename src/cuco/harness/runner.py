@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -69,6 +70,10 @@ class HarnessRequest:
     # Verified launches start the side stream (the communication path) this many microseconds late, so a
     # candidate that does not wait for its data reads poison and fails (0: off).
     delay_comm_us: float = 0.0
+    # "thread": every rank a thread of one harness process (the cascade's mode: one CUDA/NCCL start-up per
+    # run instead of W, and the same timings). "process": one harness process per rank (cuco/harness/ranks.py),
+    # as MPI/torchrun programs and NVSHMEM (one PE per process) need.
+    mode: str = attrs.field(default="thread", validator=attrs.validators.in_(("thread", "process")))
 
     def __attrs_post_init__(self) -> None:
         if not self.dims or len(self.dims) > 8 or any(d <= 0 for d in self.dims):
@@ -108,6 +113,14 @@ class HarnessRequest:
         if self.delay_comm_us:
             argv += ["--delay-comm-us", f"{self.delay_comm_us:g}"]
         return argv
+
+
+    def command(self, binary: Path, out: Path) -> list[str]:
+        """What to run: the harness itself (thread mode) or the rank launcher around it (process mode)."""
+        argv = self.argv(binary, out)
+        if self.mode == "thread":
+            return argv
+        return [sys.executable, str(Path(__file__).with_name("ranks.py")), "--world", str(self.world), "--", *argv]
 
 
 def _tail(outcome: ProcessOutcome) -> str:
@@ -204,7 +217,7 @@ def run_harness(request: HarnessRequest, toolchain: Toolchain | None = None, *, 
             if not sub.candidates and not sub.parts:
                 break
             out = Path(tmp) / f"result-{len(results)}.json"
-            outcome = run_group(sub.argv(exe, out), timeout_s=sub.total_timeout_s() + outer_margin_s,
+            outcome = run_group(sub.command(exe, out), timeout_s=sub.total_timeout_s() + outer_margin_s,
                                 env=run_env, cwd=Path(tmp))
             res = interpret(sub, out, outcome)
             results.append(res)

@@ -1,0 +1,118 @@
+"""Process-per-rank launch of cuco-harness: one process per rank, one result file back.
+
+    python ranks.py --world W -- HARNESS_ARGV... --out RESULT.json
+
+Starts W harness processes with `--rank r --rendezvous DIR --out DIR/rank<r>.json`; rank 0 publishes the NCCL
+unique id and a loopback port in DIR and the others join it (csrc/harness/star.h). When a rank process fails,
+the others get `grace_s` to notice (a peer's closed socket ends them at once; a hung one waits for its own
+watchdog) and are then killed. RESULT.json is rank 0's result, or, if rank 0 never finished, the result of the
+rank that failed first (it names the cause). The exit code is that of the first rank to fail (0: none failed).
+
+Standard library only: it runs under the scrubbed environment that cuco gives the harness, with no PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+GRACE_S = 15.0
+
+
+def rank_argv(harness_argv: list[str], rank: int, rendezvous: Path) -> list[str]:
+    """The harness command of one rank: its own --out in the rendezvous folder, plus --rank/--rendezvous."""
+    argv = list(harness_argv)
+    if "--out" not in argv[:-1]:
+        raise ValueError("the harness command needs --out RESULT.json")
+    i = argv.index("--out")
+    argv[i + 1] = str(rendezvous / f"rank{rank}.json")
+    return argv + ["--rank", str(rank), "--rendezvous", str(rendezvous)]
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def choose_result(results: list[dict[str, Any] | None], first_failed: int | None) -> int | None:
+    """Which rank's result stands for the group: rank 0's when it finished (it holds every rank's times and
+    checks), else the first failing rank's when it finished, else whichever finished, else rank 0's snapshot."""
+    finished = [r is not None and r.get("status") not in (None, "running") for r in results]
+    if results and finished[0] and (first_failed is None or results[0].get("status") != "ok"):
+        return 0
+    if first_failed is not None and finished[first_failed]:
+        return first_failed
+    if results and finished[0]:
+        return 0
+    for k, done in enumerate(finished):
+        if done:
+            return k
+    return 0 if results and results[0] is not None else None
+
+
+def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
+    out = Path(harness_argv[harness_argv.index("--out") + 1])
+    rendezvous = out.parent / f".ranks-{os.getpid()}"
+    shutil.rmtree(rendezvous, ignore_errors=True)
+    rendezvous.mkdir(parents=True)
+    procs = [subprocess.Popen(rank_argv(harness_argv, r, rendezvous)) for r in range(world)]
+    first_failed: int | None = None
+    kill_at: float | None = None
+    try:
+        while any(p.poll() is None for p in procs):
+            for r, p in enumerate(procs):
+                if first_failed is None and p.returncode not in (None, 0):
+                    first_failed, kill_at = r, time.monotonic() + grace_s
+            if kill_at is not None and time.monotonic() > kill_at:
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGKILL)
+            time.sleep(0.05)
+    finally:
+        for p in procs:  # this launcher interrupted: take the ranks with it
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if first_failed is None:
+        first_failed = next((r for r, p in enumerate(procs) if p.returncode != 0), None)
+    results = [_load(rendezvous / f"rank{r}.json") for r in range(world)]
+    chosen = choose_result(results, first_failed)
+    if chosen is not None:
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.copyfile(rendezvous / f"rank{chosen}.json", tmp)
+        os.replace(tmp, out)
+    shutil.rmtree(rendezvous, ignore_errors=True)
+    if first_failed is None:
+        return 0
+    rc = procs[first_failed].returncode
+    return rc if rc and rc > 0 else 4  # killed by a signal: report it as a crash
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in args:
+        print("usage: ranks.py --world W [--grace-s S] -- HARNESS_ARGV... --out RESULT.json", file=sys.stderr)
+        return 2
+    cut = args.index("--")
+    ap = argparse.ArgumentParser(prog="ranks.py")
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--grace-s", type=float, default=GRACE_S)
+    opts = ap.parse_args(args[:cut])
+    if opts.world < 1:
+        print("ranks.py: --world must be >= 1", file=sys.stderr)
+        return 2
+    return run(opts.world, args[cut + 1:], opts.grace_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

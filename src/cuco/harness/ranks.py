@@ -46,7 +46,7 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 def choose_result(results: list[dict[str, Any] | None], first_failed: int | None) -> int | None:
     """Which rank's result stands for the group: rank 0's when it finished (it holds every rank's times and
-    checks), else the first failing rank's when it finished, else whichever finished, else rank 0's snapshot."""
+    checks), else the first failing rank's when it finished, else whichever finished, else the first snapshot."""
     finished = [r is not None and r.get("status") not in (None, "running") for r in results]
     if results and finished[0] and (first_failed is None or results[0].get("status") != "ok"):
         return 0
@@ -57,7 +57,7 @@ def choose_result(results: list[dict[str, Any] | None], first_failed: int | None
     for k, done in enumerate(finished):
         if done:
             return k
-    return 0 if results and results[0] is not None else None
+    return next((k for k, r in enumerate(results) if r is not None), None)  # a snapshot: the runner completes it
 
 
 def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:

@@ -57,6 +57,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     summary = run_workload(opts)
     print(summary.text())
+    from cuco.report import ReportError, write_report
+
+    try:
+        print(f"report: {write_report(summary.run_dir)}")
+    except (ReportError, OSError) as exc:  # the run itself is complete and saved; only its page is missing
+        print(f"cuco: the report could not be written ({exc}); `cuco report {summary.run_dir}` retries",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from cuco.report import write_report
+
+    print(write_report(args.run_dir, args.out))
     return 0
 
 
@@ -102,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False)
     t.add_argument("args", nargs=argparse.REMAINDER, help="SEED.cu [-o OUT.cu] [-I DIR] [--model M] (see -h)")
     t.set_defaults(fn=_cmd_transform)
+
+    rep = sub.add_parser("report", help="write a run's self-contained HTML report (works while the run writes)")
+    rep.add_argument("run_dir", help="the run directory (holds candidates.db)")
+    rep.add_argument("--out", default=None, help="where to write it (default RUN_DIR/report.html)")
+    rep.set_defaults(fn=_cmd_report)
 
     s = sub.add_parser("space", help="print a workload's design space")
     s.add_argument("workload")

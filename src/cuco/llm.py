@@ -285,9 +285,9 @@ class LLMClient:
             self._reserved += amount
         return self.ledger.reserve(amount, model) if self.ledger is not None else ""
 
-    def _settle(self, reserved: float, actual: float, rid: str = "") -> None:
+    def _settle(self, reserved: float, actual: float, rid: str = "", tokens: tuple[int, int] = (0, 0)) -> None:
         if self.ledger is not None and rid:
-            self.ledger.settle(rid, actual)
+            self.ledger.settle(rid, actual, *tokens)
         with self._settled:
             self._reserved -= reserved
             self._spent += actual
@@ -339,7 +339,8 @@ class LLMClient:
                     f"replay cache {self.cache.path} has no answer for this {model} prompt (hash {key[:12]}); the "
                     "run diverged from the recorded one: use the same seed, config and inputs, or record again")
             rid = self._reserve(0.0, model)
-            self._settle(0.0, float(hit["cost_usd"]), rid)  # charged as recorded, so budget decisions replay too
+            self._settle(0.0, float(hit["cost_usd"]), rid,  # charged as recorded, so budget decisions replay too
+                         (int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0))))
             return LLMReply(hit["text"], hit["model"], float(hit["cost_usd"]), True,
                             int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)))
         litellm = import_litellm()
@@ -411,13 +412,13 @@ class LLMClient:
             self._settle(worst, 0.0, rid)
             raise LLMError(f"{model}: the reply has no message content; retry or use another model") from None
         cost = self._cost(litellm, value, model, worst)
-        self._settle(worst, cost, rid)
+        usage = getattr(value, "usage", None)
+        tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+        self._settle(worst, cost, rid, tokens)
         if len(text) > self.config.max_reply_chars:
             raise LLMError(f"{model}: a reply of {len(text)} characters is over max_reply_chars="
                            f"{self.config.max_reply_chars}; it is not used or stored")
-        usage = getattr(value, "usage", None)
-        return LLMReply(text, model, cost, False, int(getattr(usage, "prompt_tokens", 0) or 0),
-                        int(getattr(usage, "completion_tokens", 0) or 0))
+        return LLMReply(text, model, cost, False, *tokens)
 
     def _cost(self, litellm: Any, response: Any, model: str, worst: float) -> float:
         if model in self.config.prices:

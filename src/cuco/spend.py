@@ -55,8 +55,9 @@ class SpendLedger:
         self._append({"op": "reserve", "id": rid, "usd": usd, "model": model})
         return rid
 
-    def settle(self, rid: str, usd: float) -> None:
-        self._append({"op": "settle", "id": rid, "usd": usd})
+    def settle(self, rid: str, usd: float, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        self._append({"op": "settle", "id": rid, "usd": usd, "prompt_tokens": prompt_tokens,
+                      "completion_tokens": completion_tokens})
 
     def _append(self, record: dict) -> None:
         line = (json.dumps(record) + "\n").encode()

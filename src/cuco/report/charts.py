@@ -1,0 +1,174 @@
+"""Inline SVG and HTML fragments of a run report: fitness over evaluations, the design-space grid, the lineage
+tree, a diff, and a per-rank timeline. Pure functions of plain data; every string they embed is escaped."""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from html import escape
+from typing import Any, Iterable, Sequence
+
+from cuco.candidate import RANKED_STATUSES, Candidate
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def label(c: Candidate) -> str:
+    """A candidate's design point, or how it came to be when it has none."""
+    return c.directives.label() if c.directives is not None else c.mutation
+
+
+def failed_level(c: Candidate) -> str | None:
+    status = c.status
+    return status.split(":", 1)[1] if status.startswith("failed:") else None
+
+
+def fitness_chart(cands: Sequence[Candidate], phases: Sequence[str], width: int = 760, height: int = 260) -> str:
+    """Best fitness so far per island (step lines) and each evaluated candidate (dots; failures as crosses at
+    the bottom), over evaluations; the explore phase is shaded."""
+    n = len(cands)
+    if n == 0:
+        return "<p class='empty'>No evaluations yet.</p>"
+    fits = [c.fitness for c in cands if c.fitness is not None]
+    lo, hi = (min(fits), max(fits)) if fits else (0.0, 1.0)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.5, hi + 0.5
+    pad_l, pad_b, pad_t = 48, 28, 12
+    x = lambda i: pad_l + (width - pad_l - 10) * (i + 0.5) / n  # noqa: E731
+    y = lambda f: pad_t + (height - pad_t - pad_b) * (1 - (f - lo) / (hi - lo))  # noqa: E731
+    parts = [f"<svg class='chart' viewBox='0 0 {width} {height}' role='img' aria-label='fitness over evaluations'>"]
+    explore = [i for i, p in enumerate(phases) if p == "explore"]
+    if explore:
+        parts.append(f"<rect x='{x(explore[0]) - 2:.1f}' y='{pad_t}' width='{x(explore[-1]) - x(explore[0]) + 4:.1f}' "
+                     f"height='{height - pad_t - pad_b}' class='explore'><title>explore phase</title></rect>")
+    for f in (lo, hi):
+        parts.append(f"<text x='4' y='{y(f) + 4:.1f}' class='axis'>{f:.3g}</text>")
+    parts.append(f"<text x='{pad_l}' y='{height - 6}' class='axis'>evaluation 1 … {n} (speedup over the host "
+                 "program; higher is better)</text>")
+    best: dict[int, float] = {}
+    lines: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for i, c in enumerate(cands):
+        if c.fitness is not None and c.status in RANKED_STATUSES and c.fitness > best.get(c.island, float("-inf")):
+            best[c.island] = c.fitness
+        if c.island in best:
+            lines[c.island].append((x(i), y(best[c.island])))
+    for isl, pts in sorted(lines.items()):
+        colour = PALETTE[isl % len(PALETTE)]
+        path = " ".join(f"{px:.1f},{py:.1f}" for px, py in pts)
+        parts.append(f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='2'>"
+                     f"<title>island {isl}: best so far</title></polyline>")
+    for i, c in enumerate(cands):
+        colour = PALETTE[c.island % len(PALETTE)]
+        tip = escape(f"#{i + 1} {label(c)} ({c.mutation}, island {c.island}): {c.status}"
+                     + (f", fitness {c.fitness:.4g}" if c.fitness is not None else ""))
+        if c.fitness is not None:
+            parts.append(f"<circle cx='{x(i):.1f}' cy='{y(c.fitness):.1f}' r='3' fill='{colour}'><title>{tip}"
+                         "</title></circle>")
+        elif c.failed:
+            yb = height - pad_b + 6
+            parts.append(f"<path d='M{x(i) - 3:.1f},{yb - 3} l6,6 m0,-6 l-6,6' stroke='#d62728'><title>{tip}</title>"
+                         "</path>")
+    parts.append("</svg>")
+    legend = " ".join(f"<span style='color:{PALETTE[i % len(PALETTE)]}'>■ island {i}</span>"
+                      for i in sorted({c.island for c in cands}))
+    return "".join(parts) + f"<div class='legend'>{legend}; shaded: explore phase; ✕ failed</div>"
+
+
+def space_grid(cands: Iterable[Candidate]) -> str:
+    """Tried design points as a grid: rows are (backend, placement, sync scope), columns the rest; each cell
+    shows the best fitness there, or the level where its tries failed."""
+    cells: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+    for c in cands:
+        if c.directives is None:
+            continue
+        parts = c.directives.label().split("/")
+        cells[("/".join(parts[:3]), "/".join(parts[3:]))].append(c)
+    if not cells:
+        return "<p class='empty'>No design points tried yet.</p>"
+    rows = sorted({r for r, _ in cells})
+    cols = sorted({k for _, k in cells})
+    out = ["<table class='grid'><tr><th>backend/placement/sync</th>",
+           *(f"<th>{escape(k)}</th>" for k in cols), "</tr>"]
+    for r in rows:
+        out.append(f"<tr><th>{escape(r)}</th>")
+        for k in cols:
+            tried = cells.get((r, k), [])
+            if not tried:
+                out.append("<td></td>")
+                continue
+            fits = [c.fitness for c in tried if c.fitness is not None and c.status in RANKED_STATUSES]
+            if fits:
+                out.append(f"<td class='ok' title='{len(tried)} tries'>{max(fits):.3g}</td>")
+            else:
+                levels = sorted({failed_level(c) or c.status for c in tried})
+                cls = "fail" if any(failed_level(c) for c in tried) else "other"
+                out.append(f"<td class='{cls}' title='{len(tried)} tries'>{escape(', '.join(levels))}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def lineage_tree(cands: Sequence[Candidate], highlight: set[str]) -> str:
+    """Parent → child tree (roots: seeds and the fast path); the best candidate's ancestry highlighted."""
+    ids = {c.id for c in cands}
+    children: dict[str | None, list[Candidate]] = defaultdict(list)
+    for c in cands:
+        children[c.parent_id if c.parent_id in ids else None].append(c)
+
+    def node(c: Candidate, depth: int) -> str:
+        fit = f" fitness {c.fitness:.4g}" if c.fitness is not None else ""
+        cls = " class='path'" if c.id in highlight else ""
+        text = escape(f"{c.id[:8]} {c.mutation} {label(c)} — {c.status}{fit}")
+        kids = children.get(c.id, [])
+        if not kids or depth > 60:
+            return f"<li{cls}>{text}</li>"
+        inner = "".join(node(k, depth + 1) for k in kids)
+        return f"<li{cls}><details open><summary>{text}</summary><ul>{inner}</ul></details></li>"
+
+    roots = children.get(None, [])
+    return "<ul class='tree'>" + "".join(node(r, 0) for r in roots) + "</ul>" if roots else \
+        "<p class='empty'>No candidates yet.</p>"
+
+
+def diff_block(old: str, new: str, old_name: str, new_name: str, context: int = 3, max_lines: int = 400) -> str:
+    """A unified diff as coloured HTML lines (+ added, - removed)."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=context,
+                                      lineterm=""))
+    if not lines:
+        return "<p class='empty'>Identical.</p>"
+    cut = len(lines) > max_lines
+    body = []
+    for line in lines[:max_lines]:
+        cls = "add" if line.startswith("+") else "del" if line.startswith("-") else "hunk" if line.startswith("@@") \
+            else ""
+        body.append(f"<span class='{cls}'>{escape(line)}</span>")
+    more = f"\n… {len(lines) - max_lines} more lines" if cut else ""
+    return "<pre class='diff'>" + "\n".join(body) + escape(more) + "</pre>"
+
+
+def timeline_svg(trace: dict[str, Any], width: int = 760, lane_h: int = 18) -> str:
+    """A Chrome-trace (complete events, 'ph': 'X') as lanes per rank and stream; compute and communication
+    coloured apart (event 'cat')."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    if not events:
+        return "<p class='empty'>The trace holds no kernel or copy events.</p>"
+    t0 = min(float(e["ts"]) for e in events)
+    t1 = max(float(e["ts"]) + float(e["dur"]) for e in events)
+    span = max(t1 - t0, 1e-9)
+    lanes = sorted({(str(e.get("pid")), str(e.get("tid"))) for e in events})
+    left = 150
+    height = lane_h * len(lanes) + 24
+    out = [f"<svg class='chart' viewBox='0 0 {width} {height}' role='img' aria-label='timeline'>"]
+    for k, (pid, tid) in enumerate(lanes):
+        out.append(f"<text x='2' y='{k * lane_h + 13}' class='axis'>{escape(pid)} · {escape(tid)}</text>")
+    for e in events:
+        k = lanes.index((str(e.get("pid")), str(e.get("tid"))))
+        x0 = left + (width - left - 4) * (float(e["ts"]) - t0) / span
+        w = max((width - left - 4) * float(e["dur"]) / span, 0.5)
+        cls = "comm" if e.get("cat") == "communication" else "compute"
+        tip = escape(f"{e.get('name', '?')} ({e.get('cat', '?')}): {float(e['dur']):.1f} µs")
+        out.append(f"<rect x='{x0:.1f}' y='{k * lane_h + 2}' width='{w:.1f}' height='{lane_h - 4}' class='{cls}'>"
+                   f"<title>{tip}</title></rect>")
+    out.append(f"<text x='{left}' y='{height - 6}' class='axis'>{span:.0f} µs; blue compute, orange "
+               "communication</text></svg>")
+    return "".join(out)

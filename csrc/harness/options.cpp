@@ -43,7 +43,8 @@ double parse_double(const std::string& flag, const std::string& text) {
 
 double Options::derived_total_timeout_s() const {
   // init + parts + per candidate (load, setup, each seed, bench, teardown), each bounded by timeout_s.
-  double phases = 2.0 + (parts ? 2.0 : 0.0) + candidates.size() * (4.0 + (verify ? seeds.size() : 0));
+  double phases = 2.0 + (parts ? 2.0 : 0.0) +
+                  candidates.size() * (4.0 + (verify ? seeds.size() : 0) + (trace_dir.empty() ? 0 : 1));
   return phases * timeout_s;
 }
 
@@ -51,7 +52,8 @@ std::string usage() {
   return "usage: cuco-harness --workload W.so --candidate C.so [--candidate C2.so ...] --dims D1,D2,... --world N\n"
          "         [--devices 0,1] [--seeds 1,2] [--verify 1] [--bench 1] [--warmup 5] [--iters 30] [--parts 0]\n"
          "         [--timeout-s 120] [--total-timeout-s T] [--delay-comm-us 0] --out result.json\n"
-         "         [--rank R --rendezvous DIR]  (process mode: this process runs rank R; one process per rank)\n";
+         "         [--rank R --rendezvous DIR]  (process mode: this process runs rank R; one process per rank)\n"
+         "         [--trace DIR]  (CUPTI timeline of a few untimed launches per candidate, into DIR)\n";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -78,6 +80,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--delay-comm-us") o.delay_comm_us = parse_double(flag, v);
     else if (flag == "--rank") o.rank = static_cast<int>(parse_int(flag, v));
     else if (flag == "--rendezvous") o.rendezvous = v;
+    else if (flag == "--trace") o.trace_dir = v;
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage());
   }
   if (o.workload.empty()) throw std::invalid_argument("--workload is required\n" + usage());

@@ -58,6 +58,9 @@ class Rank {
   void run_candidate(int index);
   bool verify(Target t, const CandidatePlugin& c);
   bool bench(Target t, cuco_candidate_launch_fn launch);
+  // A few untimed launches under CUPTI; writes opts.trace_dir/candidate<index>[.rank<r>].json. Never fails the
+  // candidate: a tracing problem is printed and skipped.
+  void trace(Target t, cuco_candidate_launch_fn launch, int index);
   // Forks the side stream, launches, joins it back; returns "" or why the launch failed.
   // delayed: queue the delayed-arrival spin (opts.delay_comm_us) on the side stream before the launch.
   std::string launch_joined(cuco_candidate_launch_fn launch, bool timed, bool delayed = false);

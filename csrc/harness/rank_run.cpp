@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "delay.h"
+#include "trace.h"
 #include "rank.h"
 
 namespace cuco_harness {
@@ -199,6 +201,7 @@ void Rank::run_candidate(int index) {
                 "error");
     if (ok && s_.opts.verify) ok = verify(t, c);
     if (ok && s_.opts.bench) ok = bench(t, c.launch);
+    if (ok && !s_.opts.trace_dir.empty()) trace(t, c.launch, index);
   }
 
   enter(t, "teardown");
@@ -286,6 +289,46 @@ bool Rank::bench(Target t, cuco_candidate_launch_fn launch) {
   if (records())
     for (int r = 0; r < static_cast<int>(all.size()); ++r) s_.report.set_times(t, r, decode_times(all[r]));
   return true;
+}
+
+}  // namespace cuco_harness
+
+namespace cuco_harness {
+
+void Rank::trace(Target t, cuco_candidate_launch_fn launch, int index) {
+  constexpr int kTracedLaunches = 3;
+  enter(t, "trace");
+  Tracer& tracer = Tracer::instance();
+  std::string err;
+  if (records()) {  // CUPTI is per process: one rank of each process switches it on and off
+    err = tracer.load();
+    if (err.empty()) err = tracer.start();
+  }
+  bool on = s_.group.all_ok(me_.rank, err.empty(), err, &err);
+  std::string run_err;
+  if (on)
+    run_err = attempt(t, [&] {
+      for (int i = 0; i < kTracedLaunches; ++i) {
+        std::string e = launch_joined(launch, false);
+        if (!e.empty()) CUCO_FAIL(e);
+      }
+      CUCO_CK(cudaStreamSynchronize(ctx_.stream));
+    });
+  s_.group.barrier();  // every rank's launches are done before the records are collected
+  if (records() && on) {
+    std::string stop_err = tracer.stop();
+    std::vector<std::pair<int, int>> devices;
+    for (const LocalRank& r : s_.launch.local_ranks) devices.push_back({r.device, r.rank});
+    std::string path = s_.opts.trace_dir + "/candidate" + std::to_string(index) +
+                       (s_.opts.process_mode() ? ".rank" + std::to_string(me_.rank) : std::string()) + ".json";
+    std::ofstream f(path);
+    f << trace_json(tracer.take(), devices);
+    if (!f || !stop_err.empty()) err = stop_err.empty() ? "cannot write " + path : stop_err;
+  }
+  if (!err.empty() || !run_err.empty())
+    std::fprintf(stderr, "cuco-harness: rank %d: no timeline for candidate %d: %s%s\n", me_.rank, index,
+                 err.c_str(), run_err.c_str());
+  s_.group.barrier();
 }
 
 }  // namespace cuco_harness

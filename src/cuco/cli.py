@@ -59,6 +59,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(summary.text())
     from cuco.report import ReportError, write_report
 
+    if summary.measured:  # the timeline of the host program and the best candidates, beside the report
+        from cuco.report.timeline import trace_run
+
+        try:
+            for path in trace_run(summary.run_dir):
+                print(f"timeline: {path}")
+        except (CucoError, OSError) as exc:
+            print(f"cuco: no timeline ({exc})", file=sys.stderr)
     try:
         print(f"report: {write_report(summary.run_dir)}")
     except (ReportError, OSError) as exc:  # the run itself is complete and saved; only its page is missing
@@ -70,6 +78,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from cuco.report import write_report
 
+    if args.trace:
+        from cuco.report.timeline import trace_run
+
+        for path in trace_run(args.run_dir, top=args.trace):
+            print(f"timeline: {path}")
     print(write_report(args.run_dir, args.out))
     return 0
 
@@ -120,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write a run's self-contained HTML report (works while the run writes)")
     rep.add_argument("run_dir", help="the run directory (holds candidates.db)")
     rep.add_argument("--out", default=None, help="where to write it (default RUN_DIR/report.html)")
+    rep.add_argument("--trace", type=int, default=0, metavar="N",
+                     help="first trace the host program and the N best candidates on this machine's GPUs (CUPTI)")
     rep.set_defaults(fn=_cmd_report)
 
     s = sub.add_parser("space", help="print a workload's design space")

@@ -74,6 +74,9 @@ class HarnessRequest:
     # run instead of W, and the same timings). "process": one harness process per rank (cuco/harness/ranks.py),
     # as MPI/torchrun programs and NVSHMEM (one PE per process) need.
     mode: str = attrs.field(default="thread", validator=attrs.validators.in_(("thread", "process")))
+    # After its timed runs, each candidate is launched a few more times under CUPTI and its kernels and copies
+    # written to trace_dir/candidate<i>[.rank<r>].json (cuco.report.timeline reads them). None: no tracing.
+    trace_dir: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
 
     def __attrs_post_init__(self) -> None:
         if not self.dims or len(self.dims) > 8 or any(d <= 0 for d in self.dims):
@@ -95,7 +98,8 @@ class HarnessRequest:
 
     def total_timeout_s(self) -> float:
         """The harness's process deadline: every phase it may enter, each bounded by timeout_s."""
-        phases = 2 + (2 if self.parts else 0) + len(self.candidates) * (4 + (len(self.seeds) if self.verify else 0))
+        phases = 2 + (2 if self.parts else 0) + len(self.candidates) * (
+            4 + (len(self.seeds) if self.verify else 0) + (1 if self.trace_dir is not None else 0))
         return phases * self.timeout_s
 
     def argv(self, binary: Path, out: Path) -> list[str]:
@@ -112,6 +116,8 @@ class HarnessRequest:
                  "--total-timeout-s", f"{self.total_timeout_s():g}", "--out", str(out)]
         if self.delay_comm_us:
             argv += ["--delay-comm-us", f"{self.delay_comm_us:g}"]
+        if self.trace_dir is not None:
+            argv += ["--trace", str(self.trace_dir)]
         return argv
 
 

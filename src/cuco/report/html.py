@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cuco.report import charts
 from cuco.report.data import RunData, load_run
+from cuco.report.timeline import overlap_us
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#222}
@@ -134,7 +135,9 @@ def _timelines(run: RunData, out_dir: Path) -> str:
             parts.append(f"<p class='missing'>{escape(path.name)} is unreadable.</p>")
             continue
         rel = os.path.relpath(path, out_dir)
-        parts.append(f"<h3>{escape(path.stem)}</h3>{charts.timeline_svg(trace)}<p><a href='{escape(rel)}'>"
+        both = overlap_us(trace)
+        parts.append(f"<h3>{escape(path.stem)}</h3>{charts.timeline_svg(trace)}<p>compute and communication "
+                     f"overlap for {both:.0f} µs. <a href='{escape(rel)}'>"
                      f"{escape(path.name)}</a> — open it in the Perfetto UI (ui.perfetto.dev) for the full view.</p>")
     return "".join(parts)
 

@@ -149,6 +149,13 @@ std::string Tracer::start() { return load(); }
 std::string Tracer::stop() { return load(); }
 #endif
 
+void Tracer::discard() {
+#if CUCO_HAVE_CUPTI
+  if (api.flush_all) api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+#endif
+  take();
+}
+
 std::vector<TraceRecord> Tracer::take() {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<TraceRecord> out;

@@ -28,6 +28,8 @@ class Tracer {
   // Start / stop collecting (process-wide: every rank thread's work is recorded).
   std::string start();
   std::string stop();
+  // Flushes and drops what was collected so far (tracing stays on).
+  void discard();
   // The records collected since the last take().
   std::vector<TraceRecord> take();
 

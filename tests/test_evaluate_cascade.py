@@ -193,7 +193,7 @@ def test_mocks_match_the_real_harness_types():
     assert names(MockPart) <= names(result.PartRun)
     assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
     assert {"workload_plugin", "candidates", "dims", "world", "devices", "seeds", "verify", "bench", "warmup",
-            "iters", "parts", "timeout_s", "delay_comm_us", "mode", "trace_dir"} == names(runner.HarnessRequest)
+            "iters", "parts", "timeout_s", "delay_comm_us", "mode", "trace_dir", "nvshmem_lib"} == names(runner.HarnessRequest)
 
 
 def install_mock_harness(monkeypatch, behaviour):
@@ -217,6 +217,7 @@ def install_mock_harness(monkeypatch, behaviour):
         delay_comm_us: float = 0.0
         mode: str = "thread"
         trace_dir: Path | None = None
+        nvshmem_lib: Path | None = None
 
     def run_harness(request, toolchain=None):
         requests.append(request)

@@ -36,16 +36,21 @@ def test_registered_and_described():
 
 
 def test_space_size_and_backends():
-    assert len(POINTS) == 152
+    assert len(POINTS) == 158
     ce = [p for p in POINTS if p.issuer == "copy_engine"]
     assert len(ce) == 12 and all(p.backend == "lsa" and p.sync_scope in ("world", "team") for p in ce)
-    assert {p.backend for p in POINTS} == {"lsa", "gin"}
+    assert {p.backend for p in POINTS} == {"lsa", "gin", "nvshmem"}
     assert all(p.placement == "split_put_wait" and p.sync_scope == "signal" for p in POINTS if p.backend == "gin")
+    nv = [p for p in POINTS if p.backend == "nvshmem"]
+    assert len(nv) == 6 and all(p.placement == "split_put_wait" and p.sync_scope == "signal"
+                                and p.issuer in ("warp", "cta") for p in nv)
     assert set(SPACE.chunk_sizes) == {WHOLE, 16 << 20, 4 << 20, 1 << 20}
     no_gin = WORKLOAD.space(Topology(world=2, gin_available=False))
-    assert {p.backend for p in no_gin.points()} == {"lsa"}
+    assert {p.backend for p in no_gin.points()} == {"lsa", "nvshmem"}
+    lsa_only = WORKLOAD.space(Topology(world=2, gin_available=False, nvshmem_available=False))
+    assert {p.backend for p in lsa_only.points()} == {"lsa"}
     multi = WORKLOAD.space(Topology(world=16, nodes=2))
-    assert {p.backend for p in multi.points()} == {"gin"}
+    assert {p.backend for p in multi.points()} == {"gin", "nvshmem"}
 
 
 def test_space_round_trips_with_workload_rules():
@@ -104,8 +109,8 @@ def test_barrier_requirements_cover_sessions():
     for p in POINTS:
         block = _split(WORKLOAD.render(p))[1]
         barriers = re.search(r"n\.lsa_barriers = ([^;]+);", block)
-        if p.backend == "gin":
-            assert barriers is None
+        if p.backend in ("gin", "nvshmem"):
+            assert barriers is None and "ncclLsaBarrierSession" not in block
             continue
         value = barriers.group(1)
         if p.sync_scope == "block":
@@ -121,8 +126,10 @@ def test_render_rejects_illegal_points():
         WORKLOAD.render(Directives("gin", "deferred", "world", "cta", WHOLE))
     with pytest.raises(IllegalPointError, match="signal-needs-chunks"):
         WORKLOAD.render(Directives("lsa", "stream_overlap", "signal", "warp", WHOLE))
-    with pytest.raises(IllegalPointError, match="outside this design space"):
+    with pytest.raises(IllegalPointError, match="gemm-ag-nvshmem-subset"):
         WORKLOAD.render(Directives("nvshmem", "deferred", "world", "cta", WHOLE))
+    with pytest.raises(IllegalPointError, match="gemm-ag-nvshmem-subset"):
+        WORKLOAD.render(Directives("nvshmem", "split_put_wait", "signal", "thread", 4 << 20))
 
 
 def test_check_shape():

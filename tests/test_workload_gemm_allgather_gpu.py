@@ -53,12 +53,12 @@ def _compile(codes: list[str]) -> list[Path]:
     return [o.so_path for o in outcomes]
 
 
-def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], world: int = 2, seeds=(1, 2)):
+def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], world: int = 2, seeds=(1, 2), mode="thread"):
     from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
     from cuco.harness.runner import HarnessRequest, run_harness
 
     res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=seeds, verify=True, bench=False,
-                                     timeout_s=60, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
+                                     timeout_s=60, delay_comm_us=DEFAULT_VERIFY_DELAY_US, mode=mode))
     return {Path(r.path): r for r in res.candidates}
 
 
@@ -116,3 +116,37 @@ def test_fused_gemm_that_ignores_the_flags_fails_verification(plugin, gpus):
     runs = _verify(plugin, [honest, ignoring], VERIFY_SHAPES[1], 2, seeds=(1,))
     assert runs[honest].status == "ok", runs[honest]
     assert runs[ignoring].status == "verify_failed", runs[ignoring]
+
+
+NV_WAIT = "nv_wait_kernel<<<1, 32, 0, main>>>"
+
+
+@pytest.mark.gpu
+def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, gpus):
+    """backend=nvshmem (one PE per process: process mode at W >= 2, thread mode at W = 1): every point verifies
+    under delayed arrival; without its signal waits the GEMM reads rows before they land and fails, at any W
+    (its own block arrives through NVSHMEM too)."""
+    world = _world(gpus)
+    mode = "process" if world > 1 else "thread"
+    points = [p for p in WL.space(Topology(world=world, gin_available=False)).points() if p.backend == "nvshmem"]
+    assert len(points) == 6
+    codes = [WL.render(p) for p in points]
+    assert NV_WAIT in codes[0]
+    never = codes[0].replace(NV_WAIT, "if (false) " + NV_WAIT, 1)  # fixture: never waits
+    sos = _compile(codes + [never])
+    for dims in VERIFY_SHAPES:
+        runs = _verify(plugin, sos, dims, world, mode=mode)
+        failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
+                  if runs[so].status != "ok"]
+        assert not failed, f"{len(failed)} of {len(points)} NVSHMEM points failed at {dims}: {failed[:3]}"
+        assert runs[sos[-1]].status == "verify_failed", runs[sos[-1]]
+
+
+@pytest.mark.gpu
+def test_nvshmem_with_two_ranks_in_one_process_is_unsupported_naming_process_mode(plugin, gpus):
+    _need_two(gpus)
+    from cuco.design_space import Directives
+
+    (so,) = _compile([WL.render(Directives.from_label("nvshmem/split_put_wait/signal/cta/1MiB"))])
+    run = _verify(plugin, [so], VERIFY_SHAPES[0], 2, seeds=(1,), mode="thread")[so]
+    assert run.status == "unsupported" and "process mode" in run.message, run

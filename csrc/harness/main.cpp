@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "group.h"
+#include "nvshmem_host.h"
 #include "options.h"
 #include "plugins.h"
 #include "rank.h"
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
   for (const LocalRank& r : launch.local_ranks)
     threads.emplace_back([&shared, r] { Rank(shared, r).run(); });
   for (auto& th : threads) th.join();
+  NvshmemHost::instance().finalize();  // after every rank's teardown (the result is already written)
   watchdog.stop();
   return 0;
 }

@@ -53,7 +53,8 @@ std::string usage() {
          "         [--devices 0,1] [--seeds 1,2] [--verify 1] [--bench 1] [--warmup 5] [--iters 30] [--parts 0]\n"
          "         [--timeout-s 120] [--total-timeout-s T] [--delay-comm-us 0] --out result.json\n"
          "         [--rank R --rendezvous DIR]  (process mode: this process runs rank R; one process per rank)\n"
-         "         [--trace DIR]  (CUPTI timeline of a few untimed launches per candidate, into DIR)\n";
+         "         [--trace DIR]  (CUPTI timeline of a few untimed launches per candidate, into DIR)\n"
+         "         [--nvshmem-lib PATH]  (libnvshmem_host.so.3, for candidates that declare uses_nvshmem)\n";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -81,6 +82,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--rank") o.rank = static_cast<int>(parse_int(flag, v));
     else if (flag == "--rendezvous") o.rendezvous = v;
     else if (flag == "--trace") o.trace_dir = v;
+    else if (flag == "--nvshmem-lib") o.nvshmem_lib = v;
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage());
   }
   if (o.workload.empty()) throw std::invalid_argument("--workload is required\n" + usage());

@@ -25,6 +25,7 @@ struct Options {
   std::string out;                      // --out result.json
   int rank = -1;                        // --rank R: process mode, this process runs rank R only (-1: all, threads)
   std::string rendezvous;               // --rendezvous DIR: where process-mode ranks meet (needed with --rank)
+  std::string nvshmem_lib;              // --nvshmem-lib PATH: libnvshmem_host.so.3 for NVSHMEM candidates
   std::string trace_dir;                // --trace DIR: after its timed runs, trace a few launches per candidate (CUPTI)
 
   bool process_mode() const { return rank >= 0; }

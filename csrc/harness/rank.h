@@ -33,6 +33,7 @@ struct CandidateResources {
   void* workspace = nullptr;
   void* symmetric = nullptr;
   ncclWindow_t symmetric_window = nullptr;
+  void* nvshmem = nullptr;  // NVSHMEM symmetric workspace
   bool devcomm = false;
 };
 

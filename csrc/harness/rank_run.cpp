@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "delay.h"
+#include "nvshmem_host.h"
 #include "trace.h"
 #include "rank.h"
 
@@ -145,14 +146,14 @@ void Rank::run_candidate(int index) {
     if (req.lsa_barrier_count < 0 || req.gin_signal_count < 0 || req.gin_counter_count < 0 ||
         req.gin_context_count < 0)
       CUCO_FAIL("cuco_candidate_requirements set a negative count");
-    if (req.uses_nvshmem) CUCO_FAIL("uses_nvshmem is reserved; this harness has no NVSHMEM backend");
   });
   if (!agreed(t, err, "error")) return;
   // Collective allocations need the same sizes everywhere: take the maximum over ranks.
   std::vector<int64_t> m = s_.group.max(
       me_.rank, {req.lsa_barrier_count, req.gin_signal_count, req.gin_counter_count, req.gin_context_count,
                  req.gin_required, static_cast<int64_t>(req.workspace_bytes),
-                 static_cast<int64_t>(req.symmetric_workspace_bytes)});
+                 static_cast<int64_t>(req.symmetric_workspace_bytes), req.uses_nvshmem ? 1 : 0,
+                 static_cast<int64_t>(req.nvshmem_workspace_bytes)});
   req.lsa_barrier_count = static_cast<int>(m[0]);
   req.gin_signal_count = static_cast<int>(m[1]);
   req.gin_counter_count = static_cast<int>(m[2]);
@@ -160,11 +161,19 @@ void Rank::run_candidate(int index) {
   req.gin_required = static_cast<int>(m[4]);
   req.workspace_bytes = static_cast<size_t>(m[5]);
   req.symmetric_workspace_bytes = static_cast<size_t>(m[6]);
+  req.uses_nvshmem = static_cast<int>(m[7]);
+  req.nvshmem_workspace_bytes = static_cast<size_t>(m[8]);
   if (records())
     s_.report.set_requirements(index, {{"lsa_barrier_count", m[0]}, {"gin_signal_count", m[1]},
                                        {"gin_counter_count", m[2]}, {"gin_context_count", m[3]},
                                        {"gin_required", m[4]}, {"workspace_bytes", m[5]},
-                                       {"symmetric_workspace_bytes", m[6]}});
+                                       {"symmetric_workspace_bytes", m[6]}, {"uses_nvshmem", m[7]},
+                                       {"nvshmem_workspace_bytes", m[8]}});
+  if (req.uses_nvshmem) {  // collective: every rank brings NVSHMEM up (once per process) or all say why not
+    std::string reason = NvshmemHost::instance().up(s_.group, me_.rank, s_.launch.world, s_.launch.local_world,
+                                                    s_.opts.nvshmem_lib);
+    if (!agreed(t, reason, "unsupported")) return;
+  }
   if (req.gin_required) {
     std::string reason;
     err = attempt(t, [&] { reason = gin_unavailable_reason(); });
@@ -180,6 +189,9 @@ void Rank::run_candidate(int index) {
     ctx_.workspace = res.workspace;
     ctx_.workspace_bytes = req.workspace_bytes;
     ctx_.symmetric_workspace = {res.symmetric, req.symmetric_workspace_bytes, res.symmetric_window};
+    ctx_.nvshmem_workspace = res.nvshmem;
+    ctx_.nvshmem_workspace_bytes = res.nvshmem ? req.nvshmem_workspace_bytes : 0;
+    ctx_.nvshmem_attr = req.uses_nvshmem ? NvshmemHost::instance().attr() : nullptr;
     ctx_.candidate_state = nullptr;
     std::string why;
     err = attempt(t, [&] { create_devcomm(req); });

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "nvshmem_host.h"
 #include "rank.h"
 
 namespace cuco_harness {
@@ -158,6 +159,7 @@ void Rank::alloc_local(const cuco_requirements& req, CandidateResources& res) {
     CUCO_NK(ncclMemAlloc(&res.symmetric, req.symmetric_workspace_bytes));
     CUCO_CK(cudaMemset(res.symmetric, 0, req.symmetric_workspace_bytes));
   }
+  if (req.uses_nvshmem) res.nvshmem = NvshmemHost::instance().malloc(req.nvshmem_workspace_bytes);  // collective
   CUCO_CK(cudaDeviceSynchronize());
 }
 
@@ -205,7 +207,11 @@ void Rank::release(CandidateResources& res) {
   if (res.symmetric_window) CUCO_NK(ncclCommWindowDeregister(ctx_.comm, res.symmetric_window));
   if (res.symmetric) CUCO_NK(ncclMemFree(res.symmetric));
   if (res.workspace) CUCO_CK(cudaFree(res.workspace));
+  NvshmemHost::instance().free(res.nvshmem);  // collective: every rank releases in the same order
   res = CandidateResources{};
+  ctx_.nvshmem_workspace = nullptr;
+  ctx_.nvshmem_workspace_bytes = 0;
+  ctx_.nvshmem_attr = nullptr;
   ctx_.workspace = nullptr;
   ctx_.workspace_bytes = 0;
   ctx_.symmetric_workspace = cuco_buffer{};

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -32,11 +33,12 @@ class Library:
     version: str
     origin: str             # 'wheel', 'env', 'system', 'toolkit', 'package'
     more_includes: tuple[Path, ...] = ()
+    extra: tuple[str, ...] = ()  # more flags after the link name (e.g. NVSHMEM's -rdc=true -lnvshmem_device)
 
     def flags(self) -> list[str]:
         flags = [f"-I{self.include}", *(f"-I{d}" for d in self.more_includes)]
         if self.link_name and self.libdir is not None:
-            flags += [f"-L{self.libdir}", f"-l:{self.link_name}", f"-Xlinker=-rpath,{self.libdir}"]
+            flags += [f"-L{self.libdir}", f"-l:{self.link_name}", f"-Xlinker=-rpath,{self.libdir}", *self.extra]
         return flags
 
 
@@ -54,6 +56,7 @@ class LibrarySpec:
     package_includes: tuple[str, ...] = ()        # include dirs inside that package (first one holds `header`)
     in_toolkit: bool = False
     install_hint: str = ""
+    extra: tuple[str, ...] = ()                   # flags after the link name (see Library.extra)
 
 
 def site_dirs() -> list[Path]:
@@ -102,7 +105,7 @@ def find(spec: LibrarySpec, cuda_home: Path | None) -> Library:
             return Library(spec.name, include, None, "", "", origin, more)
         link = first_lib(libdir, spec.lib_stem) if libdir is not None else None
         if link:
-            return Library(spec.name, include, libdir, link, "", origin, more)
+            return Library(spec.name, include, libdir, link, "", origin, more, spec.extra)
     raise LibraryError(f"{spec.name} not found ({spec.header}{' and ' + spec.lib_stem if spec.lib_stem else ''}): "
                        f"{spec.install_hint or 'install it'}")
 
@@ -138,3 +141,19 @@ CUTLASS = register(LibrarySpec(
 CUDNN = register(LibrarySpec(
     "cudnn", "cudnn.h", "libcudnn.so", env_var="CUDNN_HOME", wheel_dirs=("cudnn", "cu13", "cu12"),
     in_toolkit=True, install_hint="pip install nvidia-cudnn-cu13 (or -cu12), or set CUDNN_HOME"))
+NVSHMEM = register(LibrarySpec(
+    "nvshmem", "nvshmemx.h", "libnvshmem_host.so", env_var="NVSHMEM_HOME", wheel_dirs=("nvshmem",),
+    extra=("-rdc=true", "-lnvshmem_device"),
+    install_hint="pip install nvidia-nvshmem-cu13 (the cu13 extra brings it through nvshmem4py-cu13), or set "
+    "NVSHMEM_HOME to an install with include/nvshmemx.h and lib/libnvshmem_host.so"))
+
+#: Headers whose inclusion makes a program an NVSHMEM program (compiled -rdc=true, linked with NVSHMEM).
+NVSHMEM_HEADERS = re.compile(r'^\s*#\s*include\s*[<"](nvshmem\.h|nvshmemx\.h|cuco/kit/nvshmem\.cuh)[>"]', re.M)
+
+
+def libraries_for(code: str, libraries: "tuple[str, ...] | list[str]") -> tuple[str, ...]:
+    """`libraries` plus what the code itself pulls in (NVSHMEM when it includes its headers)."""
+    out = tuple(libraries)
+    if NVSHMEM_HEADERS.search(code) and "nvshmem" not in out:
+        out += ("nvshmem",)
+    return out

@@ -22,7 +22,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-#define CUCO_ABI_VERSION 2
+#define CUCO_ABI_VERSION 3
 #define CUCO_MAX_BUFFERS 8
 #define CUCO_MAX_DIMS 8
 #define CUCO_MAX_PARTS 4
@@ -61,7 +61,9 @@ typedef struct {
   int gin_required;              // 1: the candidate uses GIN; the harness reports "unsupported" if GIN is absent
   size_t workspace_bytes;        // plain device scratch, zeroed once at setup
   size_t symmetric_workspace_bytes;  // symmetric scratch (flags, staging), registered as a window, zeroed once
-  int uses_nvshmem;              // reserved for the NVSHMEM backend
+  int uses_nvshmem;              // 1: the candidate is an NVSHMEM program; the harness brings NVSHMEM up (one PE per
+                                 // process: world 1, or process mode) and the candidate attaches in its setup
+  size_t nvshmem_workspace_bytes;  // symmetric scratch from nvshmem_malloc (same address on every PE), zeroed once
 } cuco_requirements;
 
 typedef struct cuco_ctx {
@@ -91,6 +93,12 @@ typedef struct cuco_ctx {
   uint64_t iteration;           // incremented by the harness before every launch: use as an epoch for flags
   void* candidate_state;        // owned by the candidate (set in setup, freed in teardown)
   void* workload_state;         // owned by the workload plugin
+
+  // NVSHMEM backend (ABI 3): set when the candidate declared uses_nvshmem.
+  void* nvshmem_workspace;      // requirements.nvshmem_workspace_bytes from nvshmem_malloc
+  size_t nvshmem_workspace_bytes;
+  const void* nvshmem_attr;     // the nvshmemx_init_attr_t the host library was brought up with: a candidate's
+                                // module attaches its device state with nvshmemx_init_attr(UNIQUEID, attr)
 } cuco_ctx;
 
 // ---- candidate entry points -------------------------------------------------------------------------

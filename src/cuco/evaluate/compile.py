@@ -18,6 +18,7 @@ from typing import Sequence
 
 import attrs
 
+from cuco.errors import CucoError
 from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
     csrc_dir
 
@@ -230,6 +231,14 @@ class Compiler:
         """Compile one program to a shared object (or return the cached one). Never raises on a compile
         error: the trimmed log is in the outcome. `extra` flags (e.g. a compute library to link) are keyed."""
         start = time.monotonic()
+        from cuco.libraries import libraries_for  # noqa: PLC0415
+
+        libraries = libraries_for(candidate_code, tuple(libraries))  # an NVSHMEM program brings NVSHMEM
+        for name in libraries:
+            try:
+                self.toolchain.library(name)
+            except CucoError as exc:  # a library this program needs is not installed: its compile fails, said why
+                return CompileOutcome(False, None, str(exc), time.monotonic() - start, False, "")
         key = self.key(candidate_code, libraries, include_dirs, extra)
         entry = self.cache_dir / key
         so_path, fail_path = entry / "candidate.so", entry / "error.txt"

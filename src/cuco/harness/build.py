@@ -69,13 +69,38 @@ def _check(result: CompileResult, what: str) -> Path:
     return result.output
 
 
+def _optional_includes(tc: Toolchain) -> list[Path]:
+    """Headers of optional backends the harness serves when present (NVSHMEM); their absence only switches the
+    backend off (the harness then says so for a candidate that needs it)."""
+    from cuco.errors import CucoError  # noqa: PLC0415
+
+    try:
+        lib = tc.library("nvshmem")
+    except CucoError:
+        return []
+    return [lib.include]
+
+
+def nvshmem_host_library(tc: Toolchain | None = None) -> Path | None:
+    """libnvshmem_host.so.3 of the NVSHMEM install cuco links candidates against, or None."""
+    from cuco.errors import CucoError  # noqa: PLC0415
+
+    try:
+        lib = (tc or default_toolchain()).library("nvshmem")
+    except CucoError:
+        return None
+    return lib.libdir / lib.link_name if lib.libdir is not None else None
+
+
 def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = None) -> Path:
     """The `cuco-harness` executable for this toolchain, built once and cached."""
     tc = toolchain or default_toolchain()
     sources = harness_sources()
     if not any(p.suffix in (".cpp", ".cu") for p in sources):
         raise BuildError(f"no harness sources in {csrc_dir() / 'harness'}; reinstall cuco")
-    key = content_hash(*_read_all(sources), *_read_all(_header_files()), tc.fingerprint(), "harness-v2")
+    extra_incs = _optional_includes(tc)
+    key = content_hash(*_read_all(sources), *_read_all(_header_files()), tc.fingerprint(), "harness-v2",
+                       *map(str, extra_incs))
     out_dir = cache_dir() / "harness" / key
     binary = out_dir / HARNESS_NAME
     if binary.exists():
@@ -89,7 +114,8 @@ def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = Non
         def compile_one(src: Path) -> Path:
             obj = objdir / (src.name + ".o")
             # Compile-only: the link flags Toolchain appends are ignored by nvcc with -c.
-            return _check(tc.compile([src], obj, shared=False, include_dirs=[include_dir()], extra=["-c"]),
+            return _check(tc.compile([src], obj, shared=False, include_dirs=[include_dir(), *extra_incs],
+                                     extra=["-c"]),
                           f"harness source {src.name}")
 
         workers = max(1, min(jobs or os.cpu_count() or 1, len(compiled), 8))

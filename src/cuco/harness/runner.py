@@ -77,6 +77,8 @@ class HarnessRequest:
     # After its timed runs, each candidate is launched a few more times under CUPTI and its kernels and copies
     # written to trace_dir/candidate<i>[.rank<r>].json (cuco.report.timeline reads them). None: no tracing.
     trace_dir: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    # libnvshmem_host.so.3 for candidates that declare uses_nvshmem; None: the toolchain's (run_harness finds it).
+    nvshmem_lib: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
 
     def __attrs_post_init__(self) -> None:
         if not self.dims or len(self.dims) > 8 or any(d <= 0 for d in self.dims):
@@ -118,6 +120,8 @@ class HarnessRequest:
             argv += ["--delay-comm-us", f"{self.delay_comm_us:g}"]
         if self.trace_dir is not None:
             argv += ["--trace", str(self.trace_dir)]
+        if self.nvshmem_lib is not None:
+            argv += ["--nvshmem-lib", str(self.nvshmem_lib)]
         return argv
 
 
@@ -209,6 +213,10 @@ def run_harness(request: HarnessRequest, toolchain: Toolchain | None = None, *, 
     is killed (whole group) `outer_margin_s` after the harness's own deadline, should its watchdog fail.
     """
     exe = Path(binary) if binary is not None else harness_binary(toolchain)
+    if request.nvshmem_lib is None:
+        from cuco.harness.build import nvshmem_host_library  # noqa: PLC0415
+
+        request = attrs.evolve(request, nvshmem_lib=nvshmem_host_library(toolchain))
     run_env = dict(env) if env is not None else scrubbed_env()
     n = len(request.candidates)
     runs: list[CandidateRun | None] = [None] * n

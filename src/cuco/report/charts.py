@@ -51,7 +51,10 @@ def fitness_chart(cands: Sequence[Candidate], phases: Sequence[str], width: int 
         if c.fitness is not None and c.status in RANKED_STATUSES and c.fitness > best.get(c.island, float("-inf")):
             best[c.island] = c.fitness
         if c.island in best:
-            lines[c.island].append((x(i), y(best[c.island])))
+            pts = lines[c.island]
+            if pts and pts[-1][1] != y(best[c.island]):
+                pts.append((x(i), pts[-1][1]))  # a step: the best so far holds until it improves
+            pts.append((x(i), y(best[c.island])))
     for isl, pts in sorted(lines.items()):
         colour = PALETTE[isl % len(PALETTE)]
         path = " ".join(f"{px:.1f},{py:.1f}" for px, py in pts)

@@ -80,14 +80,27 @@ def _best_section(run: RunData) -> str:
     out = [_kv(rows)]
     by_id = run.by_id()
     parent = by_id.get(best.parent_id or "")
-    if parent is not None:
-        out.append(f"<h3>Against its parent ({escape(parent.id[:8])}, {escape(charts.label(parent))})</h3>")
-        out.append(charts.diff_block(parent.code, best.code, "parent", "best"))
     fast = run.fastpath()
-    if fast is not None and fast.id != best.id:
+    if parent is not None:
+        same = " (the fast-path candidate)" if fast is not None and parent.id == fast.id else ""
+        out.append(f"<h3>Against its parent ({escape(parent.id[:8])}, {escape(charts.label(parent))}){same}</h3>")
+        out.append(_diff(parent.code, best.code, "parent"))
+    if fast is not None and fast.id != best.id and (parent is None or parent.id != fast.id):
         out.append("<h3>Against the fast-path candidate</h3>")
-        out.append(charts.diff_block(fast.code, best.code, "fast path", "best"))
+        out.append(_diff(fast.code, best.code, "fast path"))
     return "".join(out)
+
+
+def _diff(old: str, new: str, name: str) -> str:
+    """The diff of the EVOLVE blocks when both programs have them (the frozen rest is the same by
+    construction), else of the whole files."""
+    from cuco.kit.evolve import split  # noqa: PLC0415
+
+    try:
+        a, b, what = split(old)[1], split(new)[1], "EVOLVE block"
+    except Exception:  # noqa: BLE001 - a program without (or with several) blocks: compare whole files
+        a, b, what = old, new, "whole program"
+    return f"<p class='legend'>{what}</p>" + charts.diff_block(a, b, name, "best")
 
 
 def _failures(run: RunData) -> str:

@@ -30,6 +30,7 @@ struct Needs {
   int lsa_barriers = 0;   // >= CTAs that open an LSA barrier session
   int gin_signals = 0;
   int gin_required = 0;
+  size_t nvshmem_bytes = 0;  // NVSHMEM symmetric workspace (ctx->nvshmem_workspace); > 0 makes it an NVSHMEM program
 };
 
 struct Base {
@@ -89,6 +90,8 @@ int requirements(const cuco_ctx* ctx, cuco_requirements* req) {
   req->gin_signal_count = n.gin_signals;
   req->gin_context_count = n.gin_required ? 1 : 0;
   req->gin_required = n.gin_required;
+  req->uses_nvshmem = n.nvshmem_bytes > 0;
+  req->nvshmem_workspace_bytes = n.nvshmem_bytes;
   return 0;
 }
 
@@ -101,6 +104,8 @@ int setup(cuco_ctx* ctx) {
   if (st->needs.sym_bytes && (!ctx->symmetric_workspace.ptr || ctx->symmetric_workspace.bytes < st->needs.sym_bytes))
     return 3;
   if (st->needs.lsa_barriers && !ctx->has_devcomm) return 4;
+  if (st->needs.nvshmem_bytes && (!ctx->nvshmem_workspace || ctx->nvshmem_workspace_bytes < st->needs.nvshmem_bytes))
+    return 8;  // the harness did not bring NVSHMEM up for this candidate
   int rc = W::setup(ctx, st);
   if (rc) return rc;
   if (cudaEventCreateWithFlags(&st->ev_start, cudaEventDisableTiming) != cudaSuccess) return 5;

@@ -20,6 +20,8 @@ constexpr int kMinCommCtas = 8, kMaxCommCtas = 16;  // 8: best measured on 2x H2
 constexpr double kCommGBsPerCta = 38.0;   // LSA pull rate of one 1024-thread CTA (~317 GB/s on 8 CTAs, H200)
 constexpr double kGemmTflops = 700.0;     // bf16 cuBLASLt rate, to size the communication's SM share
 
+@BLOCK_SETUP@
+
 // Problem geometry of this launch.
 struct Geo {
   int64_t M, K, N, Mr;  // Mr = M / W rows per rank
@@ -115,9 +117,13 @@ def prologue(point: Directives) -> str:
         barrier = fill(BARRIER_KERNEL, {"SCOPE": point.sync_scope,
                                         "TEAM_NAME": point.sync_scope if point.sync_scope == "world" else "LSA",
                                         "WORLD": "true" if point.sync_scope == "world" else "false"})
+    setup = ("// backend=nvshmem: this module attaches its NVSHMEM device state (the harness brought NVSHMEM up).\n"
+             "static int block_setup(cuco_ctx* ctx, State*) { return cuco::kit::nvshmem_attach(ctx); }"
+             if point.backend == "nvshmem" else
+             "static int block_setup(cuco_ctx*, State*) { return 0; }  // nothing to prepare beyond the frozen setup")
     return fill(PROLOGUE, {"LABEL": point.label(), "ISSUER": ISSUER_TYPES[point.issuer], "ISSUER_NAME": point.issuer,
                            "CHUNK": point.chunk_bytes, "CHUNK_NAME": format_bytes(point.chunk_bytes),
-                           "BARRIER_KERNEL": barrier}, what="GEMM+AllGather prologue")
+                           "BARRIER_KERNEL": barrier, "BLOCK_SETUP": setup}, what="GEMM+AllGather prologue")
 
 
 def barrier_launch(point: Directives, stream: str, indent: str = "  ") -> str:

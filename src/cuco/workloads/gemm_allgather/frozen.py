@@ -90,7 +90,10 @@ struct Candidate {
   using State = cuco_ag::State;
   static constexpr size_t kLibWorkspaceBytes = kLtWorkspaceBytes;
   static Needs needs(const cuco_ctx* ctx) { return block_needs(ctx); }
-  static int setup(cuco_ctx*, State* st) { return cublasLtCreate(&st->lt) == CUBLAS_STATUS_SUCCESS ? 0 : 10; }
+  static int setup(cuco_ctx* ctx, State* st) {
+    if (cublasLtCreate(&st->lt) != CUBLAS_STATUS_SUCCESS) return 10;
+    return block_setup(ctx, st);  // the EVOLVE block's own preparation (e.g. attaching NVSHMEM)
+  }
   static int enqueue(cuco_ctx* ctx, State* st) { return cuco_ag::enqueue(ctx, st); }
   static void teardown(State* st) {
     for (int i = 0; i < st->nplans; ++i) lt_gemm_destroy(&st->plans[i]);

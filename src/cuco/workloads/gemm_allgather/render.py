@@ -19,12 +19,12 @@ from cuco.workloads.gemm_allgather.common_block import EPILOGUE, barrier_launch,
 from cuco.workloads.gemm_allgather.fused_block import render_fused
 from cuco.workloads.gemm_allgather.gin_block import render_gin
 from cuco.workloads.gemm_allgather.lsa_blocks import render_lsa
+from cuco.workloads.gemm_allgather.nvshmem_block import INCLUDE as NVSHMEM_INCLUDE, render_nvshmem
 
 
 #: Chunk sizes that matter at these shapes (a rank's block is 16-256 MiB at the bench shapes).
 CHUNK_SIZES = (WHOLE, 16 * MiB, 4 * MiB, 1 * MiB)
-#: NVSHMEM is left out: no NVSHMEM headers where this workload is compile-checked, and no NVSHMEM template.
-BACKENDS = ("lsa", "gin")
+BACKENDS = ("lsa", "gin", "nvshmem")
 
 
 def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
@@ -32,6 +32,14 @@ def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
         return ("backend=gin is rendered as put-with-signal (placement=split_put_wait, sync_scope=signal): the "
                 "candidate ABI declares no GIN barriers, and pull or fused GIN designs are not templated; pick "
                 "those directives or backend=lsa")
+    return None
+
+
+def _nvshmem_subset(d: Directives, _s: DesignSpace) -> str | None:
+    if d.backend == "nvshmem" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
+                                   or d.issuer not in ("warp", "cta")):
+        return ("backend=nvshmem is rendered as put-with-signal by warps or CTAs (placement=split_put_wait, "
+                "sync_scope=signal, issuer=warp or cta); pick those directives or backend=lsa")
     return None
 
 
@@ -56,6 +64,7 @@ def _copy_engine_subset(d: Directives, _s: DesignSpace) -> str | None:
 
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("gemm-ag-gin-subset", _gin_subset),
+    Rule("gemm-ag-nvshmem-subset", _nvshmem_subset),
     Rule("gemm-ag-copy-engine-subset", _copy_engine_subset),
     Rule("gemm-ag-lsa-one-team", _lsa_one_team),
 )
@@ -63,7 +72,8 @@ WORKLOAD_RULES: tuple[Rule, ...] = (
 
 def space(topology: Topology) -> DesignSpace:
     """The workload's design space on `topology`. Load its JSON with extra_rules=WORKLOAD_RULES."""
-    backends = BACKENDS if topology.gin_available is not False else ("lsa",)
+    backends = tuple(b for b in BACKENDS if not (b == "gin" and topology.gin_available is False)
+                     and not (b == "nvshmem" and topology.nvshmem_available is False))
     if topology.nodes > 1:
         backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
@@ -81,6 +91,8 @@ def placement_body(point: Directives) -> str:
     """The point's kernels and launch code (the EVOLVE block without the shared prologue)."""
     if point.backend == "gin":
         return render_gin(point)
+    if point.backend == "nvshmem":
+        return render_nvshmem(point)
     if point.issuer == "copy_engine":
         return render_ce(point, barrier_launch)
     if point.placement == "fused":
@@ -89,7 +101,8 @@ def placement_body(point: Directives) -> str:
 
 
 def _block(point: Directives) -> str:
-    return prologue(point) + placement_body(point) + EPILOGUE
+    include = NVSHMEM_INCLUDE if point.backend == "nvshmem" else ""
+    return include + prologue(point) + placement_body(point) + EPILOGUE
 
 
 def render(point: Directives) -> str:

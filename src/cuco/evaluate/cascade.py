@@ -124,6 +124,7 @@ class Cascade:
         self._plugin_so: Path | None = None
         self._seed: str | None = None
         self._link_options: LinkOptions | None = None
+        self._one_pe_per_process: set[str] = set()  # shared objects of NVSHMEM programs
 
     def _link(self) -> LinkOptions:
         """The workload's libraries and compute library (built once here), for plugin, seed and candidates."""
@@ -193,8 +194,12 @@ class Cascade:
         link = self._link()
         outcomes = self.compiler.compile_many([out[i].code for i in alive], link.libraries, link.include_dirs,
                                               link.extra)
+        from cuco.libraries import libraries_for  # noqa: PLC0415
+
         survivors = []
         for i, o in zip(alive, outcomes):
+            if o.ok and "nvshmem" in libraries_for(out[i].code, ()):
+                self._one_pe_per_process.add(str(o.so_path))
             data = {"cached": o.cached, "key": o.key, "so_path": str(o.so_path) if o.so_path else None}
             out[i] = out[i].with_result(LevelResult("compile", o.ok, o.log_excerpt, o.seconds, data))
             if o.ok:
@@ -224,10 +229,13 @@ class Cascade:
         except ImportError as exc:
             raise CascadeError(f"cuco.harness is not importable ({exc}); reinstall cuco") from None
 
+        # Thread mode (one CUDA/NCCL start-up, the same times) unless an NVSHMEM program needs one PE per process.
+        mode = "process" if self.world > 1 and any(str(so) in self._one_pe_per_process for so in sos) else "thread"
         request = HarnessRequest(workload_plugin=self._plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
                                  world=self.world, devices=tuple(group.devices), seeds=tuple(seeds),
                                  verify=verify, bench=bench, warmup=self.warmup, iters=self.iters, parts=bench,
-                                 timeout_s=timeout_s, delay_comm_us=self.verify_delay_us if verify else 0.0)
+                                 timeout_s=timeout_s, delay_comm_us=self.verify_delay_us if verify else 0.0,
+                                 mode=mode)
         start = time.monotonic()
         try:
             result = run_harness(request, toolchain=self.compiler.toolchain)

@@ -18,8 +18,8 @@ Launch make_launch(const std::vector<int>& devices) {
 Launch make_process_launch(const std::vector<int>& devices, int rank, const ncclUniqueId& id) {
   Launch l;
   l.world = static_cast<int>(devices.size());
-  l.local_world = 1;
-  l.local_ranks.push_back({rank, 0, devices[rank]});
+  l.local_world = l.world;  // every rank process runs on this host (ranks.py starts them): one LSA team
+  l.local_ranks.push_back({rank, rank, devices[rank]});
   l.id = id;
   return l;
 }

@@ -28,7 +28,7 @@ struct LocalRank {
 
 struct Launch {
   int world = 0;
-  int local_world = 0;
+  int local_world = 0;                 // ranks on this host
   std::vector<LocalRank> local_ranks;  // the ranks this process runs, one thread each
   ncclUniqueId id{};
 };

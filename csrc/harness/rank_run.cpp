@@ -170,7 +170,8 @@ void Rank::run_candidate(int index) {
                                        {"symmetric_workspace_bytes", m[6]}, {"uses_nvshmem", m[7]},
                                        {"nvshmem_workspace_bytes", m[8]}});
   if (req.uses_nvshmem) {  // collective: every rank brings NVSHMEM up (once per process) or all say why not
-    std::string reason = NvshmemHost::instance().up(s_.group, me_.rank, s_.launch.world, s_.launch.local_world,
+    std::string reason = NvshmemHost::instance().up(s_.group, me_.rank, s_.launch.world,
+                                                    static_cast<int>(s_.launch.local_ranks.size()),
                                                     s_.opts.nvshmem_lib);
     if (!agreed(t, reason, "unsupported")) return;
   }

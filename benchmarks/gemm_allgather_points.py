@@ -28,11 +28,11 @@ def measure(shape: str, world: int, labels: list[str]) -> list[dict[str, Any]]:
     """Each point through the cascade at `shape` (one harness run times them all with the host and the parts)."""
     from cuco.candidate import Candidate
     from cuco.design_space import Directives
-    from cuco.evaluate.cascade import Cascade
+    from cuco.evaluate.cascade import Evaluator
     from cuco.workloads import get
 
     wl = get("gemm_allgather")
-    cascade = Cascade(wl, world=world, bench_shape=shape)
+    cascade = Evaluator(wl, world=world, bench_shape=shape)
     batch = [Candidate(code=wl.render(Directives.from_label(p)), workload=wl.name,
                        directives=Directives.from_label(p), mutation="manual") for p in labels]
     rows = []

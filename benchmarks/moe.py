@@ -101,11 +101,11 @@ def sweep(name: str, world: int) -> dict[str, Any]:
     """Every legal point of the space through the cascade at shape `name` (exhaustive truth)."""
     from cuco.candidate import Candidate
     from cuco.design_space import Topology
-    from cuco.evaluate.cascade import Cascade
+    from cuco.evaluate.cascade import Evaluator
     from cuco.workloads import get
 
     w = get("moe")
-    cascade = Cascade(w, world=world, bench_shape=name)
+    cascade = Evaluator(w, world=world, bench_shape=name)
     points = list(w.space(Topology(world=world, nodes=1, gin_available=False)).points())
     out = []
     for b in range(0, len(points), 8):

@@ -12,8 +12,8 @@ import pytest
 from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
-from cuco.evaluate.base import Evaluator
-from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Cascade
+from cuco.evaluate.base import CandidateEvaluator
+from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Evaluator
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import Executor
 from cuco.toolchain import Toolchain, ToolchainError
@@ -50,8 +50,8 @@ def compiler(tmp_path_factory) -> Compiler:
     return Compiler(toolchain, cache_dir=tmp_path_factory.mktemp("cache"), jobs=2)
 
 
-def cpu_cascade(compiler: Compiler, **kw) -> Cascade:
-    return Cascade(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=[]), **kw)
+def cpu_cascade(compiler: Compiler, **kw) -> Evaluator:
+    return Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=[]), **kw)
 
 
 def cand(code: str, **kw) -> Candidate:
@@ -60,7 +60,7 @@ def cand(code: str, **kw) -> Candidate:
 
 def test_is_a_measured_evaluator_with_default_shapes(compiler):
     cascade = cpu_cascade(compiler)
-    assert isinstance(cascade, Evaluator) and cascade.kind == "measured"
+    assert isinstance(cascade, CandidateEvaluator) and cascade.kind == "measured"
     assert cascade.verify_shape == Shape((4100,))
     assert cascade.bench_shape == Shape((1 << 24,))
     assert not cascade.has_gpu
@@ -134,14 +134,14 @@ def test_previous_results_are_replaced_not_merged(compiler):
 
 
 def test_metrics_follow_the_definitions():
-    m = Cascade._metrics(time_ms=1.2, host_ms=1.8, compute_ms=1.0, comm_ms=0.4, spread=0.02)
+    m = Evaluator._metrics(time_ms=1.2, host_ms=1.8, compute_ms=1.0, comm_ms=0.4, spread=0.02)
     assert m["speedup"] == pytest.approx(1.5)
     assert m["bound_ms"] == 1.0
     assert m["overlap_efficiency"] == pytest.approx((1.8 - 1.2) / (1.8 - 1.0))
     assert m["spread"] == 0.02
-    no_host = Cascade._metrics(time_ms=1.2, host_ms=None, compute_ms=1.0, comm_ms=0.4, spread=None)
+    no_host = Evaluator._metrics(time_ms=1.2, host_ms=None, compute_ms=1.0, comm_ms=0.4, spread=None)
     assert "speedup" not in no_host and "overlap_efficiency" not in no_host and no_host["bound_ms"] == 1.0
-    host_at_bound = Cascade._metrics(time_ms=1.0, host_ms=1.0, compute_ms=1.0, comm_ms=0.4, spread=None)
+    host_at_bound = Evaluator._metrics(time_ms=1.0, host_ms=1.0, compute_ms=1.0, comm_ms=0.4, spread=None)
     assert "overlap_efficiency" not in host_at_bound   # undefined when the host is already at the bound
 
 
@@ -252,7 +252,7 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
                 sos[fast]: MockRun(sos[fast], "ok", timing=MockTiming(1.0))}
 
     requests = install_mock_harness(monkeypatch, behaviour)
-    cascade = Cascade(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]),
+    cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]),
                       seeds=(1, 2), iters=20, warmup=3)
     monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
     good, quick, bad, ginned = cascade.evaluate([cand(GOOD), cand(fast), cand(wrong), cand(gin)])
@@ -291,7 +291,7 @@ def test_verify_is_split_over_gpu_groups(monkeypatch, compiler):
         return {}
 
     requests = install_mock_harness(monkeypatch, behaviour)
-    cascade = Cascade(copy_workload(), world=2, compiler=compiler,
+    cascade = Evaluator(copy_workload(), world=2, compiler=compiler,
                       executor=Executor(world=2, devices=["0", "1", "2", "3"]))
     monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
     out = cascade.evaluate([cand(c) for c in codes])
@@ -313,7 +313,7 @@ def test_host_seed_failure_leaves_fitness_unset_with_a_reason(monkeypatch, compi
     seed_so = compiler.compile(copy_workload().seed_code()).so_path
     install_mock_harness(monkeypatch, lambda r: {seed_so: MockRun(seed_so, "crash", "SIGSEGV", phase="launch")}
                          if r.bench else {})
-    cascade = Cascade(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]))
+    cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]))
     monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
     [out] = cascade.evaluate([cand(GOOD)])
     assert out.results["bench"].passed and out.fitness is None and "speedup" not in out.metrics
@@ -328,7 +328,7 @@ def test_real_cascade_on_two_gpus(gpus):
         pytest.skip(f"needs 2 GPUs, found {gpus}")
     lsa = (FIXTURES / "ag_lsa_candidate.cu").read_text()
     wrong = (FIXTURES / "ag_wrong_candidate.cu").read_text()
-    cascade = Cascade(copy_workload(), world=2, bench_shape=(1 << 24,), iters=20, warmup=3)
+    cascade = Evaluator(copy_workload(), world=2, bench_shape=(1 << 24,), iters=20, warmup=3)
     assert cascade.has_gpu
     good, bad, broken = cascade.evaluate([cand(lsa), cand(wrong), cand(BROKEN)])
     assert good.status == "passed", good.feedback

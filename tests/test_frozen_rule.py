@@ -9,7 +9,7 @@ from cuco import workloads
 from cuco.candidate import Candidate
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
-from cuco.evaluate.cascade import Cascade
+from cuco.evaluate.cascade import Evaluator
 from cuco.evaluate.executor import Executor
 from cuco.evaluate.static import check_static
 from cuco.pipeline import parent_code_from
@@ -57,7 +57,7 @@ def test_an_edit_of_frozen_code_fails_l0_in_the_cascade(tmp_path):
         tail = child.code[blocks_end:]
         frozen_line = next(line for line in tail.splitlines()[1:] if line.strip() and not line.startswith("//"))
         edited = child.evolve(code=child.code[:blocks_end] + tail.replace(frozen_line, frozen_line + " /* x */ ;", 1))
-        cascade = Cascade(WL, world=2, executor=Executor(world=2, devices=[]), parent_code=parent_code_from(db))
+        cascade = Evaluator(WL, world=2, executor=Executor(world=2, devices=[]), parent_code=parent_code_from(db))
         [out] = cascade.evaluate([edited])
     assert out.status == "failed:static" and "code outside the EVOLVE blocks was changed" in out.results["static"].reason
 

@@ -8,7 +8,7 @@ from test_search_workload import SHAPE, TOPOLOGY, make_workload, render
 
 from cuco.candidate import Candidate
 from cuco.design_space import KiB, MiB, Directives
-from cuco.evaluate.base import Evaluator
+from cuco.evaluate.base import CandidateEvaluator
 from cuco.evaluate.modelled import Hardware, ModelledEvaluator, model_time
 from cuco.workload import Shape, ShapeError
 
@@ -22,7 +22,7 @@ def cand(point: Directives, code: str | None = None) -> Candidate:
 
 
 def test_is_an_evaluator_of_kind_modelled_and_labels_everything():
-    assert isinstance(EV, Evaluator) and EV.kind == "modelled"
+    assert isinstance(EV, CandidateEvaluator) and EV.kind == "modelled"
     out = EV.evaluate([cand(SPACE.conservative())])[0]
     assert out.status == "unmeasured" and out.ranked and out.metrics["modelled"] == 1.0  # never "passed"
     for level in ("compile", "verify", "bench"):

@@ -39,6 +39,16 @@ def test_import_cuco_and_its_core_types_load_no_heavy_module() -> None:
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 
+def test_the_five_first_class_objects_import_from_cuco_without_heavy_modules() -> None:
+    out = _python("import json, sys, cuco\n"
+                  "from cuco import DesignSpace, FastPathAgent, Island, Evaluator, CandidateDB, run_workload\n"
+                  "assert Evaluator.kind == 'measured' and Evaluator.__module__ == 'cuco.evaluate.cascade'\n"
+                  "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    loaded = set(json.loads(out.stdout))
+    # The fast path's parser (tree-sitter) is what FastPathAgent is made of; the GPU and LLM stacks stay unloaded.
+    assert not loaded & {"litellm", "cupy", "torch", "nccl"}, loaded
+
+
 def _fenced(text: str, heading: str) -> list[str]:
     """Command lines (comments stripped) of the first bash block under a README heading."""
     section = text.split(f"## {heading}\n", 1)[1]

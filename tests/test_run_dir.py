@@ -102,10 +102,10 @@ def test_two_processes_on_one_run_dir_one_writes_the_other_is_refused_readers_re
 @pytest.fixture(scope="module")
 def stored() -> RunManifest:
     """The manifest a run of gemm_allgather at world 2 on this machine starts with."""
-    from cuco.evaluate.cascade import Cascade
+    from cuco.evaluate.cascade import Evaluator
 
     wl = workloads.get("gemm_allgather")
-    return make_manifest(wl, Cascade(wl, world=2), seed=0, evaluations=12)
+    return make_manifest(wl, Evaluator(wl, world=2), seed=0, evaluations=12)
 
 
 def _run_dir_with(tmp_path: Path, manifest: RunManifest, evaluated: int = 0) -> Path:

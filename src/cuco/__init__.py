@@ -10,8 +10,18 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# The five first-class objects (DesignSpace, FastPathAgent, Island, Evaluator, CandidateDB), the run entry points
+# and the value types, each loaded on first use.
 _LAZY = {
     "DesignSpace": "cuco.design_space",
+    "FastPathAgent": "cuco.fastpath.agent",
+    "Island": "cuco.search.island",
+    "Evaluator": "cuco.evaluate.cascade",
+    "ModelledEvaluator": "cuco.evaluate.modelled",
+    "CandidateEvaluator": "cuco.evaluate.base",
+    "RunOptions": "cuco.pipeline",
+    "run_workload": "cuco.pipeline",
+    "write_report": "cuco.report",
     "Directives": "cuco.design_space",
     "Topology": "cuco.design_space",
     "Candidate": "cuco.candidate",

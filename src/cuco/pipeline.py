@@ -189,7 +189,7 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     as a candidate), the search, summary.json.
     """
     from cuco import workloads
-    from cuco.evaluate.cascade import Cascade
+    from cuco.evaluate.cascade import Evaluator
     from cuco.evaluate.executor import Executor
 
     workload = workloads.get(opts.workload)
@@ -207,7 +207,7 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     # GPUs before shapes: on a host with too few GPUs the fix is --world, whatever the shape says
     executor = Executor(world=world)
     evaluation = _check_gpus(executor, world)
-    cascade = Cascade(workload, world=world, bench_shape=shape, executor=executor)
+    cascade = Evaluator(workload, world=world, bench_shape=shape, executor=executor)
     manifest = make_manifest(workload, cascade, seed, evaluations)
     if stored is not None:
         _check_resume(stored, manifest, opts, found.evaluated)
@@ -249,7 +249,7 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
 
 
 def parent_code_from(db: Any) -> Callable[[Candidate], str | None]:
-    """The Cascade's `parent_code` callback: the stored parent's source, for L0's frozen-region check.
+    """The Evaluator's `parent_code` callback: the stored parent's source, for L0's frozen-region check.
 
     None (no check) for a candidate without a stored parent, and for a directive child of a parent that is not
     a rendering of the workload's template (the fast path's program): such a child is the template rendered

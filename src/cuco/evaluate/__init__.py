@@ -1,4 +1,4 @@
-"""Evaluation of candidates: the Evaluator protocol and the measured cascade (static -> compile -> verify ->
+"""Evaluation of candidates: the CandidateEvaluator protocol and the measured cascade (static -> compile -> verify ->
 bench) with its parts. Names load on first use, so `import cuco.evaluate` stays cheap."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "Evaluator": "cuco.evaluate.base",
+    "CandidateEvaluator": "cuco.evaluate.base",
     "check_static": "cuco.evaluate.static",
     "Violation": "cuco.evaluate.static",
     "Compiler": "cuco.evaluate.compile",
@@ -15,7 +15,7 @@ _LAZY = {
     "Executor": "cuco.evaluate.executor",
     "DeviceGroup": "cuco.evaluate.executor",
     "NoGPUError": "cuco.evaluate.executor",
-    "Cascade": "cuco.evaluate.cascade",
+    "Evaluator": "cuco.evaluate.cascade",
     "CascadeError": "cuco.evaluate.cascade",
     "NO_GPU_REASON": "cuco.evaluate.cascade",
 }

@@ -1,4 +1,4 @@
-"""The Evaluator interface the search talks to."""
+"""The CandidateEvaluator interface the search talks to."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from cuco.candidate import Candidate
 
 
 @runtime_checkable
-class Evaluator(Protocol):
+class CandidateEvaluator(Protocol):
     """Runs candidates through cascade levels and returns them with results, metrics and fitness.
 
     `kind` is 'measured' for the GPU cascade and 'modelled' for a CPU cost model; reports must show it.

@@ -84,7 +84,7 @@ def _run_reason(run: Any) -> str:
     return f"{text} ({numbers})" if numbers else text
 
 
-class Cascade:
+class Evaluator:
     """Evaluator with kind 'measured' for one workload and world size (see the module docstring).
 
     `parent_code(candidate)` returns the parent's source for the frozen-region check (None: skip it).
@@ -155,7 +155,7 @@ class Cascade:
         self.workload.check_shape(shape, self.world)
         return shape
 
-    # -- the Evaluator protocol ------------------------------------------------------------------------
+    # -- the CandidateEvaluator protocol ------------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """Run every level each candidate survives; results, metrics, fitness and feedback are set on the
         returned copies (same order). Never raises for a bad candidate."""

@@ -103,7 +103,7 @@ def _static_check() -> Callable[..., LevelResult] | None:
 
 
 class ModelledEvaluator:
-    """Evaluator of kind 'modelled': real static check, then the analytic model in place of compile/verify/bench.
+    """CandidateEvaluator of kind 'modelled': real static check, then the analytic model in place of compile/verify/bench.
 
     parent_code(id) -> code, if given, lets the static check compare frozen regions with the parent's.
     """

@@ -18,7 +18,7 @@ import attrs
 from cuco.db import CandidateDB
 from cuco.design_space import DesignSpace, Topology
 from cuco.errors import CucoError
-from cuco.evaluate.base import Evaluator
+from cuco.evaluate.base import CandidateEvaluator
 from cuco.llm import LLMClient, LLMConfig
 from cuco.spend import LEDGER_FILE, SpendLedger
 from cuco.search.config import SearchConfig
@@ -72,7 +72,7 @@ def _stored_space(data: dict, workload: Workload) -> DesignSpace:
                                "resume with the cuco version that started the run, or start a new run") from None
 
 
-def start(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, space: DesignSpace | None = None,
+def start(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace | None = None,
           topology: Topology | None = None, llm: LLMConfig | LLMClient | None = None,
           config: SearchConfig | None = None, progress: Any = None, **settings: Any) -> Search:
     """A new run in `run_dir` (created). `settings` override SearchConfig fields (islands=, seed=, ...)."""
@@ -92,7 +92,7 @@ def start(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, spac
     return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress, **settings)
 
 
-def resume(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, llm: LLMConfig | LLMClient | None = None,
+def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, llm: LLMConfig | LLMClient | None = None,
            progress: Any = None) -> Search:
     """The run stored in `run_dir`, with its stored space and config. The workload must be the run's workload.
 
@@ -123,7 +123,7 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: Evaluator, *, llm
     return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress)
 
 
-def run(run_dir: str | Path, workload: Workload, evaluator: Evaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
+def run(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
     """Start the run in `run_dir`, or resume it if one is there, and evaluate up to `n_evaluations`."""
     path = Path(run_dir) / DB_FILE
     if path.exists():

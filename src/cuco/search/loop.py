@@ -21,7 +21,7 @@ from cuco import runlock
 from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
-from cuco.evaluate.base import Evaluator
+from cuco.evaluate.base import CandidateEvaluator
 from cuco.llm import LLMBudgetError, LLMConfigError
 from cuco.spend import LEDGER_FILE, SpendLedger
 from cuco.search import migration as mig
@@ -81,7 +81,7 @@ def _rng(seed: int, *parts: Any) -> random.Random:
 class Search:
     """One search over `space` for `workload`, storing everything in `db` (a CandidateDB)."""
 
-    def __init__(self, workload: Workload, space: DesignSpace, evaluator: Evaluator, db: Any, *,
+    def __init__(self, workload: Workload, space: DesignSpace, evaluator: CandidateEvaluator, db: Any, *,
                  islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
                  seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
                  meta: MetaSummarizer | None = None, progress: Any = None, **overrides: Any):
@@ -307,7 +307,7 @@ class Search:
         done = {c.id: c for c in self.evaluator.evaluate(batch)}
         missing = [c.id for c in batch if c.id not in done]
         if missing:
-            raise CucoError(f"evaluator {type(self.evaluator).__name__} returned no result for {missing}; an Evaluator "
+            raise CucoError(f"evaluator {type(self.evaluator).__name__} returned no result for {missing}; an CandidateEvaluator "
                             "returns every candidate it is given")
         index = {c.id: i for i, c in enumerate(self.all)}
         for c in batch:

@@ -39,7 +39,7 @@ def test_bad_input_names_the_constraint(text, world, fix):
 
 
 def test_space_and_rules():
-    space = WL.space(Topology(world=1, nodes=1, gin_available=False))
+    space = WL.space(Topology(world=1, nodes=1, gin_available=False, nvshmem_available=False))
     points = list(space.points())
     assert len(points) == 40
     assert {p.get("dispatch_dtype") for p in points} == {"bf16", "fp8"}
@@ -57,10 +57,15 @@ def test_space_and_rules():
 def test_gin_points_only_where_a_nic_may_be():
     one_node = list(WL.space(Topology(world=2)).points())
     gin = [p for p in one_node if p.backend == "gin"]
-    assert len(one_node) == 43 and len(gin) == 3
+    nv = [p for p in one_node if p.backend == "nvshmem"]
+    assert len(one_node) == 46 and len(gin) == 3 and len(nv) == 3
+    assert all(p.placement == "split_put_wait" and p.sync_scope == "signal" and p.issuer != "copy_engine"
+               and p.get("dispatch_dtype") == "bf16" for p in nv)
+    assert "moe-nvshmem-subset" in WL.space(Topology(world=2)).check(
+        Directives.from_label("nvshmem/deferred/world/cta/whole/dispatch_dtype=bf16"))
     assert {p.placement for p in gin} == {"split_put_wait"} and {p.sync_scope for p in gin} == {"signal"}
     two_nodes = list(WL.space(Topology(world=16, nodes=2)).points())
-    assert {p.backend for p in two_nodes} == {"gin"}
+    assert {p.backend for p in two_nodes} == {"gin", "nvshmem"}
     code = WL.render(gin[1])
     assert "gin.put(world, q, win_pub" in code and "using Coop = ncclCoopWarp;" in code
     assert "n.gin_required = 1;" in code

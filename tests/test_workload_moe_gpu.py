@@ -48,13 +48,13 @@ def _compile(codes: list[str]) -> list[Path]:
     return [o.so_path for o in outcomes]
 
 
-def _verify(plugin: Path, sos: list[Path], shape: str, world: int, seeds=(1, 2)):
+def _verify(plugin: Path, sos: list[Path], shape: str, world: int, seeds=(1, 2), mode="thread"):
     from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
     from cuco.harness.runner import HarnessRequest, run_harness
 
     dims = WL.parse_shape(shape).dims
     res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=seeds, verify=True, bench=False,
-                                     timeout_s=120, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
+                                     timeout_s=120, delay_comm_us=DEFAULT_VERIFY_DELAY_US, mode=mode))
     return {Path(r.path): r for r in res.candidates}
 
 
@@ -74,7 +74,7 @@ def test_seed_and_fast_path_verify(plugin, gpus):
 @pytest.mark.gpu
 def test_every_lsa_point_verifies(plugin, gpus):
     world = _world(gpus)
-    points = list(WL.space(Topology(world=world, nodes=1, gin_available=False)).points())
+    points = list(WL.space(Topology(world=world, nodes=1, gin_available=False, nvshmem_available=False)).points())
     sos = _compile([WL.render(p) for p in points])
     for shape in VERIFY:
         runs = _verify(plugin, sos, shape, world)
@@ -114,3 +114,27 @@ def test_broken_candidates_fail_verification(plugin, gpus):
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(FIXTURES, sos)
              if runs[so].status != "verify_failed"]
     assert not wrong, wrong
+
+
+NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
+
+
+@pytest.mark.gpu
+def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, gpus):
+    """backend=nvshmem (process mode at W >= 2: one PE per process): every point verifies under delayed arrival;
+    without its own-rows wait the FFN reads rows before their put lands and fails, at any W."""
+    world = _world(gpus)
+    mode = "process" if world > 1 else "thread"
+    points = [p for p in WL.space(Topology(world=world, nodes=1, gin_available=False)).points()
+              if p.backend == "nvshmem"]
+    assert len(points) == 3
+    codes = [WL.render(p) for p in points]
+    assert codes[-1].count(NV_WAIT_OWN) == 1
+    never = codes[-1].replace(NV_WAIT_OWN, "  // fixture: the own-rows FFN never waits for its rows\n")
+    sos = _compile(codes + [never])
+    for shape in VERIFY:
+        runs = _verify(plugin, sos, shape, world, mode=mode)
+        failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
+                  if runs[so].status != "ok"]
+        assert not failed, f"{len(failed)} NVSHMEM points failed at {shape}: {failed}"
+        assert runs[sos[-1]].status == "verify_failed", (shape, runs[sos[-1]])

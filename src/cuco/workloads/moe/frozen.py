@@ -45,6 +45,7 @@ struct Needs {
   int comm_ctas = 0;      // CTAs of the communication kernels that run beside the FFN (0: none)
   int gin_signals = 0;    // backend=gin: distinct GIN signal ids
   int gin_required = 0;   // backend=gin: peers are reached by RDMA puts only (no LSA pointer is resolved)
+  size_t nvshmem_bytes = 0;  // backend=nvshmem: NVSHMEM workspace (pub lives there; peers reached by puts only)
 };
 
 // Symmetric flags (ctx->symmetric_workspace), uint32 epochs, slot s of writer p at word s * kMaxWorld + p.
@@ -204,6 +205,8 @@ extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirement
   req->gin_signal_count = n.gin_signals;
   req->gin_context_count = n.gin_required ? 1 : 0;
   req->gin_required = n.gin_required;
+  req->uses_nvshmem = n.nvshmem_bytes > 0;
+  req->nvshmem_workspace_bytes = n.nvshmem_bytes;
   return 0;
 }
 
@@ -218,7 +221,8 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   st->work = (char*)ctx->buffers[BUF_WORK].ptr;
   if (!ctx->has_devcomm || ctx->world > kMaxWorld) return 4;
   if (ctx->workspace_bytes < st->needs.flag_bytes || ctx->symmetric_workspace.bytes < kSymBytes) return 3;
-  if (st->needs.gin_required) {  // only this rank's own buffers are addressed directly
+  if (st->needs.nvshmem_bytes && ctx->nvshmem_workspace_bytes < st->needs.nvshmem_bytes) return 3;
+  if (st->needs.gin_required || st->needs.nvshmem_bytes) {  // only this rank's own buffers are addressed directly
     st->x.p[ctx->rank] = (char*)ctx->buffers[BUF_X].ptr;
     st->pub.p[ctx->rank] = (char*)ctx->buffers[BUF_PUB].ptr;
     st->sym.p[ctx->rank] = (char*)ctx->symmetric_workspace.ptr;
@@ -237,7 +241,7 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;
   cuco::kit::load_stream_ops(&st->ops);
-  return 0;
+  return block_setup(ctx, st);  // the EVOLVE block's own preparation (e.g. attaching NVSHMEM)
 }
 
 // One operation: fork the side stream off ctx->stream, enqueue the block's work, join it back.

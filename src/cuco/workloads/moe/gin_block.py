@@ -211,6 +211,8 @@ static Needs block_needs(const cuco_ctx* ctx) {
   return n;
 }
 
+static int block_setup(cuco_ctx*, State*) { return 0; }  // nothing to prepare beyond the frozen setup
+
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo& g = st->g;
   cudaStream_t cs = ctx->stream, ss = ctx->side_stream;

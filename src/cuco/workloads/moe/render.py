@@ -32,6 +32,7 @@ from cuco.kit.evolve import assemble
 from cuco.kit.template import fill
 from cuco.workloads.moe import frozen
 from cuco.workloads.moe.gin_block import COOP_OF, GIN_BLOCK, GIN_ENQUEUE, GIN_KERNELS
+from cuco.workloads.moe.nvshmem_block import NV_BLOCK, NV_ENQUEUE, NV_KERNELS, PUT_OF
 
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 DISPATCH_DTYPE = ExtraDirective("dispatch_dtype", ("bf16", "fp8"),
@@ -79,6 +80,14 @@ def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
+def _nvshmem_subset(d: Directives, _s: DesignSpace) -> str | None:
+    if d.backend == "nvshmem" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
+                                   or d.get("dispatch_dtype") != "bf16" or d.issuer == "copy_engine"):
+        return ("backend=nvshmem is rendered as puts with signals (placement=split_put_wait, sync_scope=signal) of "
+                "bf16 rows by an SM issuer; pick those directives or backend=lsa")
+    return None
+
+
 def _lsa_one_node(d: Directives, s: DesignSpace) -> str | None:
     if d.backend == "lsa" and s.topology.nodes > 1:
         return (f"backend=lsa pulls and pushes by NVLink load/store, so all ranks must share one node (this "
@@ -92,6 +101,7 @@ WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("moe-fp8-pulls", _fp8_pulls),
     Rule("moe-lsa-one-node", _lsa_one_node),
     Rule("moe-gin-subset", _gin_subset),
+    Rule("moe-nvshmem-subset", _nvshmem_subset),
 )
 #: signal-needs-chunks does not hold here: MoE's signals are per source (ready, outputs, done, arrived), not
 #: per chunk, so sync_scope=signal with whole buffers is a barrier-free protocol of its own.
@@ -100,9 +110,11 @@ RULES = tuple(r for r in DEFAULT_RULES if r.name != "signal-needs-chunks") + WOR
 
 def space(topology: Topology) -> DesignSpace:
     """The MoE design space on `topology`: LSA on one node; GIN where a NIC may be present (compiled here)."""
-    backends = ("lsa", "gin") if topology.gin_available is not False else ("lsa",)
+    backends = tuple(b for b in ("lsa", "gin", "nvshmem")
+                     if not (b == "gin" and topology.gin_available is False)
+                     and not (b == "nvshmem" and topology.nvshmem_available is False))
     if topology.nodes > 1:
-        backends = ("gin",)
+        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
         backends=backends,
         sync_scopes=("world", "signal"),
@@ -140,6 +152,8 @@ static Needs block_needs(const cuco_ctx* ctx) {
   n.comm_ctas = @NEEDS_COMM@;
   return n;
 }
+
+static int block_setup(cuco_ctx*, State*) { return 0; }  // nothing to prepare beyond the frozen setup
 
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo& g = st->g;
@@ -286,10 +300,20 @@ def _gin_block(point: Directives) -> str:
                 what=f"moe block {point.label()}")
 
 
+def _nvshmem_block(point: Directives) -> str:
+    kernels = fill(NV_KERNELS, {"COOP": COOP_OF[point.issuer], "ISSUER": point.issuer, "PUT": PUT_OF[point.issuer]},
+                   what="moe nvshmem kernels")
+    return fill(NV_BLOCK, {"LABEL": point.label(), "GROUP": GROUP_OF[point.issuer], "ISSUER": point.issuer,
+                           "COMM_CTAS": COMM_CTAS, "KERNELS": kernels, "ENQUEUE": NV_ENQUEUE},
+                what=f"moe block {point.label()}")
+
+
 def block(point: Directives) -> str:
     """The EVOLVE block of `point`: its constants, block_needs() and enqueue()."""
     if point.backend == "gin":
         return _gin_block(point)
+    if point.backend == "nvshmem":
+        return _nvshmem_block(point)
     start, published, outputs, finished = SYNC[point.sync_scope]
     dtype = point.get("dispatch_dtype")
     return fill(BLOCK, {

@@ -1,0 +1,221 @@
+"""NVSHMEM block text of the MoE workload (backend=nvshmem): placement=split_put_wait, sync_scope=signal, bf16.
+
+The GIN protocol (gin_block.py) over NVSHMEM: counts, token rows and slot lists reach their owners by
+put-with-signal into the owner's `pub`, which lives in the NVSHMEM workspace (same address on every PE); expert
+outputs return the same way. Signals are counters that only grow; each wait raises its expected value in a
+device-local shadow first. Unlike GIN, this rank's own rows also arrive by a put (to itself, on the side stream)
+under their own signal: the own-rows FFN waits for it, so the arrival path is exercised at W = 1 too.
+"""
+
+from __future__ import annotations
+
+PUT_OF = {"thread": "nvshmem_putmem_signal", "warp": "nvshmemx_putmem_signal_warp",
+          "cta": "nvshmemx_putmem_signal_block"}
+
+NV_KERNELS = r"""
+// Signals (uint64 counters after pub in the NVSHMEM workspace): CLEAR (every rank started this launch, so its
+// previous one is over), COUNTS, ROWS (peers' token rows and slot lists), OWN (this rank's own rows and lists),
+// OUT (expert outputs of my slots came back). shadow[] (device-local) holds what each wait expects.
+enum { NS_CLEAR = 0, NS_COUNTS = 1, NS_ROWS = 2, NS_OWN = 3, NS_OUT = 4, NS_SIGNALS = 5 };
+using Coop = @COOP@;  // issuer=@ISSUER@
+
+__host__ __device__ inline uint64_t* nv_signals(char* pub, const PubLayout& P) {
+  return reinterpret_cast<uint64_t*>(pub + ((P.bytes + 255) / 256) * 256);
+}
+
+__device__ inline int64_t slots_before(const int32_t* cnt, int64_t ge) {
+  int64_t s = 0;
+  for (int64_t f = 0; f < ge; ++f) s += cnt[f];
+  return s;
+}
+
+__device__ inline void wait_for(uint64_t* sig, uint64_t* shadow, int which, uint64_t n) {
+  shadow[which] += n;
+  nvshmem_signal_wait_until(&sig[which], NVSHMEM_CMP_GE, shadow[which]);
+}
+
+// Handshake, then this rank's counts into every rank's cnt_all[me] (its own copy locally).
+__global__ void nv_counts_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow) {
+  uint64_t* sig = nv_signals(pub, P);
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < g.W; ++q)
+      if (q != g.me) nvshmemx_signal_op(&sig[NS_CLEAR], 1, NVSHMEM_SIGNAL_ADD, q);
+    wait_for(sig, shadow, NS_CLEAR, (uint64_t)(g.W - 1));
+    for (int q = 0; q < g.W; ++q)
+      if (q != g.me)
+        nvshmem_putmem_signal(pub + P.cnt_all + 4 * g.me * g.E, pub + P.cnt, (size_t)(4 * g.E), &sig[NS_COUNTS], 1,
+                              NVSHMEM_SIGNAL_ADD, q);
+    wait_for(sig, shadow, NS_COUNTS, (uint64_t)(g.W - 1));
+  }
+  __syncthreads();
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  int32_t* all = reinterpret_cast<int32_t*>(pub + P.cnt_all);
+  for (int64_t i = threadIdx.x; i < g.E; i += blockDim.x) all[g.me * g.E + i] = cnt[i];
+}
+
+// Every slot's row to its expert's owner, and for each expert the list of my slot ids (to myself too: OWN).
+__global__ void nv_put_rows_kernel(Geo g, PubLayout P, char* pub, const char* x, const int32_t* expert,
+                                   const int32_t* slot_rank, const int64_t* cbase) {
+  uint64_t* sig = nv_signals(pub, P);
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
+  for (int64_t job = group; job < g.slots + g.E; job += groups) {
+    if (job < g.slots) {
+      const int64_t ge = expert[job];
+      const int q = (int)(ge / g.El);
+      @PUT@(pub + P.recv + (cbase[ge] + slot_rank[job]) * g.H * 2, x + (job / g.K) * g.H * 2, (size_t)(g.H * 2),
+            &sig[q == g.me ? NS_OWN : NS_ROWS], 1, NVSHMEM_SIGNAL_ADD, q);
+    } else {
+      const int64_t ge = job - g.slots;
+      const int q = (int)(ge / g.El);
+      if (cnt[ge] == 0) continue;
+      @PUT@(pub + P.rowslot + 4 * cbase[ge], pub + P.order + 4 * slots_before(cnt, ge), (size_t)(4 * cnt[ge]),
+            &sig[q == g.me ? NS_OWN : NS_ROWS], 1, NVSHMEM_SIGNAL_ADD, q);
+    }
+  }
+}
+
+// Wait for my own rows and lists (one signal per row and per non-empty list of my experts).
+__global__ void nv_wait_own_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow) {
+  if (threadIdx.x != 0) return;
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  uint64_t n = 0;
+  for (int64_t e = 0; e < g.El; ++e) {
+    const int32_t c = cnt[g.me * g.El + e];
+    n += (uint64_t)c + (c > 0 ? 1 : 0);
+  }
+  wait_for(nv_signals(pub, P), shadow, NS_OWN, n);
+}
+
+// Wait for every peer's rows and slot lists.
+__global__ void nv_wait_rows_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow) {
+  if (threadIdx.x != 0) return;
+  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
+  uint64_t n = 0;
+  for (int p = 0; p < g.W; ++p)
+    for (int64_t e = 0; p != g.me && e < g.El; ++e) {
+      const int32_t c = all[(int64_t)p * g.E + g.me * g.El + e];
+      n += (uint64_t)c + (c > 0 ? 1 : 0);
+    }
+  wait_for(nv_signals(pub, P), shadow, NS_ROWS, n);
+}
+
+// rowmap[r] = (source << 32 | slot) from the segment plan and the slot ids that arrived.
+__global__ void nv_rowmap_kernel(Geo g, PubLayout P, const char* pub, const int64_t* seg_off, int64_t* rowmap) {
+  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
+  const int32_t* rowslot = reinterpret_cast<const int32_t*>(pub + P.rowslot);
+  for (int64_t i = blockIdx.x; i < g.El * g.W; i += gridDim.x) {
+    const int64_t e = i / g.W;
+    const int p = (int)(i % g.W);
+    const int32_t n = all[(int64_t)p * g.E + g.me * g.El + e];
+    for (int32_t k = threadIdx.x; k < n; k += blockDim.x) {
+      const int64_t r = seg_off[i] + k;
+      rowmap[r] = ((int64_t)p << 32) | (int64_t)rowslot[r];
+    }
+  }
+}
+
+// Expert outputs back to their sources (slot order in the source's back rows); own rows by local copy.
+__global__ void nv_return_kernel(Geo g, PubLayout P, char* pub, const int64_t* rowmap, const int64_t* total) {
+  uint64_t* sig = nv_signals(pub, P);
+  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
+  const int64_t n = *total;
+  for (int64_t r = group; r < n; r += groups) {
+    const int64_t m = rowmap[r];
+    const int p = (int)(m >> 32);
+    const int64_t j = m & 0xffffffffll;
+    if (p == g.me) {
+      const int4* src = reinterpret_cast<const int4*>(pub + P.yrows + r * g.H * 2);
+      int4* dst = reinterpret_cast<int4*>(pub + P.back + j * g.H * 2);
+      Coop coop;
+      for (int64_t w = coop.thread_rank(); w < g.H / 8; w += coop.size()) dst[w] = src[w];
+    } else {
+      @PUT@(pub + P.back + j * g.H * 2, pub + P.yrows + r * g.H * 2, (size_t)(g.H * 2), &sig[NS_OUT], 1,
+            NVSHMEM_SIGNAL_ADD, p);
+    }
+  }
+}
+
+// Wait for the outputs of my slots that peers' experts computed.
+__global__ void nv_wait_out_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow) {
+  if (threadIdx.x != 0) return;
+  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
+  uint64_t n = 0;
+  for (int64_t ge = 0; ge < g.E; ++ge)
+    if (ge / g.El != g.me) n += (uint64_t)cnt[ge];
+  wait_for(nv_signals(pub, P), shadow, NS_OUT, n);
+}
+
+// Y[t] = sum_k gate * back[t*K + k].
+__global__ void nv_combine_kernel(Geo g, PubLayout P, const char* pub, const float* gate, __nv_bfloat16* y) {
+  const __nv_bfloat16* back = reinterpret_cast<const __nv_bfloat16*>(pub + P.back);
+  for (int64_t t = blockIdx.x; t < g.T; t += gridDim.x)
+    for (int64_t c = threadIdx.x; c < g.H; c += blockDim.x) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < g.K; ++k) acc += gate[t * g.K + k] * __bfloat162float(back[(t * g.K + k) * g.H + c]);
+      y[t * g.H + c] = __float2bfloat16(acc);
+    }
+}
+"""
+
+NV_ENQUEUE = r"""
+  // backend=nvshmem, placement=split_put_wait, sync_scope=signal: puts on the side stream (own rows included)
+  char* pub = st->pub.p[g.me];  // the NVSHMEM workspace (block_setup)
+  uint64_t* shadow = reinterpret_cast<uint64_t*>(ctx->workspace);
+  const int32_t* expert = (const int32_t*)ctx->buffers[BUF_EXPERT].ptr;
+  if ((rc = route(ctx, st, false, cs))) return rc;
+  nv_counts_kernel<<<1, 256, 0, cs>>>(g, st->P, pub, shadow);
+  plan_kernel<<<1, 1024, 0, cs>>>(g, (const int32_t*)(pub + st->P.cnt_all), W<int64_t>(st, st->L.seg_off),
+                                  W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
+                                  W<int32_t>(st, st->L.grp_exp), W<int64_t>(st, st->L.cbase),
+                                  W<int64_t>(st, st->L.total));
+  if ((rc = launch_ok())) return rc;
+  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
+  nv_put_rows_kernel<<<kCommCtas, 256, 0, ss>>>(g, st->P, pub, (const char*)ctx->buffers[BUF_X].ptr, expert,
+                                                W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase));
+  if ((rc = launch_ok())) return rc;
+  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
+  if ((rc = ffn(ctx, st, st->ffn_part, 1, cs))) return rc;
+  nv_wait_rows_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
+  if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;
+  nv_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
+  nv_return_kernel<<<2 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.rowmap),
+                                                      W<int64_t>(st, st->L.total));
+  nv_wait_out_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
+  nv_combine_kernel<<<4 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, (const float*)ctx->buffers[BUF_GATE].ptr,
+                                                       (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
+  return launch_ok();"""
+
+NV_BLOCK = r"""
+#include "cuco/kit/nvshmem.cuh"  // backend=nvshmem
+namespace cuco_moe {
+
+// ---- design point: @LABEL@ ----
+constexpr int kGroup = @GROUP@;         // issuer=@ISSUER@
+constexpr int kCommCtas = @COMM_CTAS@;  // CTAs of the put kernel beside the FFN
+@KERNELS@
+static Needs block_needs(const cuco_ctx* ctx) {
+  Geo g = geo_make(ctx->dims, ctx->world, ctx->rank);
+  PubLayout P = pub_layout(g);
+  Needs n;
+  n.flag_bytes = 256;  // the signal shadows
+  n.comm_ctas = kCommCtas;
+  n.nvshmem_bytes = (size_t)((P.bytes + 255) / 256 * 256) + 8 * NS_SIGNALS;
+  return n;
+}
+
+// pub lives in the NVSHMEM workspace (peers put into it); this module attaches its NVSHMEM device state.
+static int block_setup(cuco_ctx* ctx, State* st) {
+  st->pub.p[ctx->rank] = (char*)ctx->nvshmem_workspace;
+  return cuco::kit::nvshmem_attach(ctx);
+}
+
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo& g = st->g;
+  cudaStream_t cs = ctx->stream, ss = ctx->side_stream;
+  int rc = 0;
+@ENQUEUE@
+}
+
+}  // namespace cuco_moe
+"""

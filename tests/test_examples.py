@@ -1,0 +1,19 @@
+"""The Python examples run as users would run them (CPU: the labelled cost model)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_search_and_report_runs_offline_and_writes_its_report(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "search_and_report.py"), str(run), "--evals", "10",
+                           "--modelled"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "evaluated 10 candidates (modelled)" in proc.stdout, proc.stdout
+    assert "best: " in proc.stdout and (run / "report.html").is_file()
+    assert "modelled (a CPU cost model" in (run / "report.html").read_text()

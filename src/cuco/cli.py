@@ -54,6 +54,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
         run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
         budget_usd=args.budget_usd, progress=not args.quiet, price_per_mtok=args.price_per_mtok,
+        executor=args.executor, address=args.address,
     )
     summary = run_workload(opts)
     print(summary.text())
@@ -122,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--budget-usd", type=float, default=5.0, help="LLM spending cap in USD (default 5)")
     r.add_argument("--price-per-mtok", type=_price, default=None, metavar="IN,OUT",
                    help="USD per million input and output tokens, for a --model litellm has no price for")
+    r.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where candidates are evaluated: this host's GPUs (default) or a Ray cluster")
+    r.add_argument("--address", default=None,
+                   help="with --executor ray: the head node (host:port); default: a new local Ray instance")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=_cmd_run)
 

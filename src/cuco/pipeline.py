@@ -46,6 +46,8 @@ class RunOptions:
     progress: bool = True
     batch_size: int = 8
     islands: int = 4
+    executor: str = "local"         # "local": this host's GPUs; "ray": a Ray cluster (cuco.evaluate.ray_executor)
+    address: str | None = None      # the Ray head (host:port); None: a new local Ray instance
 
 
 @attrs.frozen
@@ -120,6 +122,10 @@ def _check_options(opts: RunOptions) -> None:
         raise CucoError(f"--world must be >= 1 (ranks, one GPU each), got {opts.world}")
     if not opts.budget_usd >= 0:  # also rejects NaN
         raise CucoError(f"--budget-usd must be >= 0, got {opts.budget_usd}")
+    if opts.executor not in ("local", "ray"):
+        raise CucoError(f"--executor must be local or ray, got {opts.executor!r}")
+    if opts.address and opts.executor != "ray":
+        raise CucoError("--address names a Ray head: add --executor ray, or drop --address")
 
 
 def _check_run_dir(run_dir: Path) -> None:
@@ -206,7 +212,18 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
     evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
     # GPUs before shapes: on a host with too few GPUs the fix is --world, whatever the shape says
     executor = Executor(world=world)
-    evaluation = _check_gpus(executor, world)
+    remote = None
+    if opts.executor == "ray":  # the cluster's GPUs, not this host's: checked (and refused) before any work
+        import functools
+
+        from cuco.evaluate.ray_executor import RayEvaluator, measured_evaluator
+
+        remote = RayEvaluator(functools.partial(measured_evaluator, workload.name,
+                                                str(shape or workload.bench_shapes[0]), world),
+                              world, address=opts.address)
+        evaluation = "measured"
+    else:
+        evaluation = _check_gpus(executor, world)
     cascade = Evaluator(workload, world=world, bench_shape=shape, executor=executor)
     manifest = make_manifest(workload, cascade, seed, evaluations)
     if stored is not None:
@@ -234,10 +251,11 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> R
             attrs.evolve(stored, evaluations=evaluations).write(run_dir)
         on_event(f"cuco: {workload.name} at world {world}, shape {cascade.bench_shape}; {space.size()} legal "
                  f"points; {'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
-        search = _open_search(run_dir, workload, cascade, space, llm, opts, seed)
+        evaluator = remote if remote is not None else cascade
+        search = _open_search(run_dir, workload, evaluator, space, llm, opts, seed)
         cascade.parent_code = parent_code_from(search.db)  # L0 compares frozen regions with the parent's
         try:
-            fast = _fast_path(search.db, workload, cascade, run_dir, on_event)
+            fast = _fast_path(search.db, workload, evaluator, run_dir, on_event)
             search.run(evaluations)
         finally:
             search.db.close()

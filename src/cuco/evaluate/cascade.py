@@ -173,6 +173,13 @@ class Evaluator:
                 self._bench(out, alive)
         return [c.evolve(feedback=self._feedback(c)) for c in out]
 
+    def prepare(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """L0 and L1 only (static check, compile into the content-addressed cache): what a CPU worker does
+        before a GPU evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
+        out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
+        self._compile(out, self._static(out))
+        return out
+
     # -- L0 and L1 ---------------------------------------------------------------------------------------
     def _static(self, out: list[Candidate]) -> list[int]:
         alive = []

@@ -15,6 +15,7 @@
 #endif
 
 #include "errors.h"
+#include "hexcode.h"
 
 namespace cuco_harness {
 
@@ -37,25 +38,6 @@ template <typename F>
 bool sym(void* lib, const char* name, F* out) {
   *out = reinterpret_cast<F>(dlsym(lib, name));
   return *out != nullptr;
-}
-
-std::string hex(const void* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<const unsigned char*>(p)[i];
-    s += d[c >> 4];
-    s += d[c & 15];
-  }
-  return s;
-}
-
-void unhex(const std::string& s, void* p, size_t n) {
-  for (size_t i = 0; i < n && 2 * i + 1 < s.size(); ++i) {
-    unsigned v = 0;
-    std::sscanf(s.c_str() + 2 * i, "%2x", &v);
-    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v);
-  }
 }
 
 // "" or why the library cannot be used.
@@ -94,9 +76,9 @@ std::string NvshmemHost::up(HostGroup& group, int rank, int world, int ranks_in_
   if (err.empty() && rank == 0 && api.get_uniqueid(&id) != 0) err = "nvshmemx_get_uniqueid failed";
   std::string why;
   if (!group.all_ok(rank, err.empty(), err, &why)) return failed_ = why;
-  std::vector<std::string> ids = group.allgather(rank, rank == 0 ? hex(&id, sizeof id) : std::string());
-  unhex(ids[0], &id, sizeof id);
-  if (api.set_attr(rank, world, &id, &attr_) != 0) err = "nvshmemx_set_attr_uniqueid_args failed";
+  std::vector<std::string> ids = group.allgather(rank, rank == 0 ? to_hex(&id, sizeof id) : std::string());
+  if (!from_hex(ids[0], &id, sizeof id)) err = "rank 0's NVSHMEM unique id arrived malformed";
+  else if (api.set_attr(rank, world, &id, &attr_) != 0) err = "nvshmemx_set_attr_uniqueid_args failed";
   else if (api.hostlib_init(NVSHMEMX_INIT_WITH_UNIQUEID, &attr_) != 0) err = "nvshmemx_hostlib_init_attr failed";
   if (!group.all_ok(rank, err.empty(), err, &why)) return failed_ = "NVSHMEM did not come up: " + why;
   up_ = true;

@@ -18,33 +18,13 @@
 #include <thread>
 
 #include "errors.h"
+#include "hexcode.h"
 
 namespace cuco_harness {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string hex(const void* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<const unsigned char*>(p)[i];
-    s += d[c >> 4];
-    s += d[c & 15];
-  }
-  return s;
-}
-
-bool unhex(const std::string& s, void* p, size_t n) {
-  if (s.size() != 2 * n) return false;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned v = 0;
-    if (std::sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return false;
-    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(v);
-  }
-  return true;
-}
 
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -114,7 +94,7 @@ StarLink::StarLink(int world, int rank, const std::string& dir, double timeout_s
     const std::string tmp = path + ".tmp";
     {
       std::ofstream f(tmp);
-      f << ntohs(a.sin_port) << ' ' << hex(id, sizeof *id) << '\n';
+      f << ntohs(a.sin_port) << ' ' << to_hex(id, sizeof *id) << '\n';
       if (!f) throw HarnessError("rank 0 could not write " + tmp + ": make the rendezvous folder writable", false);
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -158,7 +138,7 @@ StarLink::StarLink(int world, int rank, const std::string& dir, double timeout_s
   std::istringstream is(line);
   int port = 0;
   std::string idhex;
-  if (!(is >> port >> idhex) || port <= 0 || port > 65535 || !unhex(idhex, id, sizeof *id))
+  if (!(is >> port >> idhex) || port <= 0 || port > 65535 || !from_hex(idhex, id, sizeof *id))
     throw HarnessError("the rendezvous file " + path + " is malformed: remove the folder and start again", false);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw HarnessError(sys_error("rank " + std::to_string(rank) + " could not open a socket"), false);

@@ -55,7 +55,6 @@ def main() -> None:
 
     ray.init(num_cpus=a.cpus, include_dashboard=False, log_to_driver=False)
     task = ray.remote(num_cpus=1)(compile_one)
-    ray.get([task.remote("") for _ in range(0)])
     codes = _codes(a.n, "ray")
     t0 = time.monotonic()
     ok_ray = ray.get([task.remote(c) for c in codes])

@@ -22,8 +22,7 @@ inline int nvshmem_attach(const cuco_ctx* ctx) {
   return nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) == 0 ? 0 : 71;
 }
 
-// This rank's PE (the harness maps rank r to PE r).
-__device__ __forceinline__ int pe_of(int rank) { return rank; }
+// The harness maps rank r to PE r: a candidate addresses peer rank r as PE r.
 
 }  // namespace kit
 }  // namespace cuco

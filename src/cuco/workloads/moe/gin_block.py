@@ -17,12 +17,7 @@ GIN_KERNELS = r"""
 // and slot lists landed here), OUT (expert outputs of my slots came back).
 enum { GS_CLEAR = 0, GS_COUNTS = 1, GS_ROWS = 2, GS_OUT = 3, GS_SIGNALS = 4 };
 using Coop = @COOP@;  // issuer=@ISSUER@
-
-__device__ inline int64_t slots_before(const int32_t* cnt, int64_t ge) {
-  int64_t s = 0;
-  for (int64_t f = 0; f < ge; ++f) s += cnt[f];
-  return s;
-}
+@SHARED@
 
 // Handshake, then this rank's counts into every rank's cnt_all[me] (its own copy locally).
 __global__ void gin_counts_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, PubLayout P, char* pub) {
@@ -102,21 +97,6 @@ __global__ void gin_wait_rows_kernel(ncclDevComm dc, Geo g, PubLayout P, const c
   gin.waitSignalMeetShadow(ncclCoopThread(), GS_ROWS);
 }
 
-// rowmap[r] = (source << 32 | slot) from the segment plan and the slot ids that arrived.
-__global__ void gin_rowmap_kernel(Geo g, PubLayout P, const char* pub, const int64_t* seg_off, int64_t* rowmap) {
-  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
-  const int32_t* rowslot = reinterpret_cast<const int32_t*>(pub + P.rowslot);
-  for (int64_t i = blockIdx.x; i < g.El * g.W; i += gridDim.x) {
-    const int64_t e = i / g.W;
-    const int p = (int)(i % g.W);
-    const int32_t n = all[(int64_t)p * g.E + g.me * g.El + e];
-    for (int32_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const int64_t r = seg_off[i] + k;
-      rowmap[r] = ((int64_t)p << 32) | (int64_t)rowslot[r];
-    }
-  }
-}
-
 // Expert outputs back to their sources (slot order in the source's back rows); own rows by local copy.
 __global__ void gin_return_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, PubLayout P, char* pub,
                                   const int64_t* rowmap, const int64_t* total) {
@@ -153,15 +133,6 @@ __global__ void gin_wait_out_kernel(ncclDevComm dc, Geo g, PubLayout P, const ch
   gin.waitSignalMeetShadow(ncclCoopThread(), GS_OUT);
 }
 
-__global__ void gin_combine_kernel(Geo g, PubLayout P, const char* pub, const float* gate, __nv_bfloat16* y) {
-  const __nv_bfloat16* back = reinterpret_cast<const __nv_bfloat16*>(pub + P.back);
-  for (int64_t t = blockIdx.x; t < g.T; t += gridDim.x)
-    for (int64_t c = threadIdx.x; c < g.H; c += blockDim.x) {
-      float acc = 0.f;
-      for (int64_t k = 0; k < g.K; ++k) acc += gate[t * g.K + k] * __bfloat162float(back[(t * g.K + k) * g.H + c]);
-      y[t * g.H + c] = __float2bfloat16(acc);
-    }
-}
 """
 
 GIN_ENQUEUE = r"""
@@ -186,11 +157,11 @@ GIN_ENQUEUE = r"""
   if ((rc = ffn(ctx, st, st->ffn_part, 1, cs))) return rc;
   gin_wait_rows_kernel<<<1, 32, 0, cs>>>(ctx->devcomm, g, st->P, pub);
   if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;
-  gin_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
+  put_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
   gin_return_kernel<<<2 * ctx->sm_count, 256, 0, cs>>>(ctx->devcomm, win_pub, g, st->P, pub,
                                                        W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total));
   gin_wait_out_kernel<<<1, 32, 0, cs>>>(ctx->devcomm, g, st->P, pub);
-  gin_combine_kernel<<<4 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, (const float*)ctx->buffers[BUF_GATE].ptr,
+  put_combine_kernel<<<4 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, (const float*)ctx->buffers[BUF_GATE].ptr,
                                                         (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
   return launch_ok();"""
 

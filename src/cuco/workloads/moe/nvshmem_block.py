@@ -18,15 +18,10 @@ NV_KERNELS = r"""
 // OUT (expert outputs of my slots came back). shadow[] (device-local) holds what each wait expects.
 enum { NS_CLEAR = 0, NS_COUNTS = 1, NS_ROWS = 2, NS_OWN = 3, NS_OUT = 4, NS_SIGNALS = 5 };
 using Coop = @COOP@;  // issuer=@ISSUER@
+@SHARED@
 
 __host__ __device__ inline uint64_t* nv_signals(char* pub, const PubLayout& P) {
   return reinterpret_cast<uint64_t*>(pub + ((P.bytes + 255) / 256) * 256);
-}
-
-__device__ inline int64_t slots_before(const int32_t* cnt, int64_t ge) {
-  int64_t s = 0;
-  for (int64_t f = 0; f < ge; ++f) s += cnt[f];
-  return s;
 }
 
 __device__ inline void wait_for(uint64_t* sig, uint64_t* shadow, int which, uint64_t n) {
@@ -100,21 +95,6 @@ __global__ void nv_wait_rows_kernel(Geo g, PubLayout P, char* pub, uint64_t* sha
   wait_for(nv_signals(pub, P), shadow, NS_ROWS, n);
 }
 
-// rowmap[r] = (source << 32 | slot) from the segment plan and the slot ids that arrived.
-__global__ void nv_rowmap_kernel(Geo g, PubLayout P, const char* pub, const int64_t* seg_off, int64_t* rowmap) {
-  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
-  const int32_t* rowslot = reinterpret_cast<const int32_t*>(pub + P.rowslot);
-  for (int64_t i = blockIdx.x; i < g.El * g.W; i += gridDim.x) {
-    const int64_t e = i / g.W;
-    const int p = (int)(i % g.W);
-    const int32_t n = all[(int64_t)p * g.E + g.me * g.El + e];
-    for (int32_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const int64_t r = seg_off[i] + k;
-      rowmap[r] = ((int64_t)p << 32) | (int64_t)rowslot[r];
-    }
-  }
-}
-
 // Expert outputs back to their sources (slot order in the source's back rows); own rows by local copy.
 __global__ void nv_return_kernel(Geo g, PubLayout P, char* pub, const int64_t* rowmap, const int64_t* total) {
   uint64_t* sig = nv_signals(pub, P);
@@ -146,16 +126,6 @@ __global__ void nv_wait_out_kernel(Geo g, PubLayout P, char* pub, uint64_t* shad
   wait_for(nv_signals(pub, P), shadow, NS_OUT, n);
 }
 
-// Y[t] = sum_k gate * back[t*K + k].
-__global__ void nv_combine_kernel(Geo g, PubLayout P, const char* pub, const float* gate, __nv_bfloat16* y) {
-  const __nv_bfloat16* back = reinterpret_cast<const __nv_bfloat16*>(pub + P.back);
-  for (int64_t t = blockIdx.x; t < g.T; t += gridDim.x)
-    for (int64_t c = threadIdx.x; c < g.H; c += blockDim.x) {
-      float acc = 0.f;
-      for (int64_t k = 0; k < g.K; ++k) acc += gate[t * g.K + k] * __bfloat162float(back[(t * g.K + k) * g.H + c]);
-      y[t * g.H + c] = __float2bfloat16(acc);
-    }
-}
 """
 
 NV_ENQUEUE = r"""
@@ -178,11 +148,11 @@ NV_ENQUEUE = r"""
   if ((rc = ffn(ctx, st, st->ffn_part, 1, cs))) return rc;
   nv_wait_rows_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
   if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;
-  nv_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
+  put_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
   nv_return_kernel<<<2 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.rowmap),
                                                       W<int64_t>(st, st->L.total));
   nv_wait_out_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
-  nv_combine_kernel<<<4 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, (const float*)ctx->buffers[BUF_GATE].ptr,
+  put_combine_kernel<<<4 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, (const float*)ctx->buffers[BUF_GATE].ptr,
                                                        (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
   return launch_ok();"""
 

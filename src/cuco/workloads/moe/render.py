@@ -33,6 +33,7 @@ from cuco.kit.template import fill
 from cuco.workloads.moe import frozen
 from cuco.workloads.moe.gin_block import COOP_OF, GIN_BLOCK, GIN_ENQUEUE, GIN_KERNELS
 from cuco.workloads.moe.nvshmem_block import NV_BLOCK, NV_ENQUEUE, NV_KERNELS, PUT_OF
+from cuco.workloads.moe.put_protocol import PUT_SHARED_KERNELS
 
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 DISPATCH_DTYPE = ExtraDirective("dispatch_dtype", ("bf16", "fp8"),
@@ -294,15 +295,16 @@ def _uses_comm_ctas(point: Directives) -> bool:
 
 
 def _gin_block(point: Directives) -> str:
-    kernels = fill(GIN_KERNELS, {"COOP": COOP_OF[point.issuer], "ISSUER": point.issuer}, what="moe gin kernels")
+    kernels = fill(GIN_KERNELS, {"COOP": COOP_OF[point.issuer], "ISSUER": point.issuer,
+                                 "SHARED": PUT_SHARED_KERNELS}, what="moe gin kernels")
     return fill(GIN_BLOCK, {"LABEL": point.label(), "GROUP": GROUP_OF[point.issuer], "ISSUER": point.issuer,
                             "COMM_CTAS": COMM_CTAS, "KERNELS": kernels, "ENQUEUE": GIN_ENQUEUE},
                 what=f"moe block {point.label()}")
 
 
 def _nvshmem_block(point: Directives) -> str:
-    kernels = fill(NV_KERNELS, {"COOP": COOP_OF[point.issuer], "ISSUER": point.issuer, "PUT": PUT_OF[point.issuer]},
-                   what="moe nvshmem kernels")
+    kernels = fill(NV_KERNELS, {"COOP": COOP_OF[point.issuer], "ISSUER": point.issuer, "PUT": PUT_OF[point.issuer],
+                                "SHARED": PUT_SHARED_KERNELS}, what="moe nvshmem kernels")
     return fill(NV_BLOCK, {"LABEL": point.label(), "GROUP": GROUP_OF[point.issuer], "ISSUER": point.issuer,
                            "COMM_CTAS": COMM_CTAS, "KERNELS": kernels, "ENQUEUE": NV_ENQUEUE},
                 what=f"moe block {point.label()}")

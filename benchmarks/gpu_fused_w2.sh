@@ -6,11 +6,9 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_fused_w2.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh
 mkdir -p "$OUT"
-{ echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1) x$(nvidia-smi -L | wc -l); date: $(date -u +%FT%TZ)"
+{ device_line
   nvcc --version | tail -1
   timeout 200 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_workload_gemm_allgather_gpu.py -k "fused or unwritten"
   echo "fixture tests: exit $?"

@@ -4,12 +4,10 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_moe_nvshmem.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-2147483648}
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh
+export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-2147483648}
 mkdir -p "$OUT"
-{ echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1) x$(nvidia-smi -L | wc -l); date: $(date -u +%FT%TZ)"
+{ device_line
   timeout "${T2:-200}" python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_workload_moe_gpu.py -k nvshmem
   echo "moe nvshmem (W = min(2, GPUs)): exit $?"
   CUDA_VISIBLE_DEVICES=0 timeout "${T1:-60}" python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_workload_moe_gpu.py -k nvshmem

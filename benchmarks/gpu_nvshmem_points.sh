@@ -5,10 +5,8 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_nvshmem_points.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export NVSHMEM_REMOTE_TRANSPORT=none NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-4294967296}
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh
+export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-4294967296}
 mkdir -p "$OUT"
 timeout "${BENCH_TIMEOUT:-420}" python3 benchmarks/gemm_allgather_points.py --world 2 \
   --shapes '8192,8192,8192;16384,8192,3584;4096,4096,4096' \

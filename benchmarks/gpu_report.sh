@@ -5,11 +5,9 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_report.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh
 mkdir -p "$OUT"
-{ echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1) x$(nvidia-smi -L | wc -l); date: $(date -u +%FT%TZ)"
+{ device_line
   timeout 200 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_report_timeline.py
   echo "timeline GPU test: exit $?"
   timeout 300 python3 -m cuco.cli run gemm_allgather --world 1 --shape 4096,4096,4096 --evals 6 --quiet \

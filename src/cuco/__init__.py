@@ -21,6 +21,8 @@ _LAZY = {
     "CandidateEvaluator": "cuco.evaluate.base",
     "RunOptions": "cuco.pipeline",
     "run_workload": "cuco.pipeline",
+    "Run": "cuco.run",
+    "HostProgram": "cuco.program.source",
     "write_report": "cuco.report",
     "Directives": "cuco.design_space",
     "Topology": "cuco.design_space",

@@ -108,10 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cuco", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="fast path + search on a workload; prints the best verified kernel")
-    r.add_argument("workload", help="built-in workload name (see `cuco workloads`)")
+    r = sub.add_parser("run", help="fast path + search on a workload or your own program; writes the best "
+                       "verified kernel to RUN_DIR/best/")
+    r.add_argument("workload", help="built-in workload name (see `cuco workloads`), a workload folder, or a host "
+                   "CUDA+NCCL program (.cu)")
     r.add_argument("--world", type=int, default=None,
-                   help="ranks (GPUs) per evaluation (default: the workload's, 2; on --resume the run's)")
+                   help="ranks (GPUs) per evaluation (default: the workload's, 2 for built-ins, 1 for a program; on "
+                   "--resume the run's)")
     r.add_argument("--shape", default=None,
                    help="problem size, e.g. 8192,8192,8192 (default: the workload's first; on --resume the run's)")
     r.add_argument("--evals", type=int, default=None,

@@ -1,4 +1,5 @@
-"""The main job, `cuco run WORKLOAD`: fast path, then an offline directive search through the cascade.
+"""The main job, `cuco run WORKLOAD|FOLDER|PROGRAM.cu`: options, summary and the checks around a run; the run
+itself is owned by cuco.run.Run (fast path, then an offline directive search through the evaluator).
 
 1. The workload's host seed goes through the FastPathAgent (rule-based, no LLM) and becomes a correct
    device-initiated candidate; the template's conservative point is the search's first seed.
@@ -11,16 +12,13 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from pathlib import Path
 from typing import Any, Callable
 
 import attrs
 
-from cuco import fastpath_cache, rundir, runlock
 from cuco.candidate import Candidate
-from cuco.design_space import Topology
 from cuco.errors import CucoError
 from cuco.manifest import ManifestError, RunManifest, describe_gpus, sha256_text
 
@@ -165,11 +163,11 @@ def _check_gpus(executor: Any, world: int) -> str:
 
 
 def make_manifest(workload: Any, cascade: Any, seed: int, evaluations: int) -> RunManifest:
-    """The manifest of a run of `workload` through `cascade` on this machine."""
+    """The manifest of a run of `workload` through `cascade` (a workload's Evaluator or a ProgramEvaluator)."""
     from cuco import __version__
     from cuco.evaluate.executor import visible_gpus
 
-    tc = cascade.compiler.toolchain
+    tc = cascade.toolchain if hasattr(cascade, "toolchain") else cascade.compiler.toolchain
     return RunManifest(workload=workload.name, program_sha256=sha256_text(workload.seed_code()),
                        shape=str(cascade.bench_shape), world=cascade.world, seed=seed, evaluations=evaluations,
                        cuco_version=__version__,
@@ -188,82 +186,14 @@ def _check_resume(stored: RunManifest, now: RunManifest, opts: RunOptions, evalu
 
 
 def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> RunSummary:
-    """Run (or resume) the main job and return its summary; also writes summary.json in the run directory.
+    """Run (or resume) the main job through its owner (cuco.run.Run) and return its summary; also writes
+    summary.json and, when a candidate was verified and timed, best/ in the run directory."""
+    from cuco.run import Run
 
-    Order, so that a kill at any point loses at most the step in flight: checks (nothing written), the run
-    lock, manifest.json, the candidate database, the fast path (its result cached by content, then stored
-    as a candidate), the search, summary.json.
-    """
-    from cuco import workloads
-    from cuco.evaluate.cascade import Evaluator
-    from cuco.evaluate.executor import Executor
-
-    workload = workloads.get(opts.workload)
-    _check_options(opts)
-    run_dir = _run_dir(opts)
-    _check_run_dir(run_dir)
-    found = rundir.probe(run_dir)
-    rundir.check_start(found, opts.resume)
-    stored = found.manifest
-    world = opts.world if opts.world is not None else stored.world if stored else workload.default_world
-    shape_text = opts.shape if opts.shape is not None else stored.shape if stored else None
-    shape = workload.parse_shape(shape_text) if shape_text else None
-    seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
-    evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
-    # GPUs before shapes: on a host with too few GPUs the fix is --world, whatever the shape says
-    executor = Executor(world=world)
-    remote = None
-    if opts.executor == "ray":  # the cluster's GPUs, not this host's: checked (and refused) before any work
-        import functools
-
-        from cuco.evaluate.ray_executor import RayEvaluator, measured_evaluator
-
-        remote = RayEvaluator(functools.partial(measured_evaluator, workload.name,
-                                                str(shape or workload.bench_shapes[0]), world),
-                              world, address=opts.address)
-        evaluation = "measured"
-    else:
-        evaluation = _check_gpus(executor, world)
-    cascade = Evaluator(workload, world=world, bench_shape=shape, executor=executor)
-    manifest = make_manifest(workload, cascade, seed, evaluations)
-    if stored is not None:
-        _check_resume(stored, manifest, opts, found.evaluated)
-    # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
-    topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
-    space = workload.space(topology)
-    llm = None
-    if opts.model:
-        from cuco.llm import LLMConfig
-
-        from cuco.llm import LLMClient
-
-        prices = {opts.model: (opts.price_per_mtok[0] / 1e6, opts.price_per_mtok[1] / 1e6)} \
-            if opts.price_per_mtok else {}
-        llm = LLMConfig(models=opts.model, budget_usd=opts.budget_usd, prices=prices)
-        LLMClient(llm).check()  # unknown model, missing key or price: said now, before anything is written
-    _make_run_dir(run_dir)
-    with runlock.held(run_dir):
-        if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile
-            raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
-        if stored is None:
-            manifest.write(run_dir)
-        elif stored.evaluations != evaluations:  # a resume that extends the run: the rest stays as started
-            attrs.evolve(stored, evaluations=evaluations).write(run_dir)
-        on_event(f"cuco: {workload.name} at world {world}, shape {cascade.bench_shape}; {space.size()} legal "
-                 f"points; {'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
-        evaluator = remote if remote is not None else cascade
-        search = _open_search(run_dir, workload, evaluator, space, llm, opts, seed)
-        cascade.parent_code = parent_code_from(search.db)  # L0 compares frozen regions with the parent's
-        try:
-            fast = _fast_path(search.db, workload, evaluator, run_dir, on_event)
-            search.run(evaluations)
-        finally:
-            search.db.close()
-        summary = _summary(run_dir, workload, evaluation, fast)
-        tmp = run_dir / f".summary.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(summary.to_dict(), indent=2, default=str))
-        os.replace(tmp, run_dir / "summary.json")
-    return summary
+    with Run.open(opts, on_event) as run:
+        run.seed()
+        run.search()
+        return run.summary()
 
 
 def parent_code_from(db: Any) -> Callable[[Candidate], str | None]:
@@ -285,46 +215,3 @@ def parent_code_from(db: Any) -> Callable[[Candidate], str | None]:
             return None
         return parent.code
     return code
-
-
-def _open_search(run_dir: Path, workload: Any, cascade: Any, space: Any, llm: Any, opts: RunOptions,
-                 seed: int) -> Any:
-    """The run's search: resumed where the database holds one, else started (a start killed before its
-    database got the run's identity starts again)."""
-    from cuco.search import api
-
-    if api.holds_search(run_dir):
-        return api.resume(run_dir, workload, cascade, llm=llm, progress=_progress(opts.progress))
-    return api.start(run_dir, workload, cascade, space=space, llm=llm, progress=_progress(opts.progress), seed=seed,
-                     batch_size=opts.batch_size, islands=opts.islands, max_in_flight=max(8, opts.batch_size))
-
-
-def _fast_path(db: Any, workload: Any, cascade: Any, run_dir: Path, on_event: Callable[[str], None]) -> Candidate:
-    """The fast path's candidate: stored in the run already, else made (or taken from the cache), stored
-    pending, evaluated and stored again."""
-    fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
-    if fast is None:
-        on_event("cuco: fast path: cached result for this host seed" if fastpath_cache.lookup(workload.seed_code())
-                 else "cuco: fast path (rule-based, no LLM) on the host seed ...")
-        fast = fastpath_cache.candidate(workload, run_dir / "fastpath-work")
-        db.add(fast)
-    if fast.status == "pending":
-        fast = cascade.evaluate([fast])[0]
-        db.upsert(fast)
-        on_event(f"cuco: fast path candidate: {fast.status}. {fast.feedback.splitlines()[0] if fast.feedback else ''}")
-    return fast
-
-
-def _summary(run_dir: Path, workload: Any, evaluation: str, fast: Candidate | None) -> RunSummary:
-    from cuco.db import CandidateDB
-
-    with CandidateDB(run_dir / rundir.DB_FILE, readonly=True) as db:
-        every = db.all(workload.name)
-        counts = db.count_by_status()
-        best = db.best(workload.name) if evaluation == "measured" else None
-    env: dict[str, Any] = {}
-    if best is not None and "bench" in best.results:
-        data = best.results["bench"].data
-        env = {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date",
-                                        "shape", "world", "iters")}
-    return RunSummary(workload.name, run_dir, evaluation, len(every), dict(counts), best, fast, env)

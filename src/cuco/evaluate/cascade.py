@@ -84,6 +84,20 @@ def _run_reason(run: Any) -> str:
     return f"{text} ({numbers})" if numbers else text
 
 
+def failure_feedback(c: Candidate, heads: Mapping[str, str]) -> str | None:
+    """The first failed level of `c` as feedback (`heads` overrides a level's heading), or None if none failed."""
+    default = {"static": "Rejected by the static check:", "compile": "Does not compile:",
+               "verify": "Verification failed:", "bench": "Benchmark failed:"}
+    for level in ("static", "compile", "verify", "bench"):
+        res = c.results.get(level)
+        if res is None or res.passed:
+            continue
+        if res.reason == NO_GPU_REASON:
+            return f"Static check and compile passed; {NO_GPU_REASON} (no GPU on this machine)."
+        return f"{heads.get(level, default[level])}\n{res.reason}"
+    return None
+
+
 class Evaluator:
     """Evaluator with kind 'measured' for one workload and world size (see the module docstring).
 
@@ -366,15 +380,10 @@ class Evaluator:
     def _feedback(self, c: Candidate) -> str:
         """A short summary for a person or an LLM: the first failure with its reason, or the timing."""
         r = c.results
-        for level, head in (("static", "Rejected by the static check:"), ("compile", "Does not compile:"),
-                            ("verify", f"Verification at {self.verify_shape} (seeds {self._seeds()}) failed:"),
-                            ("bench", f"Benchmark at {self.bench_shape} failed:")):
-            res = r.get(level)
-            if res is None or res.passed:
-                continue
-            if res.reason == NO_GPU_REASON:
-                return f"Static check and compile passed; {NO_GPU_REASON} (no GPU on this machine)."
-            return f"{head}\n{res.reason}"
+        failure = failure_feedback(c, {"verify": f"Verification at {self.verify_shape} (seeds {self._seeds()}) failed:",
+                                       "bench": f"Benchmark at {self.bench_shape} failed:"})
+        if failure is not None:
+            return failure
         m = c.metrics
         if "time_ms" not in m:
             return ""

@@ -457,3 +457,19 @@ def check_static(code: str, parent_code: str | None = None, max_reported: int = 
     if len(found) > max_reported:
         lines.append(f"... and {len(found) - max_reported} more")
     return LevelResult("static", False, "\n".join(lines), seconds, data)
+
+
+def check_program(code: str, parent_code: str | None = None) -> LevelResult:
+    """Level 0 for a rewritten user program (cuco.program): balanced EVOLVE blocks, frozen text equal to the
+    parent's, and no host collective left. The candidate-ABI rules do not apply: it is a whole program."""
+    start = time.perf_counter()
+    seen = normalise(code)
+    lexed = _lex(seen)
+    blocks, found = _blocks(lexed.markers, True)
+    if parent_code is not None and not found:
+        found += _check_frozen(code, blocks, parent_code)
+    found += _check_host_collectives(lexed, _Lines(seen))
+    found = sorted(found, key=lambda v: v.line)
+    data = {"violations": [attrs.asdict(v) for v in found], "blocks": len(blocks)}
+    reason = "\n".join(str(v) for v in found[:8])
+    return LevelResult("static", not found, reason, time.perf_counter() - start, data)

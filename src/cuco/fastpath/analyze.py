@@ -22,6 +22,7 @@ FREE_APIS = ("cudaFree", "cudaFreeAsync", "ncclMemFree")
 SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventRecord", "cudaStreamWaitEvent",
              "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
 COMM_APIS = ("ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable", "ncclCommSplit",
+             "cucoCommInitAll", "cucoCommInitRank", "cucoCommInitRankConfig",
              "ncclCommDestroy", "ncclCommFinalize", "ncclCommAbort")
 #: NCCL calls that move data but have no rule (the LLM loop may still handle them).
 UNKNOWN_COLLECTIVE = re.compile(r"^nccl(Gather|Scatter|PutSignal|Signal|WaitSignal|AllToAllv|AlltoAllv|\w+Config)$")
@@ -240,7 +241,10 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
 
 def _launch_model(text: str, form: str, comm_calls: list[CommCall]) -> str:
     """How ranks map to processes (see Analysis.launch_model)."""
-    apis = {c.api for c in comm_calls}
+    # a transformed program: its own calls, not the prelude's wrappers; cucoCommInit* records NCCL's call
+    begin, end = text.find("// ==== cuco fast path: device-initiated"), text.find("// ==== end of cuco fast path prelude")
+    lo, hi = (text.count("\n", 0, begin) + 1, text.count("\n", 0, end) + 1) if 0 <= begin < end else (0, -1)
+    apis = {c.api.replace("cucoComm", "ncclComm", 1) for c in comm_calls if not lo <= c.line <= hi}
     if form == "candidate_abi":
         return "candidate-abi"
     if "ncclCommInitAll" in apis:

@@ -56,6 +56,9 @@ RULES: tuple[Rule, ...] = (
 #: Replacements of the calls around collectives.
 GROUP_CALLS = {"ncclGroupStart": "cucoGroupStart", "ncclGroupEnd": "cucoGroupEnd"}
 COMM_END_CALLS = {"ncclCommDestroy": "cucoCommDestroy", "ncclCommFinalize": "cucoCommFinalize"}
+#: Communicator creation, recorded so that symmetric windows can be set up before a timed region starts.
+COMM_INIT_CALLS = {"ncclCommInitRank": "cucoCommInitRank", "ncclCommInitAll": "cucoCommInitAll",
+                   "ncclCommInitRankConfig": "cucoCommInitRankConfig"}
 ALLOC_CALLS = {"cudaMalloc": "cucoSymAlloc", "ncclMemAlloc": "cucoSymAllocNccl", "cudaMallocAsync": "cucoSymAllocAsync"}
 FREE_CALLS = {"cudaFree": "cucoSymFree", "ncclMemFree": "cucoSymFreeNccl", "cudaFreeAsync": "cucoSymFreeAsync"}
 #: Why an allocation API cannot become symmetric memory.

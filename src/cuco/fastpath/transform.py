@@ -15,7 +15,7 @@ from cuco.fastpath import parse as P
 from cuco.fastpath.analyze import analyze
 from cuco.fastpath.model import Analysis, FastPathError, Problem
 from cuco.fastpath.rules import (
-    ALLOC_CALLS, COMM_END_CALLS, FREE_CALLS, GROUP_CALLS, UNSUPPORTED_ALLOC, applicable, rule_for,
+    ALLOC_CALLS, COMM_END_CALLS, COMM_INIT_CALLS, FREE_CALLS, GROUP_CALLS, UNSUPPORTED_ALLOC, applicable, rule_for,
 )
 
 PRELUDE_BEGIN = "// ==== cuco fast path: device-initiated LSA collectives (generated) ===="
@@ -47,7 +47,7 @@ class _Edit:
     start: int
     end: int
     text: str
-    priority: int      # order of insertions at one offset: prelude, block ends, block starts, renames
+    priority: float    # order of insertions at one offset: prelude, block ends, block starts, renames
 
 
 @attrs.frozen
@@ -71,7 +71,10 @@ def prelude(form: str) -> str:
     runtime = _cuda_file("lsa_runtime.cuh")
     if form == "candidate_abi":  # the harness owns the communicator: drop the standalone lifetime wrappers
         runtime = re.sub(r"// CUCOFP-STANDALONE-BEGIN.*?// CUCOFP-STANDALONE-END\n", "", runtime, flags=re.S)
-    parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels"), runtime.rstrip() + "\n"]
+    parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels")]
+    if form != "candidate_abi":  # delayed arrival and tracing for the program harness (cuco.program)
+        parts.append(_cuda_file("program_hooks.cuh").rstrip() + "\n")
+    parts.append(runtime.rstrip() + "\n")
     if form == "candidate_abi":
         parts.append(_cuda_file("abi_bind.cuh").rstrip() + "\n")
     parts.append(PRELUDE_END + "\n")
@@ -83,11 +86,19 @@ def _blocking(problems: list[Problem]) -> FastPathError:
     return FastPathError(f"the rule-based fast path cannot transform this program:\n{lines}")
 
 
-def _pipeline_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
-    """Per host function: the top-level statements holding collectives, extended over neighbouring
-    statements that only launch kernels (no allocation, free or communicator setup)."""
-    alloc_lines = {x.line for x in a.allocations} | {x.line for x in a.frees} | {x.line for x in a.comm_calls}
-    launch_lines = {l.line for l in a.launches}
+#: Calls that keep a statement out of a pipeline range: the host waits, reads results or manages memory there.
+_BLOCKING = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+
+
+def pipeline_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
+    """Per host function: the top-level statements holding collectives, extended over neighbouring statements
+    that feed or consume them on the device: kernel launches, NCCL group calls, event records and waits (and
+    the cudaSetDevice around them), but no allocation, free, communicator setup, host wait or copy. This is
+    what a search may rearrange (EVOLVE) and what the program harness times (the region)."""
+    fenced = {x.line for x in a.allocations} | {x.line for x in a.frees} | {x.line for x in a.comm_calls}
+    fenced |= {s.line for s in a.syncs if s.api.startswith(_BLOCKING)}
+    device_work = {l.line for l in a.launches} | {g.start_line for g in a.groups} | {g.end_line for g in a.groups}
+    device_work |= {s.line for s in a.syncs if s.api in ("cudaEventRecord", "cudaStreamWaitEvent")}
     coll_lines = {c.line for c in a.collectives}
     out = []
     for fn in (n for n in P.walk(src.root) if n.type == "function_definition"):
@@ -100,18 +111,77 @@ def _pipeline_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
         def has(lines: set[int], span: tuple[int, int]) -> bool:
             return any(span[0] <= ln <= span[1] for ln in lines)
 
+        def joins(span: tuple[int, int]) -> bool:
+            return has(device_work, span) and not has(fenced, span)
+
         idx = [i for i, sp in enumerate(spans) if has(coll_lines, sp)]
         if not idx or P.enclosing(fn, ("function_definition",)) is not None:
             continue
         lo, hi = min(idx), max(idx)
-        while lo > 0 and has(launch_lines, spans[lo - 1]) and not has(alloc_lines, spans[lo - 1]):
+        while lo > 0 and joins(spans[lo - 1]):
             lo -= 1
-        while hi + 1 < len(spans) and has(launch_lines, spans[hi + 1]) and not has(alloc_lines, spans[hi + 1]):
+        while hi + 1 < len(spans) and joins(spans[hi + 1]):
             hi += 1
-        if has(alloc_lines, (spans[lo][0], spans[hi][1])) and spans[lo][0] == P.line_of(body):
+        if has(fenced, (spans[lo][0], spans[hi][1])) and spans[lo][0] == P.line_of(body):
             continue
         out.append((spans[lo][0], spans[hi][1], "pipeline"))
     return out
+
+
+_STATEMENT_LISTS = ("compound_statement", "translation_unit")
+
+
+def _statement_at(src: P.Source, offset: int):
+    """The statement holding byte `offset` that sits directly in a `{ ... }` list."""
+    node = src.root.descendant_for_byte_range(offset, offset)
+    while node is not None and (node.parent is None or node.parent.type not in _STATEMENT_LISTS):
+        node = node.parent
+    return node
+
+
+def join_edits(src: P.Source, a: Analysis) -> list[_Edit]:
+    """Where each stream waits for its communication (`cucoJoin();`, a no-op at placement=deferred): before the
+    first statement after the collective (or its group) that is not a kernel launch independent of the
+    transfer, i.e. one that touches neither buffer, else at the end of the enclosing block. Kernels in between
+    overlap the transfer at placement=stream_overlap."""
+    launches = {l.line: l for l in a.launches}
+    edits: dict[int, _Edit] = {}
+    for c in a.collectives:
+        anchor = a.groups[c.group].end_span.start if c.group is not None else c.name_span.start
+        stmt = _statement_at(src, anchor)
+        if stmt is None:
+            continue
+        touched = {c.send_storage, c.recv_storage} - {-1}
+        nxt = stmt.next_named_sibling
+        while nxt is not None and nxt.type == "comment":
+            nxt = nxt.next_named_sibling
+        while nxt is not None:
+            if nxt.type == "comment":
+                nxt = nxt.next_named_sibling
+                continue
+            lines = range(P.line_of(nxt), nxt.end_point[0] + 2)
+            here = [launches[ln] for ln in lines if ln in launches]
+            independent = (nxt.type == "expression_statement" and len(here) == 1 and touched
+                           and -1 not in here[0].read_storage and -1 not in here[0].write_storage
+                           and not touched & (set(here[0].read_storage) | set(here[0].write_storage)))
+            if not independent:
+                break
+            nxt = nxt.next_named_sibling
+        if nxt is not None:
+            at = nxt.start_byte
+            indent = src.data[src.data.rfind(b"\n", 0, at) + 1:at].decode("utf-8", "replace")
+            text = "cucoJoin();\n" + (indent if not indent.strip() else "")
+        else:   # the end of the block: before its closing brace
+            block = stmt.parent
+            at = block.end_byte - 1 if block.type == "compound_statement" else block.end_byte
+            line_start = src.data.rfind(b"\n", 0, at) + 1
+            indent = src.data[src.data.rfind(b"\n", 0, stmt.start_byte) + 1:stmt.start_byte].decode("utf-8", "replace")
+            if not src.data[line_start:at].strip() and not indent.strip():
+                at, text = line_start, indent + "cucoJoin();\n"
+            else:
+                text = " cucoJoin(); "
+        edits.setdefault(at, _Edit(at, at, text, 0.5))   # before a rename or an END marker at `at`
+    return list(edits.values())
 
 
 def _kernel_ranges(src: P.Source, a: Analysis) -> list[tuple[int, int, str]]:
@@ -193,14 +263,17 @@ def plan(a: Analysis) -> Plan:
         for cc in a.comm_calls:
             if cc.api in COMM_END_CALLS:
                 edits.append(_Edit(cc.name_span.start, cc.name_span.end, COMM_END_CALLS[cc.api], 3))
+            elif cc.api in COMM_INIT_CALLS:
+                edits.append(_Edit(cc.name_span.start, cc.name_span.end, COMM_INIT_CALLS[cc.api], 3))
         sym_edits, sym_problems = _symmetric_edits(a)
         edits += sym_edits
         problems += sym_problems
     return Plan(tuple(applied), tuple(problems), tuple(edits))
 
 
-def transform(a: Analysis, text: str) -> Transformed:
-    """Rule-based rewrite of `text` (analysed as `a`); raises FastPathError listing every blocking problem."""
+def transform(a: Analysis, text: str, point_block: str = "") -> Transformed:
+    """Rule-based rewrite of `text` (analysed as `a`); raises FastPathError listing every blocking problem.
+    `point_block` (a design point's macros, cuco.program.space) goes before the prelude, which reads them."""
     p = plan(a)
     if not a.collectives and not p.problems[0].line:
         raise FastPathError(p.problems[0].message)
@@ -214,10 +287,11 @@ def transform(a: Analysis, text: str) -> Transformed:
         ranges += [(s, e, "pipeline") for s, e, lbl in _launch_range(src) if lbl]
     else:
         tail = ""
-        ranges += _pipeline_ranges(src, a)
+        ranges += pipeline_ranges(src, a)
+        edits += join_edits(src, a)
     for start, end, marker in annotate.line_ranges_to_edits(src.data, ranges):
         edits.append(_Edit(start, end, marker, 1 if "END" in marker else 2))
-    edits.append(_Edit(a.include_end, a.include_end, "\n" + prelude(a.form), 0))
+    edits.append(_Edit(a.include_end, a.include_end, "\n" + point_block + prelude(a.form), 0))
     code = _apply(src.data, edits).decode("utf-8") + tail
     _self_check(code, a.path)
     return Transformed(code, tuple(applied), a.form)

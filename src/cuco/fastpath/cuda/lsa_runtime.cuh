@@ -9,7 +9,32 @@
 #include <vector>
 #include "lsa_kernels.cuh"
 
+// The design point (set by the program's point block, else the fast path's conservative point):
+// CUCOFP_PLACEMENT 0 = deferred (each kernel on the caller's stream, where the NCCL call was), 1 = stream_overlap
+// (on a per-communicator side stream forked from the caller's; the caller's stream waits for it only at the
+// cucoJoin() the transform places before the first statement that depends on the transfer, so independent
+// kernels in between overlap it); CUCOFP_COMM_CTAS = CTAs per communication kernel (fewer leave SMs to compute).
+#ifndef CUCOFP_PLACEMENT
+#define CUCOFP_PLACEMENT 0
+#endif
+#ifndef CUCOFP_COMM_CTAS
+#define CUCOFP_COMM_CTAS 32
+#endif
+
+#ifndef CUCOFP_PROGRAM_HOOKS   // candidate-ABI form: the harness delays and times communication itself
+#define CUCOFP_TRACE(...) ((void)0)
 namespace cucofp {
+inline void delayComm(cudaStream_t) {}
+inline cudaError_t newSideStream(cudaStream_t*) { return cudaErrorNotSupported; }   // placement is the harness's
+inline cudaError_t freeSideStream(cudaStream_t) { return cudaSuccess; }
+}
+#endif
+
+namespace cucofp {
+
+static_assert(CUCOFP_PLACEMENT == 0 || CUCOFP_PLACEMENT == 1, "CUCOFP_PLACEMENT is 0 (deferred) or 1 (stream_overlap)");
+static_assert(CUCOFP_COMM_CTAS >= 1 && CUCOFP_COMM_CTAS <= kCtas, "CUCOFP_COMM_CTAS must be in [1, kCtas]");
+constexpr int kCommCtas = CUCOFP_COMM_CTAS;
 
 #define CUCOFP_FAIL(code, ...) do { fprintf(stderr, "cuco fast path: " __VA_ARGS__); fprintf(stderr, "\n"); return code; } while (0)
 #define CUCOFP_CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) CUCOFP_FAIL(ncclUnhandledCudaError, "%s failed: %s", #x, cudaGetErrorString(e_)); } while (0)
@@ -31,6 +56,8 @@ struct CommState {
   std::vector<unsigned int> sent, received;   // p2p messages per peer, each direction
   cudaStream_t last = nullptr;
   cudaEvent_t ev = nullptr;
+  cudaStream_t side = nullptr;     // stream_overlap: where this communicator's kernels run
+  cudaEvent_t done = nullptr;      // recorded on `side` after each kernel
 };
 struct Pending {
   int kind; ncclComm_t comm; cudaStream_t stream;
@@ -44,6 +71,14 @@ struct Registry {
 inline Registry& registry() { static Registry r; return r; }
 inline std::vector<Pending>& pending() { thread_local std::vector<Pending> p; return p; }
 inline int& groupDepth() { thread_local int d = 0; return d; }
+// Communicators this thread created (cucoCommInitRank/All), for prepareCreated().
+inline std::vector<ncclComm_t>& created() { thread_local std::vector<ncclComm_t> v; return v; }
+// stream_overlap: (caller stream, communicator) pairs whose side-stream work the caller has not waited for yet
+inline std::vector<std::pair<cudaStream_t, CommState*>>& unjoined() {
+  thread_local std::vector<std::pair<cudaStream_t, CommState*>> v;
+  return v;
+}
+
 
 inline int dtypeBytes(ncclDataType_t t) {
   switch (t) {
@@ -175,10 +210,32 @@ inline ncclResult_t join(CommState* s, cudaStream_t from, cudaStream_t to) {
   return ncclSuccess;
 }
 
+// The stream a communication kernel runs on: the caller's (deferred), or the communicator's side stream forked
+// from each caller stream in `callers` (stream_overlap).
+inline ncclResult_t commStream(CommState* s, const std::vector<cudaStream_t>& callers, cudaStream_t* out) {
+  if (CUCOFP_PLACEMENT == 0) { *out = callers[0]; return ncclSuccess; }
+  if (!s->side) {
+    CUCOFP_CUDA(newSideStream(&s->side));
+    CUCOFP_CUDA(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+  }
+  for (cudaStream_t c : callers) { ncclResult_t r = join(s, c, s->side); if (r != ncclSuccess) return r; }
+  *out = s->side;
+  return ncclSuccess;
+}
+
+// After a kernel on the side stream: remember that the callers have to wait for it (cucoJoin).
+inline ncclResult_t afterComm(CommState* s, const std::vector<cudaStream_t>& callers, cudaStream_t st) {
+  s->last = st;
+  if (CUCOFP_PLACEMENT == 0) return ncclSuccess;
+  CUCOFP_CUDA(cudaEventRecord(s->done, st));
+  for (cudaStream_t c : callers) unjoined().push_back({c, s});
+  return ncclSuccess;
+}
+
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
-  if (kind == kAllReduce) allreduceKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
-  else if (kind == kReduce) reduceKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
-  else reducescatterKernel<T><<<kCtas, kThreads, 0, st>>>(L, c);
+  if (kind == kAllReduce) allreduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
+  else if (kind == kReduce) reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
+  else reducescatterKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
 }
 
 inline ncclResult_t launchReduceTyped(int kind, ncclDataType_t dt, const Launch& L, const Coll& c, cudaStream_t st) {
@@ -210,17 +267,22 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   if (r != ncclSuccess) return r;
   if (o.kind == kAlltoAll && o.send == o.recv) CUCOFP_FAIL(ncclInvalidArgument, "in-place AlltoAll is not supported");
   if (o.kind == kBroadcast && o.root == s->rank) c.sendLocal = o.send;
-  if ((r = join(s, s->last ? s->last : o.stream, o.stream)) != ncclSuccess) return r;
+  std::vector<cudaStream_t> callers{o.stream};
+  cudaStream_t st = o.stream;
+  if ((r = commStream(s, callers, &st)) != ncclSuccess) return r;
+  if ((r = join(s, s->last ? s->last : st, st)) != ncclSuccess) return r;
   Launch L = makeLaunch(s, true);
+  delayComm(st);
+  CUCOFP_TRACE("launch: kind %d, %zu bytes of parameters", o.kind, sizeof(Launch) + sizeof(Coll));
   switch (o.kind) {
-    case kAllGather: allgatherKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
-    case kAlltoAll: alltoallKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
-    case kBroadcast: broadcastKernel<<<kCtas, kThreads, 0, o.stream>>>(L, c); break;
-    default: if ((r = launchReduceTyped(o.kind, o.dt, L, c, o.stream)) != ncclSuccess) return r;
+    case kAllGather: allgatherKernel<<<kCommCtas, kThreads, 0, st>>>(L, c); break;
+    case kAlltoAll: alltoallKernel<<<kCommCtas, kThreads, 0, st>>>(L, c); break;
+    case kBroadcast: broadcastKernel<<<kCommCtas, kThreads, 0, st>>>(L, c); break;
+    default: if ((r = launchReduceTyped(o.kind, o.dt, L, c, st)) != ncclSuccess) return r;
   }
   CUCOFP_CUDA(cudaGetLastError());
-  s->last = o.stream;
-  return ncclSuccess;
+  CUCOFP_TRACE("launch: queued");
+  return afterComm(s, callers, st);
 }
 
 inline ncclResult_t launchP2p(CommState* s, const std::vector<Pending>& ops) {
@@ -243,7 +305,7 @@ inline ncclResult_t launchP2p(CommState* s, const std::vector<Pending>& ops) {
   for (const Pending& o : ops) if (r == ncclSuccess) r = join(s, o.stream, st);
   if (r != ncclSuccess) return r;
   Launch L = makeLaunch(s, false);
-  p2pKernel<<<kCtas, kThreads, 0, st>>>(L, g);
+  p2pKernel<<<kCommCtas, kThreads, 0, st>>>(L, g);
   CUCOFP_CUDA(cudaGetLastError());
   for (const Pending& o : ops) if ((r = join(s, st, o.stream)) != ncclSuccess) return r;
   s->last = st;
@@ -266,7 +328,9 @@ inline ncclResult_t flush() {
       if (std::find(states.begin(), states.end(), s) == states.end()) states.push_back(s);
     }
   }
+  CUCOFP_TRACE("flush: %zu operation(s)", ops.size());
   if ((r = prepare(states)) != ncclSuccess) return r;
+  CUCOFP_TRACE("flush: prepared");
   for (CommState* s : states) {
     if (!s->ready) CUCOFP_FAIL(ncclInvalidUsage, "communicator %p has no device communicator (candidate not bound)", (void*)s->comm);
     CUCOFP_CUDA(cudaSetDevice(s->device));
@@ -281,7 +345,77 @@ inline ncclResult_t flush() {
     }
   }
   CUCOFP_CUDA(cudaSetDevice(dev0));
+  CUCOFP_TRACE("flush: launched");
   return ncclSuccess;
+}
+
+// Set up the symmetric windows and device communicators of the communicators this thread created, as the
+// first collective would: called where the program is timed (observe.h's region start), so that one-time
+// registration is not counted as communication. Every rank reaches it (SPMD), as the setup needs.
+// Load every communication kernel into this device's context and reserve the stack the largest needs (the
+// reductions keep per-peer pointers on the stack), so that a first launch does not stop to grow it.
+__global__ void touchStackKernel() {
+  volatile char local[2048];   // a frame like the reductions': the first launch that needs one allocates it
+  local[threadIdx.x % 2048] = 0;
+  (void)local[0];
+}
+template <class T> inline size_t warmReduce() {
+  cudaFuncAttributes a{};
+  size_t most = 0;
+  for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reducescatterKernel<T>})
+    if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
+  return most;
+}
+inline void warmKernels() {
+  cudaFuncAttributes a{};
+  size_t most = 0;
+  for (const void* k : {(const void*)allgatherKernel, (const void*)alltoallKernel, (const void*)broadcastKernel,
+                        (const void*)p2pKernel})
+    if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
+  for (size_t m : {warmReduce<int8_t>(), warmReduce<uint8_t>(), warmReduce<int32_t>(), warmReduce<uint32_t>(),
+                   warmReduce<int64_t>(), warmReduce<uint64_t>(), warmReduce<__half>(), warmReduce<__nv_bfloat16>(),
+                   warmReduce<float>(), warmReduce<double>()})
+    most = m > most ? m : most;
+  size_t stack = 0;
+  if (cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess && stack < most)
+    cudaDeviceSetLimit(cudaLimitStackSize, most);
+  touchStackKernel<<<1, 32>>>();   // the device's local memory is allocated at the first launch that needs it
+  cudaDeviceSynchronize();
+}
+
+inline ncclResult_t prepareCreated() {
+  std::vector<CommState*> states;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    for (ncclComm_t c : created()) {
+      CommState* s = findState(c);
+      ncclResult_t r = ncclSuccess;
+      if (!s && (r = newState(c, &s)) != ncclSuccess) return r;
+      if (s->owned && !s->ready) states.push_back(s);
+    }
+  }
+  if (states.empty()) return ncclSuccess;
+  int dev0 = 0;
+  CUCOFP_CUDA(cudaGetDevice(&dev0));
+  CUCOFP_TRACE("prepareCreated: %zu communicator(s)", states.size());
+  ncclResult_t r = prepare(states);
+  // The first launch of a communication kernel in a process costs milliseconds of host time (measured on H200:
+  // 3 ms, whatever was loaded or reserved before), so one empty AllGather runs here, on every rank alike.
+  for (CommState* s : states) {
+    if (r != ncclSuccess || !s->ready) break;
+    CUCOFP_CUDA(cudaSetDevice(s->device));
+    warmKernels();
+    Coll c = {};
+    c.send = Ref{0u, (unsigned long long)s->mailboxOffset};
+    c.sendLocal = s->mailbox;
+    c.elemBytes = 1;
+    allgatherKernel<<<kCommCtas, kThreads>>>(makeLaunch(s, true), c);
+    CUCOFP_CUDA(cudaGetLastError());
+  }
+  for (CommState* s : states) { CUCOFP_CUDA(cudaSetDevice(s->device)); CUCOFP_CUDA(cudaDeviceSynchronize()); }
+  CUCOFP_TRACE("prepareCreated: done");
+  CUCOFP_CUDA(cudaSetDevice(dev0));
+  return r;
 }
 
 inline ncclResult_t enqueue(const Pending& o) {
@@ -324,6 +458,9 @@ inline ncclResult_t release(ncclComm_t comm) {
     auto it = std::find(R.comms.begin(), R.comms.end(), s);
     if (it != R.comms.end()) R.comms.erase(it);
   }
+  auto& uj = unjoined();
+  uj.erase(std::remove_if(uj.begin(), uj.end(), [&](const std::pair<cudaStream_t, CommState*>& p) {
+    return p.second == s; }), uj.end());
   if (s->owned) {
     CUCOFP_CUDA(cudaSetDevice(s->device));
     CUCOFP_CUDA(cudaDeviceSynchronize());
@@ -331,6 +468,8 @@ inline ncclResult_t release(ncclComm_t comm) {
     for (Win& w : s->wins) if (w.live) CUCOFP_NCCL(ncclCommWindowDeregister(comm, w.win));
     if (s->mailbox) CUCOFP_NCCL(ncclMemFree(s->mailbox));
     if (s->ev) CUCOFP_CUDA(cudaEventDestroy(s->ev));
+    if (s->done) CUCOFP_CUDA(cudaEventDestroy(s->done));
+    if (s->side) CUCOFP_CUDA(freeSideStream(s->side));
     std::vector<void*> dead;
     {
       std::lock_guard<std::mutex> lock(registry().mu);
@@ -376,12 +515,43 @@ static inline cudaError_t cucoSymFreeAsync(void* ptr, cudaStream_t st) {
   cudaError_t e = cudaStreamSynchronize(st);
   return e != cudaSuccess ? e : cucoSymFree(ptr);
 }
+// Make every stream that issued communication wait for it (placed by the transform before the first statement
+// that depends on a transfer; nothing to do at placement=deferred).
+static inline cudaError_t cucoJoin() {
+  auto& uj = cucofp::unjoined();
+  for (const auto& p : uj) {
+    cudaError_t e = cudaStreamWaitEvent(p.first, p.second->done, 0);
+    if (e != cudaSuccess) { uj.clear(); return e; }
+  }
+  uj.clear();
+  return cudaSuccess;
+}
 static inline ncclResult_t cucoGroupStart() { ++cucofp::groupDepth(); return ncclSuccess; }
 static inline ncclResult_t cucoGroupEnd() {
   if (cucofp::groupDepth() <= 0) CUCOFP_FAIL(ncclInvalidUsage, "cucoGroupEnd without cucoGroupStart");
   return --cucofp::groupDepth() == 0 ? cucofp::flush() : ncclSuccess;
 }
 // CUCOFP-STANDALONE-BEGIN: communicator lifetime belongs to the harness in candidate-ABI form
+static inline ncclResult_t cucoCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  ncclResult_t r = ncclCommInitRank(comm, nranks, id, rank);
+  if (r == ncclSuccess) cucofp::created().push_back(*comm);
+  return r;
+}
+static inline ncclResult_t cucoCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                                  ncclConfig_t* config) {
+  ncclResult_t r = ncclCommInitRankConfig(comm, nranks, id, rank, config);
+  if (r == ncclSuccess) cucofp::created().push_back(*comm);
+  return r;
+}
+static inline ncclResult_t cucoCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  ncclResult_t r = ncclCommInitAll(comms, ndev, devlist);
+  if (r == ncclSuccess) for (int i = 0; i < ndev; ++i) cucofp::created().push_back(comms[i]);
+  return r;
+}
+#ifdef CUCO_PROGRAM_OBSERVE_H
+// Timed regions start after the one-time window setup (see prepareCreated).
+static int cucofp_prepare_hook_set = (cuco_observe::prepare_hook() = [] { (void)cucofp::prepareCreated(); }, 0);
+#endif
 static inline ncclResult_t cucoCommDestroy(ncclComm_t comm) {
   ncclResult_t r = cucofp::release(comm);
   return r != ncclSuccess ? r : ncclCommDestroy(comm);

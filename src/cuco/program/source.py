@@ -1,0 +1,116 @@
+"""A user's host program (`cuco run prog.cu`): loaded, checked, and observed.
+
+The harness cannot own a whole program's allocations the way it owns a workload plugin's, so it observes the
+program instead (csrc/include/cuco/program/observe.h): the *observed* text is the program with that header
+included first and region markers around each pipeline range (the statements from the first kernel that feeds
+a collective to the last that consumes one, cuco.fastpath.transform.pipeline_ranges). The observed original is
+the reference; every candidate is the same observed text rewritten, so both are timed over the same statements
+and compared on the same read-backs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+from cuco.errors import CucoError
+from cuco.fastpath import parse as P
+from cuco.fastpath.analyze import analyze
+from cuco.fastpath.model import Analysis
+from cuco.fastpath.transform import pipeline_ranges, plan
+
+OBSERVE_INCLUDE = '#include "cuco/program/observe.h"  // cuco: read-backs and timed regions (inert unless observed)\n'
+#: `argv[1]`, `argc > 1`, ...: the program reads command-line arguments.
+_ARGS = re.compile(r"\bargv\s*\[\s*[1-9]|\bargc\s*(?:[<>]=?|[!=]=)\s*[1-9]|\b(?:getopt|getopt_long)\s*\(")
+
+
+class ProgramError(CucoError):
+    """A host program cuco cannot run as given; the message names what to change."""
+
+
+def _name(path: Path) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", path.stem) or "program"
+    return stem if stem[0].isalpha() else f"p_{stem}"
+
+
+@attrs.frozen
+class HostProgram:
+    """A host-driven CUDA + NCCL program and its observed form."""
+
+    path: Path
+    text: str = attrs.field(repr=False)
+    analysis: Analysis = attrs.field(repr=False, eq=False)
+    observed: str = attrs.field(repr=False)
+    sites: int                                  # timed regions (pipeline ranges)
+
+    @property
+    def name(self) -> str:
+        return _name(self.path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "HostProgram":
+        """Read and check `path`; raises ProgramError naming the fix for a program cuco cannot run."""
+        p = Path(path)
+        if p.suffix not in (".cu", ".cpp", ".cc", ".cxx"):
+            raise ProgramError(f"{p}: cuco run takes a CUDA host program (.cu) or a workload name/folder")
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            raise ProgramError(f"{p}: no such file; pass the path of your .cu program") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProgramError(f"{p}: cannot read it as UTF-8 text ({exc})") from None
+        return cls.from_text(text, p)
+
+    @classmethod
+    def from_text(cls, text: str, path: Path) -> "HostProgram":
+        a = analyze(text, str(path))
+        if a.form != "standalone":
+            raise ProgramError(f"{path}: this is a cuco candidate (it defines cuco_candidate_launch); `cuco run` takes "
+                               "a standalone host program with a main()")
+        if not a.collectives:
+            raise ProgramError(f"{path}: no NCCL collective or send/recv call found, so there is no communication "
+                               "to move onto the GPU; cuco run needs a program that calls ncclAllGather, "
+                               "ncclAllReduce, ncclSend/ncclRecv, ...")
+        m = _ARGS.search(text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            raise ProgramError(f"{path}:{line}: the program reads command-line arguments (`{m.group(0)}`); cuco runs it "
+                               "without any. Give the value a default in the source, or read it from an environment "
+                               "variable (getenv), then run cuco again")
+        blocked = plan(a).problems
+        if blocked:
+            lines = "\n".join(f"  - {p.message}" for p in blocked)
+            raise ProgramError(f"{path}: the rule-based fast path cannot rewrite this program, so there is nothing to "
+                               f"search offline:\n{lines}\n(`cuco transform {path} --model MODEL` lets an LLM try)")
+        observed, sites = observe_text(text, a)
+        return cls(path, text, a, observed, sites)
+
+    def observed_analysis(self) -> Analysis:
+        return analyze(self.observed, str(self.path))
+
+
+def observe_text(text: str, a: Analysis) -> tuple[str, int]:
+    """`text` with observe.h included first and cuco_region_begin/end around each pipeline range; the number of
+    regions. Markers are whole lines, so line-based ranges computed on the observed text stay inside them."""
+    src = P.parse(text)
+    ranges = sorted({(lo, hi) for lo, hi, _label in pipeline_ranges(src, a)})
+    if not ranges:
+        raise ProgramError(f"{a.path}: found no statement range around the collectives to time; keep each "
+                           "collective in a function body with the kernels that feed and consume it")
+    all_devices = 1 if a.launch_model == "single-process" else 0
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    out: list[str] = []
+    starts = {lo: i for i, (lo, _hi) in enumerate(ranges)}
+    ends = {hi: i for i, (_lo, hi) in enumerate(ranges)}
+    for n, line in enumerate(lines, 1):
+        indent = line[:len(line) - len(line.lstrip())]
+        if n in starts:
+            out.append(f"{indent}cuco_region_begin({starts[n]}, {all_devices});\n")
+        out.append(line)
+        if n in ends:
+            out.append(f"{indent}cuco_region_end({ends[n]}, {all_devices});\n")
+    return OBSERVE_INCLUDE + "".join(out), len(ranges)

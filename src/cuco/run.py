@@ -1,0 +1,293 @@
+"""The owner of one run: open -> seed -> search -> summary -> close. `cuco run` and `cuco.run_workload` go
+through it; every option is read once, here.
+
+What is run: a built-in workload by name, a workload folder outside the package (the kit's layout, its
+`__init__.py` defines WORKLOAD), or a user's host program (`.cu`, cuco.program). Order, so that a kill at any
+point loses at most the step in flight: checks (nothing written; for a program also its reference, built and run
+twice), the run lock, manifest.json, the candidate database, the fast path (stored before it is evaluated), the
+search, summary.json and best/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+
+from cuco import fastpath_cache, rundir, runlock
+from cuco.candidate import Candidate
+from cuco.design_space import Topology
+from cuco.errors import CucoError
+from cuco.pipeline import (
+    DEFAULT_EVALUATIONS, RunOptions, RunSummary, _check_gpus, _check_options, _check_resume, _check_run_dir,
+    _make_run_dir, _progress, _run_dir, make_manifest, parent_code_from,
+)
+
+BEST_DIR = "best"
+
+
+def resolve(target: str) -> Any:
+    """The problem `target` names: a built-in workload, a workload folder, or a host program (.cu)."""
+    from cuco import workloads
+
+    if target in workloads.available():
+        return workloads.get(target)
+    path = Path(target)
+    if path.is_dir():
+        return load_workload_folder(path)
+    if path.suffix in (".cu", ".cpp", ".cc", ".cxx") or path.is_file():
+        from cuco.program.workload import ProgramWorkload
+
+        return ProgramWorkload.load(path)
+    raise CucoError(f"unknown workload {target!r}; available: {', '.join(workloads.available())}; or pass a workload "
+                    "folder or a host CUDA+NCCL program (.cu)")
+
+
+def load_workload_folder(folder: Path) -> Any:
+    """WORKLOAD from a folder laid out like cuco/workloads/<name>/ (docs/workloads.md)."""
+    init = folder / "__init__.py"
+    if not init.is_file():
+        raise CucoError(f"{folder}: a workload folder has an __init__.py defining WORKLOAD (docs/workloads.md)")
+    name = f"cuco_user_workload_{folder.resolve().name}"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: say where it failed, whatever it raised
+        sys.modules.pop(name, None)
+        raise CucoError(f"{folder}: importing the workload failed: {type(exc).__name__}: {exc}") from None
+    workload = getattr(module, "WORKLOAD", None)
+    if workload is None:
+        raise CucoError(f"{init}: defines no WORKLOAD; set WORKLOAD = cuco.workload.Workload(...)")
+    return workload
+
+
+def _is_program(workload: Any) -> bool:
+    return hasattr(workload, "program")
+
+
+class Run:
+    """One run in its directory. Use `Run.open(opts)` as a context manager, then `seed()`, `search()`,
+    `summary()`; `close()` (or leaving the `with`) releases the database and the lock."""
+
+    def __init__(self, opts: RunOptions, on_event: Callable[[str], None] = print):
+        self.opts, self.on_event = opts, on_event
+        self._stack = contextlib.ExitStack()
+        self.workload: Any = None
+        self.evaluator: Any = None
+        self.search_loop: Any = None
+        self.fast: Candidate | None = None
+
+    # -- open ------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, opts: RunOptions, on_event: Callable[[str], None] = print) -> "Run":
+        run = cls(opts, on_event)
+        try:
+            run._open()
+        except BaseException:
+            run.close()
+            raise
+        return run
+
+    def _open(self) -> None:
+        opts = self.opts
+        workload = self.workload = resolve(opts.workload)
+        program = _is_program(workload)
+        _check_options(opts)
+        if program and opts.shape:
+            raise CucoError("a program's sizes are its own; drop --shape")
+        if program and opts.executor != "local":
+            raise CucoError("--executor ray runs workloads; run a program with the local executor")
+        self.run_dir = run_dir = _run_dir(attrs.evolve(opts, workload=workload.name))
+        _check_run_dir(run_dir)
+        found = rundir.probe(run_dir)
+        rundir.check_start(found, opts.resume)
+        stored = found.manifest
+        world = opts.world if opts.world is not None else stored.world if stored else workload.default_world
+        seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
+        evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
+        evaluation, evaluator = self._evaluator(world, stored)
+        manifest = make_manifest(workload, evaluator, seed, evaluations)
+        if stored is not None:
+            _check_resume(stored, manifest, opts, found.evaluated)
+        # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
+        self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
+        space = workload.space(self.topology)
+        llm = self._llm()
+        if program and evaluation == "measured":
+            evaluator.reference()   # a program cuco cannot verify against is said now, before anything is written
+        _make_run_dir(run_dir)
+        self._stack.enter_context(runlock.held(run_dir))
+        if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile
+            raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
+        if stored is None:
+            manifest.write(run_dir)
+        elif stored.evaluations != evaluations:  # a resume that extends the run: the rest stays as started
+            attrs.evolve(stored, evaluations=evaluations).write(run_dir)
+        shape = "" if program else f", shape {evaluator.bench_shape}"
+        self.on_event(f"cuco: {workload.name} at world {world}{shape}; {space.size()} legal points; "
+                      f"{'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
+        self.evaluation, self.evaluations = evaluation, evaluations
+        self.evaluator = self._remote if self._remote is not None else evaluator
+        self.search_loop = self._open_search(space, llm, seed)
+        self._stack.callback(self.search_loop.db.close)
+        evaluator.parent_code = parent_code_from(self.search_loop.db)  # L0 compares frozen regions with the parent's
+
+    def _evaluator(self, world: int, stored: Any) -> tuple[str, Any]:
+        from cuco.evaluate.executor import Executor
+
+        opts, workload = self.opts, self.workload
+        # GPUs before shapes: on a host with too few GPUs the fix is --world, whatever the shape says
+        executor = Executor(world=world)
+        self._remote = None
+        if _is_program(workload):
+            from cuco.program.evaluator import ProgramEvaluator
+
+            evaluation = _check_gpus(executor, world)
+            evaluator = ProgramEvaluator(workload.program, world=world, executor=executor)
+            self._stack.callback(shutil.rmtree, evaluator.work_dir, True)   # sources only: binaries are cached
+            return evaluation, evaluator
+        from cuco.evaluate.cascade import Evaluator
+
+        shape_text = opts.shape if opts.shape is not None else stored.shape if stored else None
+        shape = workload.parse_shape(shape_text) if shape_text else None
+        if opts.executor == "ray":  # the cluster's GPUs, not this host's: checked (and refused) before any work
+            from cuco.evaluate.ray_executor import RayEvaluator, measured_evaluator
+
+            self._remote = RayEvaluator(functools.partial(measured_evaluator, workload.name,
+                                                          str(shape or workload.bench_shapes[0]), world),
+                                        world, address=opts.address)
+            evaluation = "measured"
+        else:
+            evaluation = _check_gpus(executor, world)
+        return evaluation, Evaluator(workload, world=world, bench_shape=shape, executor=executor)
+
+    def _llm(self) -> Any:
+        opts = self.opts
+        if not opts.model:
+            return None
+        from cuco.llm import LLMClient, LLMConfig
+
+        prices = {opts.model: (opts.price_per_mtok[0] / 1e6, opts.price_per_mtok[1] / 1e6)} \
+            if opts.price_per_mtok else {}
+        llm = LLMConfig(models=opts.model, budget_usd=opts.budget_usd, prices=prices)
+        LLMClient(llm).check()  # unknown model, missing key or price: said now, before anything is written
+        return llm
+
+    def _open_search(self, space: Any, llm: Any, seed: int) -> Any:
+        """Resumed where the database holds a search, else started (a start killed before its database got the
+        run's identity starts again)."""
+        from cuco.search import api
+
+        opts = self.opts
+        if api.holds_search(self.run_dir):
+            return api.resume(self.run_dir, self.workload, self.evaluator, llm=llm, progress=_progress(opts.progress))
+        return api.start(self.run_dir, self.workload, self.evaluator, space=space, llm=llm,
+                         progress=_progress(opts.progress), seed=seed, batch_size=opts.batch_size,
+                         islands=opts.islands, max_in_flight=max(8, opts.batch_size))
+
+    # -- seed, search ----------------------------------------------------------------------------------
+    def seed(self) -> Candidate:
+        """The fast path's candidate: stored in the run already, else made (workloads: from the cache), stored
+        pending, evaluated and stored again."""
+        db, workload = self.search_loop.db, self.workload
+        fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
+        if fast is None:
+            if _is_program(workload):
+                self.on_event("cuco: fast path (rule-based, no LLM) on the program ...")
+                fast = workload.fast_path(self.topology)
+            else:
+                self.on_event("cuco: fast path: cached result for this host seed"
+                              if fastpath_cache.lookup(workload.seed_code())
+                              else "cuco: fast path (rule-based, no LLM) on the host seed ...")
+                fast = fastpath_cache.candidate(workload, self.run_dir / "fastpath-work")
+            db.add(fast)
+        if fast.status == "pending":
+            fast = self.evaluator.evaluate([fast])[0]
+            db.upsert(fast)
+            first = fast.feedback.splitlines()[0] if fast.feedback else ""
+            self.on_event(f"cuco: fast path candidate: {fast.status}. {first}")
+        self.fast = fast
+        return fast
+
+    def search(self) -> None:
+        """Evaluate until the run holds its number of evaluations."""
+        self.search_loop.run(self.evaluations)
+
+    # -- summary, close ----------------------------------------------------------------------------------
+    def summary(self) -> RunSummary:
+        """The run's summary, also written as summary.json; the best verified candidate goes to best/."""
+        from cuco.db import CandidateDB
+
+        name = self.workload.name
+        with CandidateDB(self.run_dir / rundir.DB_FILE, readonly=True) as db:
+            every = db.all(name)
+            counts = db.count_by_status()
+            best = db.best(name) if self.evaluation == "measured" else None
+        env: dict[str, Any] = {}
+        if best is not None and "bench" in best.results:
+            data = best.results["bench"].data
+            env = {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version",
+                                            "date", "shape", "world", "iters", "runs")}
+        summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env)
+        _write_json(self.run_dir / "summary.json", summary.to_dict())
+        if best is not None:
+            write_best(self.run_dir, best, self.workload)
+        return summary
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
+    """RUN_DIR/best/: the best verified candidate's source (kernel.cu) and best.json (its point, its time against
+    the host program, how it was verified, where and when). Replaced whole, never half-written."""
+    program = _is_program(workload)
+    verify, bench = best.results.get("verify"), best.results.get("bench")
+    info = {
+        "kind": "program" if program else "workload", "workload": workload.name, "candidate_id": best.id,
+        "mutation": best.mutation, "point": best.directives.label() if best.directives else None,
+        "directives": best.directives.to_dict() if best.directives else None, "metrics": dict(best.metrics),
+        "verified": {"verify": verify.to_dict() if verify else None,
+                     "bench_runs_verified": bool(bench and bench.passed)},
+        "bench": dict(bench.data) if bench else {},
+        "source": "kernel.cu",
+    }
+    if program:
+        info["original"] = str(workload.program.path.resolve())
+        info["build"] = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
+                         "(the observation header is inert unless CUCO_OBSERVE_DIR is set)")
+    tmp = run_dir / f".best.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    (tmp / "kernel.cu").write_text(best.code)
+    (tmp / "best.json").write_text(json.dumps(info, indent=2, default=str))
+    final = run_dir / BEST_DIR
+    old = run_dir / f".best.{os.getpid()}.old"
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final

@@ -1,0 +1,260 @@
+"""A user's own program on the CPU: loading and bad input, the observed text, the design points' rewrite, the
+comparison of read-backs and the timing of regions, and `cuco run prog.cu` without a GPU."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cuco.design_space import Topology
+from cuco.evaluate.static import check_program
+from cuco.fastpath import annotate
+from cuco.kit.evolve import EVOLVE_START
+from cuco.program.observation import FP32_RTOL, Observation, compare
+from cuco.program.source import HostProgram, ProgramError
+from cuco.program.workload import ProgramWorkload
+
+CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
+BAD = Path(__file__).parent / "fixtures" / "bad_programs"
+PROGRAMS = sorted(json.loads((CORPUS / "manifest.json").read_text())["programs"])
+
+
+def _frozen(code: str) -> str:
+    """Everything outside the EVOLVE blocks."""
+    out, inside = [], False
+    for line in code.splitlines():
+        s = line.strip()
+        if s.startswith(annotate.START):
+            inside = True
+        elif s.startswith(annotate.END):
+            inside = False
+        elif not inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+# -- bad input ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, message", [
+    ("needs_args", r"needs_args.cu:9: the program reads command-line arguments .*getenv"),
+    ("no_comm", r"no NCCL collective or send/recv call found"),
+])
+def test_programs_cuco_cannot_run_are_refused_naming_the_fix(name, message):
+    with pytest.raises(ProgramError, match=message):
+        HostProgram.load(BAD / f"{name}.cu")
+
+
+def test_a_missing_file_and_a_non_cuda_file_are_refused(tmp_path):
+    with pytest.raises(ProgramError, match="no such file"):
+        HostProgram.load(tmp_path / "nope.cu")
+    (tmp_path / "x.py").write_text("print(1)\n")
+    with pytest.raises(ProgramError, match=r"\.cu"):
+        HostProgram.load(tmp_path / "x.py")
+
+
+# -- observed text and rendering -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_observed_program_times_the_statements_around_every_collective(name):
+    p = HostProgram.load(CORPUS / f"{name}.cu")
+    lines = p.observed.splitlines()
+    assert lines[0].startswith('#include "cuco/program/observe.h"')
+    begins = [i for i, ln in enumerate(lines) if "cuco_region_begin(" in ln]
+    ends = [i for i, ln in enumerate(lines) if "cuco_region_end(" in ln]
+    assert len(begins) == len(ends) == p.sites >= 1
+    for c in p.observed_analysis().collectives:   # every collective sits inside a region
+        assert any(b < c.line - 1 < e for b, e in zip(begins, ends)), c.line
+    # the original text is untouched apart from the inserted lines
+    kept = [ln for ln in lines[1:] if "cuco_region_" not in ln]
+    assert kept == p.text.splitlines()
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(name):
+    w = ProgramWorkload.load(CORPUS / f"{name}.cu")
+    space = w.space(Topology(world=1))
+    codes = [w.render(p) for p in space.points()]
+    assert len(codes) == space.size() == 6
+    frozen = {_frozen(c) for c in codes}
+    assert len(frozen) == 1, "design points differ outside the EVOLVE blocks"
+    for point, code in zip(space.points(), codes):
+        annotate.check_markers(code)
+        assert f"// cuco design point: {point.label()}" in code
+        res = check_program(code, parent_code=codes[0])
+        assert res.passed, res.reason
+        # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements
+        assert code.count("cuco_region_begin(") == _frozen(code).count("cuco_region_begin(")
+
+
+def test_compute_that_feeds_and_consumes_a_collective_is_inside_the_evolve_block():
+    w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
+    code = w.render(w.space(Topology(world=1)).conservative())
+    block = code.split("EVOLVE-BLOCK-START pipeline", 1)[1].split("EVOLVE-BLOCK-END pipeline", 1)[0]
+    for stmt in ("embed_slice<<<", "cucoAllGather(", "mlp_shard<<<", "cucoReduceScatter("):
+        assert stmt in block
+    # the stream waits for the gather before the kernel that reads it, not later
+    assert block.index("cucoAllGather(") < block.index("cucoJoin();") < block.index("mlp_shard<<<")
+
+
+def test_single_process_programs_synchronise_every_device_around_a_region():
+    p = HostProgram.load(CORPUS / "ag_tp_matvec.cu")
+    assert "cuco_region_begin(0, 1);" in p.observed
+    assert "cuco_region_begin(0, 0);" in HostProgram.load(CORPUS / "rs_grad_shard.cu").observed
+
+
+def test_a_program_the_rules_cannot_rewrite_is_refused_before_any_search(tmp_path):
+    text = (CORPUS / "rs_grad_shard.cu").read_text().replace("shard, ncclFloat, ncclSum", "shard, ncclFloat8e4m3, ncclSum")
+    (tmp_path / "fp8_sum.cu").write_text(text)
+    with pytest.raises(ProgramError, match=r"(?s)reduces an fp8 type.*cuco transform .* --model"):
+        HostProgram.load(tmp_path / "fp8_sum.cu")
+
+
+# -- observation: read-backs and regions ---------------------------------------------------------------------
+def _write_obs(d: Path, pid: int, reads: list[tuple[int, int, bytes]], regions: list[tuple[int, int, int, float]]):
+    blob, lines, off = b"", [], 0
+    for dev, seq, data in reads:
+        lines.append(f"readback {dev} {seq} {off} {len(data)}")
+        blob += data
+        off += len(data)
+    lines += [f"region {s} {dev} {i} {ms}" for s, dev, i, ms in regions]
+    (d / f"obs-{pid}.bin").write_bytes(blob)
+    (d / f"obs-{pid}.txt").write_text("\n".join(lines) + "\n")
+
+
+def test_observation_files_of_several_processes_are_read_and_timed(tmp_path):
+    a, b = np.arange(8, dtype=np.float32), np.ones(4, dtype=np.float32)
+    _write_obs(tmp_path, 10, [(0, 0, a.tobytes())], [(0, 0, 0, 9.0), (0, 0, 1, 1.0), (0, 0, 2, 3.0)])
+    _write_obs(tmp_path, 11, [(1, 0, b.tobytes())], [(0, 1, 0, 8.0), (0, 1, 1, 2.0), (0, 1, 2, 4.0)])
+    (tmp_path / "obs-12.bin").write_bytes(b"")   # an incomplete process (no index yet) is ignored
+    obs = Observation.read(tmp_path)
+    assert set(obs.readbacks) == {(0, 0), (1, 0)}
+    # warm instances only (the first is dropped), median per device, the slowest device
+    assert obs.region_ms() == pytest.approx(3.0)
+
+
+def test_a_site_that_ran_once_is_timed_by_its_only_instance(tmp_path):
+    _write_obs(tmp_path, 1, [], [(0, 0, 0, 5.0), (1, 0, 0, 2.0)])
+    assert Observation.read(tmp_path).region_ms() == pytest.approx(7.0)
+    assert Observation({}, ()).region_ms() is None
+
+
+floats = st.lists(st.floats(-1e4, 1e4, allow_nan=False, width=32), min_size=1, max_size=64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(floats)
+def test_identical_read_backs_compare_equal_and_rounding_is_tolerated(values):
+    x = np.array(values, dtype=np.float32)
+    ref = Observation({(0, 0): x.tobytes()}, ())
+    assert compare(ref, Observation({(0, 0): x.tobytes()}, ()))[0]
+    scale = float(np.max(np.abs(x)))
+    nudged = (x.astype(np.float64) + scale * FP32_RTOL * 0.25).astype(np.float32)
+    assert compare(ref, Observation({(0, 0): nudged.tobytes()}, ()))[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(floats, st.integers(0, 63))
+def test_a_wrong_element_missing_or_extra_read_back_is_reported(values, where):
+    x = np.array(values, dtype=np.float32)
+    ref = Observation({(0, 0): x.tobytes()}, ())
+    bad = x.copy()
+    i = where % len(bad)
+    bad[i] = bad[i] + max(1.0, float(np.max(np.abs(x)))) * 1e-3
+    ok, how = compare(ref, Observation({(0, 0): bad.tobytes()}, ()))
+    assert not ok and "differs" in how
+    assert not compare(ref, Observation({}, ()))[0]
+    assert not compare(ref, Observation({(0, 0): x.tobytes(), (0, 1): x.tobytes()}, ()))[0]
+
+
+def test_non_float_bytes_must_match_exactly():
+    ref = Observation({(0, 0): b"abc"}, ())
+    assert compare(ref, Observation({(0, 0): b"abc"}, ()))[0]
+    assert not compare(ref, Observation({(0, 0): b"abd"}, ()))[0]
+
+
+# -- cuco run prog.cu on the CPU ------------------------------------------------------------------------------
+def _cuco(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    import os
+
+    env = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-m", "cuco.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=900)
+
+
+def test_cuco_run_on_a_program_without_a_gpu_checks_and_compiles_every_candidate(tmp_path):
+    res = _cuco("run", str(CORPUS / "bcast_weights_async.cu"), "--evals", "2", "--run-dir", str(tmp_path / "r"),
+                "--quiet", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["workload"] == "bcast_weights_async" and summary["evaluation"] == "unmeasured"
+    assert summary["counts"] == {"unmeasured": 2}
+    assert summary["fastpath"]["point"] == "lsa/deferred/world/cta/whole/comm_ctas=32"
+    assert not (tmp_path / "r" / "best").exists()   # nothing verified, nothing written out as best
+
+
+def test_cuco_run_refuses_a_bad_program_before_writing_anything(tmp_path):
+    res = _cuco("run", str(BAD / "needs_args.cu"), "--run-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert res.returncode != 0
+    assert "reads command-line arguments" in res.stderr and "getenv" in res.stderr
+    assert not (tmp_path / "r").exists()
+    res = _cuco("run", str(CORPUS / "rs_grad_shard.cu"), "--shape", "1,2,3", "--run-dir", str(tmp_path / "r"),
+                cwd=tmp_path)
+    assert res.returncode != 0 and "drop --shape" in res.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_workload_folder_outside_the_package_is_run_by_path(tmp_path):
+    from cuco.run import load_workload_folder, resolve
+
+    folder = tmp_path / "my_workload"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("from cuco.workloads.gemm_allgather import WORKLOAD as _W\n"
+                                        "import attrs\nWORKLOAD = attrs.evolve(_W, name='my_ag')\n")
+    assert resolve(str(folder)).name == "my_ag"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(Exception, match="__init__.py defining WORKLOAD"):
+        load_workload_folder(tmp_path / "empty")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "__init__.py").write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(Exception, match="importing the workload failed: RuntimeError: boom"):
+        resolve(str(tmp_path / "broken"))
+
+
+def test_best_is_written_whole_with_its_point_timing_and_verification(tmp_path):
+    from cuco.candidate import Candidate, LevelResult
+    from cuco.run import write_best
+
+    w = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu")
+    c = w.fast_path(Topology(world=1))
+    c = c.with_result(LevelResult("verify", True, "", 0.1, {"how": "bit-identical", "delay_comm_us": 2000.0}))
+    c = c.with_result(LevelResult("bench", True, "", 0.1, {"device": "X", "runs_ms": [1.0]}))
+    c = c.evolve(metrics={"time_ms": 1.0, "host_ms": 2.0, "speedup": 2.0})
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "stale.txt").write_text("old")
+    out = write_best(tmp_path, c, w)
+    info = json.loads((out / "best.json").read_text())
+    assert info["point"] == c.directives.label() and info["metrics"]["speedup"] == 2.0
+    assert info["verified"]["verify"]["data"]["delay_comm_us"] == 2000.0 and info["kind"] == "program"
+    assert (out / "kernel.cu").read_text() == c.code and not (out / "stale.txt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".best")]
+
+
+def test_observe_header_is_self_contained_and_compiles():
+    from cuco.fastpath.verify import build
+
+    code = ('#include "cuco/program/observe.h"\n#include <vector>\nint main() { std::vector<float> h(4);\n'
+            '  float* d; cudaMalloc(&d, 16); cuco_region_begin(0, 0); cuco_region_end(0, 0);\n'
+            '  cudaMemcpy(h.data(), d, 16, cudaMemcpyDeviceToHost); return 0; }\n')
+    import tempfile
+
+    out = build(code, workdir=Path(tempfile.mkdtemp()), cache=False)
+    assert out.ok, out.log[-2000:]
+    assert re.search(r"cuco_observed_memcpy", (Path(__file__).parents[1] / "csrc" / "include" / "cuco" / "program" /
+                                               "observe.h").read_text())
+    assert EVOLVE_START  # the marker constant is shared with the kit

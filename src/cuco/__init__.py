@@ -22,6 +22,7 @@ _LAZY = {
     "RunOptions": "cuco.pipeline",
     "run_workload": "cuco.pipeline",
     "Run": "cuco.run",
+    "ExportedOp": "cuco.export",
     "HostProgram": "cuco.program.source",
     "write_report": "cuco.report",
     "Directives": "cuco.design_space",

@@ -53,6 +53,10 @@ class Workload:
     default_world: int = 2
     # Library kernels compiled once per configuration into lib<name>_compute.so (cuco.kit.compute).
     compute: ComputeLibrary | None = None
+    # What each buffer holds, for the exported op (cuco.export): name -> (shape, dtype name such as "bfloat16"),
+    # for (shape, world). None: the workload cannot be exported.
+    tensors: Callable[[Shape, int], dict[str, tuple[tuple[int, ...], str]]] | None = attrs.field(
+        default=None, eq=False, repr=False)
 
     def plugin_path(self) -> Path:
         return self.folder / self.plugin_source

@@ -53,6 +53,13 @@ def comm_bytes(shape: Shape, world: int) -> float:
     return float((world - 1) * (m // world) * k * 2)
 
 
+def tensors(shape: Shape, world: int) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Row-major bf16: C = all_gather(A_local, dim 0) @ B on every rank (the plugin's buffers, in its order)."""
+    M, K, N = shape.dims
+    return {"A_local": ((M // world, K), "bfloat16"), "B": ((K, N), "bfloat16"), "C": ((M, N), "bfloat16"),
+            "A_full": ((M, K), "bfloat16")}
+
+
 WORKLOAD = Workload(
     name="gemm_allgather",
     description=DESCRIPTION,
@@ -76,6 +83,7 @@ WORKLOAD = Workload(
     # The persistent CUTLASS GEMM (cuco_ag_gemm_persistent in cuco/compute/gemm_allgather.h), built once.
     compute=ComputeLibrary(sources=compute.SOURCES, header=compute.HEADER, flags=compute.FLAGS,
                            libraries=("cutlass",), arch="sm_90a"),
+    tensors=tensors,
 )
 
 __all__ = ["WORKLOAD", "WORKLOAD_RULES", "check_shape", "render", "space"]

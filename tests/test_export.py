@@ -1,0 +1,77 @@
+"""Exporting a candidate, on the CPU: which runs and candidates can become an op, and what is said otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuco.candidate import Candidate, LevelResult
+from cuco.db import CandidateDB
+from cuco.design_space import Directives
+from cuco.export import ExportError, ExportSource
+
+POINT = Directives.from_label("lsa/deferred/world/cta/whole")
+
+
+def _run(tmp_path: Path, status_passed: bool = True) -> tuple[Path, Candidate]:
+    run = tmp_path / "run"
+    run.mkdir()
+    c = Candidate(code="// code", workload="gemm_allgather", directives=POINT, mutation="directive")
+    for level in ("static", "compile", "verify"):
+        c = c.with_result(LevelResult(level, True))
+    c = c.with_result(LevelResult("bench", status_passed, "" if status_passed else "slow",
+                                  data={"shape": "1024x512x256", "world": 1}))
+    c = c.evolve(metrics={"time_ms": 0.5})
+    with CandidateDB(run / "candidates.db") as db:
+        db.add(c)
+    return run, c
+
+
+def test_a_run_without_best_says_how_to_get_one(tmp_path):
+    run, _ = _run(tmp_path)
+    with pytest.raises(ExportError, match="no best/.*candidate_id="):
+        ExportSource.from_run(run)
+
+
+def test_a_candidate_is_found_by_id_with_its_shape_world_and_harness_time(tmp_path):
+    run, c = _run(tmp_path)
+    src = ExportSource.from_run(run, c.id)
+    assert src.workload.name == "gemm_allgather" and src.shape.dims == (1024, 512, 256) and src.world == 1
+    assert src.point == POINT.label() and src.harness_ms == 0.5
+    (run / "best").mkdir()
+    (run / "best" / "best.json").write_text(json.dumps({"kind": "workload", "candidate_id": c.id}))
+    assert ExportSource.from_run(run / "best").candidate_id == c.id
+
+
+def test_unverified_unknown_and_program_candidates_are_refused(tmp_path):
+    run, c = _run(tmp_path, status_passed=False)
+    with pytest.raises(ExportError, match="only a verified and timed candidate"):
+        ExportSource.from_run(run, c.id)
+    with pytest.raises(ExportError, match="no candidate 'nope'"):
+        ExportSource.from_run(run, "nope")
+    (run / "best").mkdir()
+    (run / "best" / "best.json").write_text(json.dumps({"kind": "program", "candidate_id": c.id}))
+    with pytest.raises(ExportError, match="run of a program"):
+        ExportSource.from_run(run)
+    with pytest.raises(ExportError, match="holds no candidates.db"):
+        ExportSource.from_run(tmp_path, "x")
+
+
+def test_the_workload_describes_its_tensors_for_the_op():
+    from cuco import workloads
+
+    w = workloads.get("gemm_allgather")
+    t = w.tensors(w.parse_shape("1024,512,256"), 2)
+    assert t["A_local"] == ((512, 512), "bfloat16") and t["C"] == ((1024, 256), "bfloat16")
+    assert list(t) == ["A_local", "B", "C", "A_full"]   # the plugin's buffer order
+
+
+def test_importing_the_export_loads_no_torch():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import cuco.export, sys; print('torch' in sys.modules)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"

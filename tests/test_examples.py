@@ -17,3 +17,13 @@ def test_search_and_report_runs_offline_and_writes_its_report(tmp_path):
     assert "evaluated 10 candidates (modelled)" in proc.stdout, proc.stdout
     assert "best: " in proc.stdout and (run / "report.html").is_file()
     assert "modelled (a CPU cost model" in (run / "report.html").read_text()
+
+
+def test_the_torch_module_example_documents_its_use():
+    """The torch-module example needs a GPU and a run to do its work; here: it parses and says how to use it."""
+    import ast
+
+    src = (EXAMPLES / "torch_module_export.py").read_text()
+    tree = ast.parse(src)
+    assert "torchrun --nproc-per-node 2 examples/torch_module_export.py runs/ag" in ast.get_docstring(tree)
+    assert any(isinstance(n, ast.ClassDef) and n.name == "GatherLinear" for n in tree.body)

@@ -27,6 +27,7 @@ struct cuco_op {
   void* symmetric = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
   bool set_up = false;
+  bool workload_set_up = false;
 };
 
 namespace {
@@ -166,6 +167,21 @@ int cuco_op_open(const char* plugin_so, const char* candidate_so, const int64_t*
   return 0;
 }
 
+int cuco_op_fill_inputs(cuco_op* op, uint64_t seed, cudaStream_t stream) {
+  cuco_ctx& c = op->ctx;
+  c.stream = stream;
+  if (!op->workload_set_up) {
+    auto setup = symbol<cuco_workload_setup_fn>(op->plugin, "cuco_workload_setup");
+    if (setup && setup(&c) != 0) return fail("cuco_workload_setup failed");
+    op->workload_set_up = true;
+  }
+  auto fill = symbol<cuco_workload_fill_fn>(op->plugin, "cuco_workload_fill");
+  if (!fill) return fail("the workload plugin defines no cuco_workload_fill");
+  if (fill(&c, seed) != 0) return fail("cuco_workload_fill failed");
+  OP_CUDA(cudaGetLastError());
+  return 0;
+}
+
 int cuco_op_nbuffers(const cuco_op* op) { return op->ctx.nbuffers; }
 
 int cuco_op_buffer(const cuco_op* op, int i, void** ptr, size_t* bytes, int* role, int* symmetric, const char** name) {
@@ -198,6 +214,10 @@ int cuco_op_close(cuco_op* op) {
   int rc = 0;
   if (c.comm) cudaDeviceSynchronize();
   if (op->set_up && op->teardown) rc |= op->teardown(&c);
+  if (op->workload_set_up) {
+    auto teardown = symbol<cuco_workload_teardown_fn>(op->plugin, "cuco_workload_teardown");
+    if (teardown) rc |= teardown(&c);
+  }
   if (c.has_devcomm) rc |= ncclDevCommDestroy(c.comm, &c.devcomm) != ncclSuccess;
   if (c.symmetric_workspace.window) rc |= ncclCommWindowDeregister(c.comm, c.symmetric_workspace.window) != ncclSuccess;
   if (op->symmetric) rc |= ncclMemFree(op->symmetric) != ncclSuccess;

@@ -19,6 +19,9 @@ int cuco_op_unique_id(char* hex, size_t n);
 // *out may hold a partly built op: pass it to cuco_op_close.
 int cuco_op_open(const char* plugin_so, const char* candidate_so, const int64_t* dims, int ndims, int rank, int world,
                  const char* unique_id_hex, int device, cuco_op** out);
+// Fill the input buffers with the harness's seeded inputs (the workload plugin's fill), on `stream`: to time the op
+// on the data the harness timed it on.
+int cuco_op_fill_inputs(cuco_op* op, uint64_t seed, cudaStream_t stream);
 int cuco_op_nbuffers(const cuco_op* op);
 int cuco_op_buffer(const cuco_op* op, int i, void** ptr, size_t* bytes, int* role, int* symmetric, const char** name);
 // One operation on `stream` (the caller's); the candidate's side stream is forked from it and joined back.

@@ -45,6 +45,7 @@ def _lib(path: Path) -> ctypes.CDLL:
     lib.cuco_op_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.cuco_op_close.argtypes = [ctypes.c_void_p]
     lib.cuco_op_unique_id.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.cuco_op_fill_inputs.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p]
     return lib
 
 
@@ -128,6 +129,15 @@ class ExportedOp:
         """The op's own input buffers (symmetric memory where the candidate reads peers): write into these and the
         call makes no copy."""
         return {k: self._buffers[k] for k in self.input_names}
+
+    def fill_inputs_like_harness(self, seed: int = 1) -> None:
+        """Fill the op's input buffers with the harness's seeded inputs (on the current stream), e.g. to compare the
+        op's time with the harness's on the same data."""
+        import torch
+
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        if self._lib.cuco_op_fill_inputs(self._handle, seed, ctypes.c_void_p(stream)) != 0:
+            raise ExportError(f"fill: {self._lib.cuco_op_error().decode()}")
 
     def _check(self, name: str, x: Any) -> None:
         want = self._buffers[name]

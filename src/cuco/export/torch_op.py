@@ -2,12 +2,11 @@
 instead of breaking the graph around a ctypes call. Outputs are fresh tensors (a custom op may not return its own
 reused buffers); the plain call (`ExportedOp.__call__`) returns the buffers without a copy."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: torch.library reads the custom op's annotations as types.
 import itertools
 from typing import Any, Callable
 
-_OPS: dict[int, Any] = {}
+_OPS: "dict[int, Any]" = {}
 _NEXT = itertools.count(1)
 _DEFINED = False
 

@@ -1,11 +1,11 @@
-"""A torch module whose forward pass uses a kernel cuco found: a tensor-parallel layer computing
+"""Search, then use the kernel found in a torch module's forward pass: a tensor-parallel layer computing
 C = all_gather(x, dim 0) @ W with the best verified GEMM+AllGather candidate of a run.
 
     cuco run gemm_allgather --world 2 --shape 8192,8192,8192 --run-dir runs/ag
     torchrun --nproc-per-node 2 examples/torch_module_export.py runs/ag
 
-On one GPU: `cuco run ... --world 1` then `python examples/torch_module_export.py runs/ag` (it sets up a
-one-rank job itself).
+On one GPU: `python examples/torch_module_export.py runs/ag --search` runs the search first (world 1, a small
+shape) and sets up a one-rank job itself.
 """
 
 from __future__ import annotations
@@ -36,7 +36,16 @@ class GatherLinear(torch.nn.Module):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", help="a `cuco run gemm_allgather` directory with best/")
+    ap.add_argument("--search", action="store_true", help="run the search into RUN_DIR first (one GPU, world 1)")
+    ap.add_argument("--shape", default="2048,1024,1024", help="with --search: M,K,N")
+    ap.add_argument("--evals", type=int, default=4, help="with --search: candidates to evaluate")
     args = ap.parse_args()
+    if args.search:
+        from cuco.pipeline import RunOptions, run_workload
+
+        summary = run_workload(RunOptions("gemm_allgather", world=1, shape=args.shape, evaluations=args.evals,
+                                          run_dir=args.run_dir, progress=False))
+        print(summary.text())
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29541")
     os.environ.setdefault("RANK", "0")

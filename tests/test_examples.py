@@ -26,4 +26,5 @@ def test_the_torch_module_example_documents_its_use():
     src = (EXAMPLES / "torch_module_export.py").read_text()
     tree = ast.parse(src)
     assert "torchrun --nproc-per-node 2 examples/torch_module_export.py runs/ag" in ast.get_docstring(tree)
+    assert "--search" in ast.get_docstring(tree)
     assert any(isinstance(n, ast.ClassDef) and n.name == "GatherLinear" for n in tree.body)

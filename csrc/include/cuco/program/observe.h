@@ -8,11 +8,17 @@
 //   communicated data to the last one that consumes it (inserted by cuco). Each instance is timed on the host
 //   between device synchronisations: what the program waits for, launch overhead included.
 //
+// - Warm NCCL: the communicators the program creates are recorded, and at the first region start each one runs a
+//   one-element AllReduce and a send/receive with every peer, so that NCCL's lazy set-up (point-to-point
+//   connections, first-collective work) is not timed as the region. Every rank reaches a region start (the
+//   program is SPMD around its collectives), which this needs, as it needs every rank's collectives anyway.
+//
 // Nothing is recorded, and the markers do not synchronise, unless CUCO_OBSERVE_DIR names a directory; at exit
 // each process writes `obs-<pid>.txt` (an index) and `obs-<pid>.bin` (the read-back bytes) there.
 #pragma once
 #define CUCO_PROGRAM_OBSERVE_H 1
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -97,12 +103,51 @@ using Hook = void (*)();
 inline Hook& prepare_hook() { static Hook h = nullptr; return h; }
 
 struct Open { int site; int device; std::chrono::steady_clock::time_point t0; };
+
+// Communicators this thread created and has not warmed yet.
+inline std::vector<ncclComm_t>& cold_comms() { thread_local std::vector<ncclComm_t> v; return v; }
+
+inline void warm_nccl() {
+  std::vector<ncclComm_t> comms;
+  comms.swap(cold_comms());
+  if (comms.empty()) return;
+  int here = current_device();
+  std::vector<float*> scratch(comms.size(), nullptr);
+  std::vector<int> devices(comms.size(), 0);
+  for (size_t i = 0; i < comms.size(); ++i) {
+    ncclCommCuDevice(comms[i], &devices[i]);
+    cudaSetDevice(devices[i]);
+    cudaMalloc(&scratch[i], 2 * sizeof(float));
+    cudaMemset(scratch[i], 0, 2 * sizeof(float));
+  }
+  ncclGroupStart();
+  for (size_t i = 0; i < comms.size(); ++i) {
+    int n = 0, me = 0;
+    ncclCommCount(comms[i], &n);
+    ncclCommUserRank(comms[i], &me);
+    cudaSetDevice(devices[i]);
+    ncclAllReduce(scratch[i], scratch[i], 1, ncclFloat, ncclSum, comms[i], 0);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      ncclSend(scratch[i], 1, ncclFloat, p, comms[i], 0);
+      ncclRecv(scratch[i] + 1, 1, ncclFloat, p, comms[i], 0);
+    }
+  }
+  ncclGroupEnd();
+  for (size_t i = 0; i < comms.size(); ++i) {
+    cudaSetDevice(devices[i]);
+    cudaDeviceSynchronize();
+    cudaFree(scratch[i]);
+  }
+  cudaSetDevice(here);
+}
 inline std::vector<Open>& open_regions() { thread_local std::vector<Open> v; return v; }
 
 }  // namespace cuco_observe
 
 static inline void cuco_region_begin(int site, int all_devices) {
   if (!cuco_observe::enabled()) return;
+  cuco_observe::warm_nccl();
   if (cuco_observe::prepare_hook()) cuco_observe::prepare_hook()();
   cuco_observe::sync_devices(all_devices);
   cuco_observe::open_regions().push_back({site, cuco_observe::current_device(), std::chrono::steady_clock::now()});
@@ -147,6 +192,27 @@ static inline cudaError_t cuco_observed_memcpy_async(void* dst, const void* src,
   return e;
 }
 
-// The program's own read-backs go through the observers (the functions above were compiled before these).
+static inline ncclResult_t cuco_observed_comm_init_rank(ncclComm_t* comm, int n, ncclUniqueId id, int rank) {
+  ncclResult_t r = ncclCommInitRank(comm, n, id, rank);
+  if (r == ncclSuccess) cuco_observe::cold_comms().push_back(*comm);
+  return r;
+}
+static inline ncclResult_t cuco_observed_comm_init_rank_config(ncclComm_t* comm, int n, ncclUniqueId id, int rank,
+                                                                ncclConfig_t* config) {
+  ncclResult_t r = ncclCommInitRankConfig(comm, n, id, rank, config);
+  if (r == ncclSuccess) cuco_observe::cold_comms().push_back(*comm);
+  return r;
+}
+static inline ncclResult_t cuco_observed_comm_init_all(ncclComm_t* comms, int n, const int* devices) {
+  ncclResult_t r = ncclCommInitAll(comms, n, devices);
+  if (r == ncclSuccess) for (int i = 0; i < n; ++i) cuco_observe::cold_comms().push_back(comms[i]);
+  return r;
+}
+
+// The program's own read-backs and communicator creation go through the observers (the functions above were
+// compiled before these).
 #define cudaMemcpy cuco_observed_memcpy
 #define cudaMemcpyAsync cuco_observed_memcpy_async
+#define ncclCommInitRank cuco_observed_comm_init_rank
+#define ncclCommInitRankConfig cuco_observed_comm_init_rank_config
+#define ncclCommInitAll cuco_observed_comm_init_all

@@ -72,6 +72,13 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
         out = cache_dir() / "fastpath" / key / ("libprogram.so" if shared else "program")
         if out.exists():
             return BuildOutcome(True, "(cached)", out, ())
+        from cuco.harness.build import file_lock
+
+        with file_lock(out.parent.with_suffix(".lock")):   # one compile per key, across threads and processes
+            if out.exists():
+                return BuildOutcome(True, "(cached)", out, ())
+            res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
+        return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
     res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
     return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
 

@@ -258,3 +258,16 @@ def test_observe_header_is_self_contained_and_compiles():
     assert re.search(r"cuco_observed_memcpy", (Path(__file__).parents[1] / "csrc" / "include" / "cuco" / "program" /
                                                "observe.h").read_text())
     assert EVOLVE_START  # the marker constant is shared with the kit
+
+
+def test_a_program_run_resumes_and_refuses_a_changed_program(tmp_path):
+    prog = tmp_path / "prog.cu"
+    prog.write_text((CORPUS / "rs_grad_shard.cu").read_text().replace('"host_util.h"', f'"{CORPUS / "host_util.h"}"'))
+    run = tmp_path / "r"
+    assert _cuco("run", str(prog), "--evals", "2", "--run-dir", str(run), "--quiet", cwd=tmp_path).returncode == 0
+    res = _cuco("run", str(prog), "--evals", "3", "--run-dir", str(run), "--resume", "--quiet", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run / "summary.json").read_text())["evaluated"] == 3
+    prog.write_text(prog.read_text().replace("0.25f", "0.5f"))
+    res = _cuco("run", str(prog), "--evals", "4", "--run-dir", str(run), "--resume", "--quiet", cwd=tmp_path)
+    assert res.returncode != 0 and "cannot resume" in res.stderr

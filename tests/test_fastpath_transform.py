@@ -109,3 +109,15 @@ void step(ncclComm_t comm, float* in, float* out, cudaStream_t s) {
     with pytest.raises(FastPathError, match=r"line 3: the send buffer `in` of ncclAllGather is a parameter of "
                        r"step\(\) and no call in this file passes it memory allocated here"):
         transform(analyze(code), code)
+
+
+def test_the_prelude_is_the_kernels_runtime_and_api_in_order_without_header_guards():
+    from cuco.fastpath.transform import prelude
+
+    for form in ("standalone", "candidate_abi"):
+        text = prelude(form)
+        order = [text.index(s) for s in ("__global__ void __launch_bounds__(kThreads) allgatherKernel",
+                                         "struct CommState", "static inline ncclResult_t cucoAllGather")]
+        assert order == sorted(order) and "#pragma once" not in text and '#include "lsa_' not in text
+        assert ("CUCOFP_PROGRAM_HOOKS 1" in text) == (form == "standalone")
+        assert ("ncclResult_t cucoCommInitRank(" in text) == (form == "standalone")   # the harness owns comms there

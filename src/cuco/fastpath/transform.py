@@ -68,7 +68,7 @@ def _cuda_file(name: str) -> str:
 def prelude(form: str) -> str:
     """The generated code inserted after the program's includes."""
     kernels = _cuda_file("lsa_kernels.cuh")
-    runtime = _cuda_file("lsa_runtime.cuh")
+    runtime = _cuda_file("lsa_runtime.cuh").rstrip() + "\n\n" + _cuda_file("lsa_api.cuh").split("\n\n", 1)[1]
     if form == "candidate_abi":  # the harness owns the communicator: drop the standalone lifetime wrappers
         runtime = re.sub(r"// CUCOFP-STANDALONE-BEGIN.*?// CUCOFP-STANDALONE-END\n", "", runtime, flags=re.S)
     parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels")]

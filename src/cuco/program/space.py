@@ -1,5 +1,5 @@
 """The design space of a user's program and the rendering of a point: the fast path's rewrite of every
-recognised collective, parameterised by the point (read by cuco/fastpath/cuda/lsa_runtime.cuh).
+recognised collective, parameterised by the point (read by cuco/fastpath/cuda/lsa_runtime.cuh and lsa_api.cuh).
 
 - placement: `deferred` (each communication kernel where the NCCL call was, on the caller's stream) or
   `stream_overlap` (on a side stream; the caller's stream waits at the `cucoJoin()` the transform places before

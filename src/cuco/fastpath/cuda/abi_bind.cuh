@@ -2,7 +2,7 @@
 // the symmetric workspace; cucoFpBind adopts them for ctx->comm (window id 0 = the mailbox at the tail of
 // the symmetric workspace, id 1+i = ctx->buffers[i] when it is symmetric).
 #pragma once
-#include "lsa_runtime.cuh"
+#include "lsa_api.cuh"
 
 static inline size_t cucoFpWorkspaceBytes(int world) { return (cucofp::mailboxBytes(world) + 255) & ~(size_t)255; }
 

@@ -17,8 +17,9 @@ import datetime
 import os
 import statistics
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, failure_feedback
@@ -129,9 +130,9 @@ class ProgramEvaluator:
 
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
         def one(i: int) -> tuple[int, Path | None, str, float]:
-            t0 = datetime.datetime.now()
+            t0 = time.monotonic()
             binary, log = self._build(out[i].code, out[i].id)
-            return i, binary, log, (datetime.datetime.now() - t0).total_seconds()
+            return i, binary, log, time.monotonic() - t0
 
         workers = max(1, min(len(alive), (os.cpu_count() or 2)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
@@ -213,8 +214,3 @@ def _feedback(c: Candidate) -> str:
         text += f" vs host program {m['host_ms']:.3f} ms (speedup {m['speedup']:.2f}x)"
     return text + f"; spread {m.get('spread', 0):.3g}."
 
-
-def context_of(c: Candidate) -> dict[str, Any]:
-    """The bench context of an evaluated candidate (device, versions, date, how it was timed)."""
-    res = c.results.get("bench")
-    return dict(res.data) if res is not None else {}

@@ -197,6 +197,11 @@ def test_cuco_run_on_a_program_without_a_gpu_checks_and_compiles_every_candidate
     assert summary["counts"] == {"unmeasured": 2}
     assert summary["fastpath"]["point"] == "lsa/deferred/world/cta/whole/comm_ctas=32"
     assert not (tmp_path / "r" / "best").exists()   # nothing verified, nothing written out as best
+    from cuco.errors import CucoError
+    from cuco.report.timeline import trace_run
+
+    with pytest.raises(CucoError, match="not a built-in workload.*nsys"):   # timelines are for workload runs
+        trace_run(tmp_path / "r")
 
 
 def test_cuco_run_refuses_a_bad_program_before_writing_anything(tmp_path):

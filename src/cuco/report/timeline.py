@@ -90,6 +90,9 @@ def trace_run(run_dir: str | Path, top: int = 2, timeout_s: float = 120.0) -> li
     shape = str(run.manifest.get("shape") or "")
     if world < 1 or not shape:
         raise CucoError(f"{run.run_dir}/manifest.json names no world or shape, so the run cannot be traced again")
+    if run.workload not in workloads.available():
+        raise CucoError(f"{run.workload} is not a built-in workload (a program or a workload folder): its timelines "
+                        "are not traced here; run RUN_DIR/best/kernel.cu under a profiler (nsys) to see one")
     if gpu_count() < world:
         raise CucoError(f"tracing this run needs {world} GPU(s); {gpu_count()} visible here: run it on the machine "
                         "that ran the search")

@@ -14,21 +14,11 @@ import os
 import statistics
 from pathlib import Path
 
+from event_timing import event_times_ms
+
 
 def timed(fn, iters: int = 50, warmup: int = 10) -> float:
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return statistics.median(event_times_ms(fn, iters, warmup))
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ import sys
 import torch
 
 from cuco.workloads.moe.routing import slot_counts
+from event_timing import event_times_ms
 
 
 def load(path: str) -> ctypes.CDLL:
@@ -88,16 +89,7 @@ def check(lib, counts, hidden, inter, dev) -> dict:
 
 
 def time_ms(fn, iters=20, warmup=5) -> tuple[float, float]:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
+    ts = event_times_ms(fn, iters, warmup)
     return statistics.median(ts), (max(ts) - min(ts))
 
 

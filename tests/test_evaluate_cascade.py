@@ -254,7 +254,7 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     requests = install_mock_harness(monkeypatch, behaviour)
     cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]),
                       seeds=(1, 2), iters=20, warmup=3)
-    monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
+    monkeypatch.setattr(cascade, "plugin", lambda: Path("/mock/plugin.so"))
     good, quick, bad, ginned = cascade.evaluate([cand(GOOD), cand(fast), cand(wrong), cand(gin)])
 
     verify_req, bench_req = requests
@@ -293,7 +293,7 @@ def test_verify_is_split_over_gpu_groups(monkeypatch, compiler):
     requests = install_mock_harness(monkeypatch, behaviour)
     cascade = Evaluator(copy_workload(), world=2, compiler=compiler,
                       executor=Executor(world=2, devices=["0", "1", "2", "3"]))
-    monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
+    monkeypatch.setattr(cascade, "plugin", lambda: Path("/mock/plugin.so"))
     out = cascade.evaluate([cand(c) for c in codes])
     verify = [r for r in requests if not r.bench]
     assert sorted(r.devices for r in verify) == [(0, 1), (2, 3)]
@@ -314,7 +314,7 @@ def test_host_seed_failure_leaves_fitness_unset_with_a_reason(monkeypatch, compi
     install_mock_harness(monkeypatch, lambda r: {seed_so: MockRun(seed_so, "crash", "SIGSEGV", phase="launch")}
                          if r.bench else {})
     cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]))
-    monkeypatch.setattr(cascade, "_plugin", lambda: Path("/mock/plugin.so"))
+    monkeypatch.setattr(cascade, "plugin", lambda: Path("/mock/plugin.so"))
     [out] = cascade.evaluate([cand(GOOD)])
     assert out.results["bench"].passed and out.fitness is None and "speedup" not in out.metrics
     assert out.results["bench"].data["host_error"] == "crashed in launch: SIGSEGV"

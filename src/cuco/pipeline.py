@@ -167,7 +167,7 @@ def make_manifest(workload: Any, cascade: Any, seed: int, evaluations: int) -> R
     from cuco import __version__
     from cuco.evaluate.executor import visible_gpus
 
-    tc = cascade.toolchain if hasattr(cascade, "toolchain") else cascade.compiler.toolchain
+    tc = cascade.toolchain
     return RunManifest(workload=workload.name, program_sha256=sha256_text(workload.seed_code()),
                        shape=str(cascade.bench_shape), world=cascade.world, seed=seed, evaluations=evaluations,
                        cuco_version=__version__,

@@ -84,6 +84,14 @@ def _run_reason(run: Any) -> str:
     return f"{text} ({numbers})" if numbers else text
 
 
+def mark_not_run_here(out: list[Candidate], alive: Sequence[int], executor: Executor) -> None:
+    """Record L2 and L3 of the survivors `alive` as not run here (no GPU group): they become 'unmeasured'."""
+    for i in alive:
+        for level in ("verify", "bench"):
+            out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
+                                                    {"gpus": executor.describe(), NOT_RUN_HERE: True}))
+
+
 def failure_feedback(c: Candidate, heads: Mapping[str, str]) -> str | None:
     """The first failed level of `c` as feedback (`heads` overrides a level's heading), or None if none failed."""
     default = {"static": "Rejected by the static check:", "compile": "Does not compile:",
@@ -140,7 +148,7 @@ class Evaluator:
         self._link_options: LinkOptions | None = None
         self._one_pe_per_process: set[str] = set()  # shared objects of NVSHMEM programs
 
-    def _link(self) -> LinkOptions:
+    def link(self) -> LinkOptions:
         """The workload's libraries and compute library (built once here), for plugin, seed and candidates."""
         if self._link_options is None:
             try:
@@ -157,6 +165,10 @@ class Evaluator:
     @property
     def has_gpu(self) -> bool:
         return self.executor.has_gpu
+
+    @property
+    def toolchain(self) -> Toolchain:
+        return self.compiler.toolchain
 
     def _shape(self, given: Shape | str | Sequence[int] | None, which: str) -> Shape:
         if given is None:
@@ -177,10 +189,7 @@ class Evaluator:
         alive = self._static(out)
         alive = self._compile(out, alive)
         if alive and not self.has_gpu:
-            for i in alive:
-                for level in ("verify", "bench"):
-                    out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
-                                                            {"gpus": self.executor.describe(), NOT_RUN_HERE: True}))
+            mark_not_run_here(out, alive, self.executor)
         elif alive:
             alive = self._verify(out, alive)
             if alive:
@@ -212,7 +221,7 @@ class Evaluator:
         return alive
 
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
-        link = self._link()
+        link = self.link()
         outcomes = self.compiler.compile_many([out[i].code for i in alive], link.libraries, link.include_dirs,
                                               link.extra)
         from cuco.libraries import libraries_for  # noqa: PLC0415
@@ -228,13 +237,13 @@ class Evaluator:
         return survivors
 
     # -- harness runs (L2, L3) ---------------------------------------------------------------------------
-    def _plugin(self) -> Path:
+    def plugin(self) -> Path:
         """The workload plugin's shared object, built (and cached) the harness's way."""
         if self._plugin_so is None:
             from cuco.harness.build import build_shared
 
             try:
-                link = self._link()
+                link = self.link()
                 self._plugin_so = build_shared(self.workload.plugin_path().resolve(), link.libraries,
                                                toolchain=self.compiler.toolchain, include_dirs=link.include_dirs,
                                                extra=link.extra)
@@ -252,7 +261,7 @@ class Evaluator:
 
         # Thread mode (one CUDA/NCCL start-up, the same times) unless an NVSHMEM program needs one PE per process.
         mode = "process" if self.world > 1 and any(str(so) in self._one_pe_per_process for so in sos) else "thread"
-        request = HarnessRequest(workload_plugin=self._plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
+        request = HarnessRequest(workload_plugin=self.plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
                                  world=self.world, devices=tuple(group.devices), seeds=tuple(seeds),
                                  verify=verify, bench=bench, warmup=self.warmup, iters=self.iters, parts=bench,
                                  timeout_s=timeout_s, delay_comm_us=self.verify_delay_us if verify else 0.0,
@@ -298,7 +307,7 @@ class Evaluator:
         return survivors
 
     def _bench(self, out: list[Candidate], alive: list[int]) -> None:
-        link = self._link()
+        link = self.link()
         seed = self.compiler.compile(self._seed_code(), link.libraries, link.include_dirs, link.extra)
         if not seed.ok:
             for i in alive:

@@ -75,8 +75,8 @@ class ExportSource:
             raise ExportError(f"workload {self.workload.name} does not describe its tensors (Workload.tensors), so "
                               "it cannot be exported")
         ev = Evaluator(self.workload, world=self.world, bench_shape=self.shape)
-        plugin = ev._plugin()
-        link = ev._link()
+        plugin = ev.plugin()
+        link = ev.link()
         res = ev.compiler.compile(self.code, link.libraries, link.include_dirs, link.extra)
         if not res.ok:
             raise ExportError(f"candidate {self.candidate_id} does not compile here:\n{res.log_excerpt}")

@@ -153,8 +153,6 @@ def join_edits(src: P.Source, a: Analysis) -> list[_Edit]:
             continue
         touched = {c.send_storage, c.recv_storage} - {-1}
         nxt = stmt.next_named_sibling
-        while nxt is not None and nxt.type == "comment":
-            nxt = nxt.next_named_sibling
         while nxt is not None:
             if nxt.type == "comment":
                 nxt = nxt.next_named_sibling

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Sequence
 
 import attrs
 
+from cuco.harness.build import file_lock
 from cuco.process import run_group, scrubbed_env
 import functools
 
@@ -70,16 +72,12 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
         headers += [h.read_bytes() for h in sorted((csrc_dir() / "include").rglob("*.h*")) if h.is_file()]
         key = content_hash(code, repr(tc), str(shared), *libraries, *headers)
         out = cache_dir() / "fastpath" / key / ("libprogram.so" if shared else "program")
-        if out.exists():
+    # a cached key compiles once, across threads and processes; the lock is taken only when there is work to do
+    lock = file_lock(out.parent.with_suffix(".lock")) if cache and not out.exists() else contextlib.nullcontext()
+    with lock:
+        if cache and out.exists():
             return BuildOutcome(True, "(cached)", out, ())
-        from cuco.harness.build import file_lock
-
-        with file_lock(out.parent.with_suffix(".lock")):   # one compile per key, across threads and processes
-            if out.exists():
-                return BuildOutcome(True, "(cached)", out, ())
-            res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
-        return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
-    res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
+        res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
     return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
 
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
-from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, failure_feedback
+from cuco.candidate import Candidate, LevelResult
+from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, failure_feedback, mark_not_run_here
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_program
 from cuco.fastpath.verify import build, host_toolchain
@@ -117,10 +117,7 @@ class ProgramEvaluator:
         alive = self._compile(out, alive)
         binaries = {i: Path(out[i].results["compile"].data["binary"]) for i in alive}
         if alive and not self.has_gpu:
-            for i in alive:
-                for level in ("verify", "bench"):
-                    out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
-                                                            {"gpus": self.executor.describe(), NOT_RUN_HERE: True}))
+            mark_not_run_here(out, alive, self.executor)
         elif alive:
             reference = self.reference()
             alive = self.executor.run(lambda g: self._verify(out, alive, binaries, reference, g), exclusive=True)

@@ -53,6 +53,30 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_killed_holder_leaves
         assert (tmp_path / runlock.LOCK_FILE).read_text().strip() == str(os.getpid())
 
 
+def test_a_search_while_another_process_holds_the_lock_is_refused_before_it_reads_or_writes(tmp_path):
+    """start, resume and run take the lock first: they never read a run another process is still writing."""
+    from test_search_workload import SHAPE, TOPOLOGY, make_workload
+    from cuco.evaluate.modelled import ModelledEvaluator
+    from cuco.search import api
+
+    w = make_workload()
+    ev = ModelledEvaluator(w, SHAPE, 2)
+    (tmp_path / api.DB_FILE).write_bytes(b"")  # what a writer's first instant leaves: an empty database file
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], env=ENV, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for call in (lambda: api.run(tmp_path, w, ev, 4, space=w.space(TOPOLOGY)),
+                     lambda: api.start(tmp_path, w, ev, space=w.space(TOPOLOGY)),
+                     lambda: api.resume(tmp_path, w, ev)):
+            with pytest.raises(runlock.RunLockedError, match=f"being written by process {holder.pid}"):
+                call()
+        assert (tmp_path / api.DB_FILE).stat().st_size == 0  # nothing written by the refused calls
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+
+
 SEARCH = textwrap.dedent("""
     import sys, time
     from test_search_workload import SHAPE, TOPOLOGY, make_workload

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from cuco import runlock
 from cuco.db import CandidateDB
 from cuco.design_space import DesignSpace, Topology
 from cuco.errors import CucoError
@@ -77,6 +78,15 @@ def start(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator
           config: SearchConfig | None = None, progress: Any = None, **settings: Any) -> Search:
     """A new run in `run_dir` (created). `settings` override SearchConfig fields (islands=, seed=, ...)."""
     run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with runlock.held(run_dir):  # the look at the directory and the first writes are one writer's
+        return _start(run_dir, workload, evaluator, space=space, topology=topology, llm=llm, config=config,
+                      progress=progress, **settings)
+
+
+def _start(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace | None,
+           topology: Topology | None, llm: LLMConfig | LLMClient | None, config: SearchConfig | None,
+           progress: Any, **settings: Any) -> Search:
     path = run_dir / DB_FILE
     if path.exists():
         db = CandidateDB(path)
@@ -102,7 +112,13 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluato
     path = run_dir / DB_FILE
     if not path.exists():
         raise RunDirError(f"{run_dir} has no {DB_FILE}; it is not a cuco search run (start one with api.start)")
-    db = CandidateDB(path)
+    with runlock.held(run_dir):  # a writer mid-start is refused here, not read half-written
+        return _resume(run_dir, workload, evaluator, llm=llm, progress=progress)
+
+
+def _resume(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *,
+            llm: LLMConfig | LLMClient | None, progress: Any) -> Search:
+    db = CandidateDB(run_dir / DB_FILE)
     ident = stored_identity(db)
     if ident["workload"] is None or ident["config"] is None or ident["space"] is None:
         db.close()
@@ -125,7 +141,15 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluato
 
 def run(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
     """Start the run in `run_dir`, or resume it if one is there, and evaluate up to `n_evaluations`."""
-    path = Path(run_dir) / DB_FILE
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with runlock.held(run_dir):  # one writer from the first look to the last write
+        return _run(run_dir, workload, evaluator, n_evaluations, **kwargs)
+
+
+def _run(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int,
+         **kwargs: Any) -> SearchResult:
+    path = run_dir / DB_FILE
     if path.exists():
         db = CandidateDB(path)
         exists = stored_identity(db)["workload"] is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,23 @@ def test_compute_library_errors_name_the_fix(toolchain, tmp_path, monkeypatch):
     with pytest.raises(ComputeBuildError, match="compute library failed"):
         build_compute(_workload(broken, ComputeLibrary(sources=("compute/bad.cu",), header="compute/bad.h")),
                       toolchain)
+
+
+def test_compute_key_follows_the_workload_files_and_the_shared_kernels(toolchain, tmp_path, monkeypatch):
+    """A change to the workload's sources or to a shared kernel under cuco/kit/compute/ is a new library."""
+    from cuco.kit import compute
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setattr(compute, "SHARED_COMPUTE_DIR", shared)
+    folder = tmp_path / "wl"
+    shutil.copytree(FIXTURES / "compute", folder / "compute")
+    wl = _workload(folder, ComputeLibrary(sources=("compute/scale.cu",), header="compute/scale.h"))
+    base = compute.compute_key(wl, toolchain)
+    (shared / "kernel.cuh").write_text("// a shared kernel\n")
+    with_shared = compute.compute_key(wl, toolchain)
+    (shared / "kernel.cuh").write_text("// the shared kernel, changed\n")
+    changed_shared = compute.compute_key(wl, toolchain)
+    (folder / "compute" / "scale.cu").write_text((folder / "compute" / "scale.cu").read_text() + "\n// edit\n")
+    changed_source = compute.compute_key(wl, toolchain)
+    assert len({base, with_shared, changed_shared, changed_source}) == 4

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from cuco.workload import Workload
 
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl")
+# Library kernels shared by several workloads' compute libraries (e.g. CUTLASS's Hopper FMHA), included as
+# "cuco/kit/compute/<file>"; part of every compute library's cache key.
+SHARED_COMPUTE_DIR = csrc_dir() / "include" / "cuco" / "kit" / "compute"
 
 
 class ComputeBuildError(CucoError):
@@ -77,10 +80,17 @@ class LinkOptions:
 
 
 def _inputs(folder: Path, spec: ComputeLibrary) -> list[Path]:
-    """Every file the build can read from the workload: all sources and headers in the sources' folders."""
-    dirs = {(folder / s).parent for s in spec.sources} | {(folder / spec.header).parent}
+    """Every file the build can read: all sources and headers in the sources' folders, and the library-kernel
+    instantiations that several workloads share (csrc/include/cuco/kit/compute/)."""
+    dirs = {(folder / s).parent for s in spec.sources} | {(folder / spec.header).parent} | {SHARED_COMPUTE_DIR}
     files = {p for d in dirs for p in d.rglob("*") if p.is_file() and p.suffix in _SOURCE_SUFFIXES}
     return sorted(files)
+
+
+def _key_name(path: Path, folder: Path) -> str:
+    """A file's name in the key: relative to the workload, or to the shared folder."""
+    base = folder if path.is_relative_to(folder) else SHARED_COMPUTE_DIR
+    return path.relative_to(base).as_posix()
 
 
 def compute_key(workload: "Workload", toolchain: Toolchain) -> str:
@@ -89,8 +99,7 @@ def compute_key(workload: "Workload", toolchain: Toolchain) -> str:
     assert spec is not None
     tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
     files = _inputs(workload.folder, spec)
-    return content_hash(*(p.relative_to(workload.folder).as_posix() + "\0" + p.read_text(errors="replace")
-                          for p in files),
+    return content_hash(*(_key_name(p, workload.folder) + "\0" + p.read_text(errors="replace") for p in files),
                         tc.fingerprint(), " ".join(tc.base_flags()), " ".join(spec.flags), ",".join(spec.libraries),
                         *(str(tc.library(n).include) for n in spec.libraries), workload.name, "compute-v1")
 

@@ -75,3 +75,36 @@ def test_importing_the_export_loads_no_torch():
     out = subprocess.run([sys.executable, "-c", "import cuco.export, sys; print('torch' in sys.modules)"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_a_run_made_by_another_cuco_version_is_refused_naming_the_fix(tmp_path):
+    from cuco import __version__
+
+    run, c = _run(tmp_path)
+    manifest = {"workload": "gemm_allgather", "program_sha256": "0" * 64, "shape": "1024x512x256", "world": 1,
+                "seed": 0, "evaluations": 1, "cuco_version": "0.0.0-other", "toolchain": {}, "device": "cpu"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExportError, match=rf"made by cuco 0.0.0-other, this is cuco {__version__}.*`cuco run` again"):
+        ExportSource.from_run(run, c.id)
+    (run / "manifest.json").write_text(json.dumps({**manifest, "cuco_version": __version__}))
+    assert ExportSource.from_run(run, c.id).candidate_id == c.id
+    (run / "manifest.json").write_text("{not json")
+    with pytest.raises(ExportError, match="manifest.json cannot be read"):
+        ExportSource.from_run(run, c.id)
+
+
+def test_tensors_of_the_wrong_shape_dtype_or_layout_are_refused_naming_the_fix():
+    torch = pytest.importorskip("torch", reason="the CPU build of torch (pip install torch==2.13.0) runs this")
+    from cuco.export.op import check_tensor
+
+    want = torch.empty(4, 6, dtype=torch.bfloat16)
+    check_tensor("input A", torch.zeros(4, 6, dtype=torch.bfloat16), want, "candidate c1")  # accepted
+    with pytest.raises(ExportError, match=r"input A: expected \(4, 6\) torch.bfloat16 \(what candidate c1 was built "
+                                          r"for\), got \(4, 6\) torch.float32"):
+        check_tensor("input A", torch.zeros(4, 6), want, "candidate c1")
+    with pytest.raises(ExportError, match=r"got \(6, 4\)"):
+        check_tensor("input A", torch.zeros(6, 4, dtype=torch.bfloat16), want, "candidate c1")
+    with pytest.raises(ExportError, match=r"input A is not contiguous \(strides \(1, 4\)\); pass A.contiguous\(\)"):
+        check_tensor("input A", torch.zeros(6, 4, dtype=torch.bfloat16).t(), want, "candidate c1")
+    with pytest.raises(ExportError, match=r"out C is on meta, the op on cpu: move it with .to\('cpu'\)"):
+        check_tensor("out C", torch.empty(4, 6, dtype=torch.bfloat16, device="meta"), want, "candidate c1")

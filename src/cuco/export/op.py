@@ -58,6 +58,20 @@ def unique_id(lib_path: Path) -> str:
     return buf.value.decode()
 
 
+def check_tensor(what: str, x: Any, want: Any, built: str) -> None:
+    """ExportError naming the fix unless tensor `x` has `want`'s shape, dtype and device and is contiguous (the op
+    copies or writes whole buffers; a strided view would be read as if it were dense)."""
+    if tuple(x.shape) != tuple(want.shape) or x.dtype != want.dtype:
+        raise ExportError(f"{what}: expected {tuple(want.shape)} {want.dtype} (what {built} was built for), got "
+                          f"{tuple(x.shape)} {x.dtype}; export a candidate of a run at this shape and dtype")
+    if x.device != want.device:
+        raise ExportError(f"{what} is on {x.device}, the op on {want.device}: move it with .to('{want.device}') or "
+                          f"open the op with device={x.device.index}")
+    if not x.is_contiguous():
+        raise ExportError(f"{what} is not contiguous (strides {tuple(x.stride())}); pass {what.split()[-1]}"
+                          ".contiguous()")
+
+
 class ExportedOp:
     """One rank's instance of an exported candidate (see the module docstring). Use `open`, call, `close`."""
 
@@ -139,11 +153,8 @@ class ExportedOp:
         if self._lib.cuco_op_fill_inputs(self._handle, seed, ctypes.c_void_p(stream)) != 0:
             raise ExportError(f"fill: {self._lib.cuco_op_error().decode()}")
 
-    def _check(self, name: str, x: Any) -> None:
-        want = self._buffers[name]
-        if tuple(x.shape) != tuple(want.shape) or x.dtype != want.dtype or x.device != want.device:
-            raise ExportError(f"input {name}: expected {tuple(want.shape)} {want.dtype} on {want.device} (what candidate "
-                              f"{self.source.candidate_id} was built for), got {tuple(x.shape)} {x.dtype} on {x.device}")
+    def _check(self, name: str, x: Any, what: str = "input") -> None:
+        check_tensor(f"{what} {name}", x, self._buffers[name], f"candidate {self.source.candidate_id}")
 
     def __call__(self, *inputs: Any, out: Sequence[Any] | None = None) -> Any:
         """Run once on the current stream; inputs in the order of `input_names` (torch tensors, or anything
@@ -167,7 +178,10 @@ class ExportedOp:
             raise ExportError(f"launch failed: {self._lib.cuco_op_error().decode()}")
         outs = [self._buffers[k] for k in self.output_names]
         if out is not None:
-            for dst, src in zip(out, outs):
+            if len(out) != len(outs):
+                raise ExportError(f"out= takes {len(outs)} tensors ({', '.join(self.output_names)}), got {len(out)}")
+            for name, dst, src in zip(self.output_names, out, outs):
+                self._check(name, dst, "out")
                 dst.copy_(src)
             outs = list(out)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -16,6 +16,21 @@ class ExportError(CucoError):
     """A candidate that cannot become an op here; the message names the fix."""
 
 
+def _check_version(run: Path) -> None:
+    """ExportError unless `run` (if it has a manifest) was made by this cuco: its candidates were compiled and
+    verified against this version's harness ABI and kit headers, and another version's may not build or behave."""
+    from cuco import __version__
+    from cuco.manifest import RunManifest
+
+    try:
+        manifest = RunManifest.read(run)
+    except CucoError as exc:
+        raise ExportError(str(exc)) from None
+    if manifest is not None and manifest.cuco_version != __version__:
+        raise ExportError(f"{run} was made by cuco {manifest.cuco_version}, this is cuco {__version__}: run "
+                          f"`cuco run` again with this version, or export it with cuco {manifest.cuco_version}")
+
+
 @attrs.frozen
 class ExportSource:
     """A verified candidate of a workload, at the shape and world it was measured at."""
@@ -47,6 +62,7 @@ class ExportSource:
                 raise ExportError(f"{run} is a run of a program; its best/kernel.cu is a whole program to build and "
                                   "run, not an op")
             candidate_id = info["candidate_id"]
+        _check_version(run)
         db_file = run / "candidates.db"
         if not db_file.is_file():
             raise ExportError(f"{run} holds no candidates.db; pass a run directory of `cuco run`")

@@ -93,15 +93,31 @@ class ExportedOp:
             self._lib.cuco_op_close(self._handle)
             self._handle = ctypes.c_void_p()
             raise ExportError(f"rank {rank}: setting up candidate {source.candidate_id} failed: {why}")
-        specs = source.workload.tensors(source.shape, world)
         self._buffers: dict[str, Any] = {}
         self._roles: dict[str, str] = {}
+        try:
+            self._view_buffers(torch)
+        except BaseException:  # a buffer that does not match its description: free what was set up, then say so
+            self._buffers.clear()
+            self._lib.cuco_op_close(self._handle)
+            self._handle = ctypes.c_void_p()
+            raise
+        self.input_names = tuple(k for k, r in self._roles.items() if r == "input")
+        self.output_names = tuple(k for k, r in self._roles.items() if r == "output")
+
+    def _view_buffers(self, torch: Any) -> None:
+        """Torch views of the op's buffers, checked against the workload's description of them."""
+        source, world, device = self.source, self.world, self.device
+        specs = source.workload.tensors(source.shape, world)
         for i in range(self._lib.cuco_op_nbuffers(self._handle)):
             ptr, nbytes, role, sym, name = (ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_int(), ctypes.c_int(),
                                             ctypes.c_char_p())
             self._lib.cuco_op_buffer(self._handle, i, ctypes.byref(ptr), ctypes.byref(nbytes), ctypes.byref(role),
                                      ctypes.byref(sym), ctypes.byref(name))
             key = name.value.decode()
+            if key not in specs:
+                raise ExportError(f"the plugin's buffer {key!r} is not in the workload's tensors() ({', '.join(specs)}); "
+                                  "fix Workload.tensors")
             shape, dtype = specs[key]
             size = math.prod(shape) * _ITEMSIZE[dtype]
             if size != nbytes.value:
@@ -110,8 +126,6 @@ class ExportedOp:
             raw = torch.as_tensor(_Cuda(ptr.value or 0, tuple(shape), _ITEMSIZE[dtype]), device=f"cuda:{device}")
             self._buffers[key] = raw.view(getattr(torch, dtype))
             self._roles[key] = _ROLES.get(role.value, "scratch")
-        self.input_names = tuple(k for k, r in self._roles.items() if r == "input")
-        self.output_names = tuple(k for k, r in self._roles.items() if r == "output")
 
     # -- opening ----------------------------------------------------------------------------------------
     @classmethod

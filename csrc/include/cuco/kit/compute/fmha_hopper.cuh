@@ -1,0 +1,166 @@
+// CUTLASS Hopper FMHA forward (examples/88_hopper_fmha of the nvidia-cutlass wheel) behind one plain function:
+// bf16 Q/K/V/O, fp32 accumulation, the natural-log log-sum-exp of every query row written out, causal or not,
+// GQA through strides, head dims 32, 64 and 128.
+//
+// Use (in a compute library's .cu, compiled -arch=sm_90a -DNDEBUG --expt-relaxed-constexpr with the `cutlass`
+// library; -DNDEBUG matters: device asserts become calls and serialise wgmma):
+//
+//   #include "cuco/kit/compute/fmha_hopper.cuh"
+//   cuco::kit::fmha::Problem p{};            // pointers, sizes and strides below
+//   int status = cuco::kit::fmha::forward<128, /*causal=*/true>(p, stream);   // 0 = enqueued
+//
+// Each forward<D, causal> is one template instantiation (~20 s of nvcc on 2 cores); instantiate only what is used.
+//
+// Layout (all strides in elements; the head dim is contiguous, stride 1):
+//   q, o   [batch][seq_q][heads_q][D]  by default (token-major, "BSHD"); any layout whose strides are given below.
+//   k, v   [batch][seq_k][heads_kv][D]
+//   lse    fp32, lse[b * lse_batch_stride + h * lse_head_stride + i]  (contiguous along the query row index i)
+// GQA: heads_q = G * heads_kv; query head h reads KV head h / G (heads of one group are adjacent, as in
+// torch SDPA's enable_gqa and flash-attn). MHA is G = 1.
+//
+// Semantics: O = softmax(Q K^T / sqrt(D)) V per (batch, query head); lse = log(sum_j exp(q.k_j / sqrt(D))).
+// causal: query i sees keys j <= i (top-left aligned; meant for seq_q == seq_k, which is required). A row with no
+// visible key would get lse = +inf (CUTLASS's convention); causal square problems never have one.
+//
+// Requirements (else a nonzero status, nothing enqueued):
+//   seq_k a multiple of the KV tile (64 for D 32/64, 128 for D 128) -- no key-side residual masking; seq_q any
+//   (>= 1); every stride a multiple of 8 elements and every pointer 16-byte aligned (TMA); strides and
+//   heads * seq products within int32; heads_q % heads_kv == 0; batch >= 1.
+// Status: 0 enqueued, 1 bad arguments (see above), 2 CUTLASS can_implement refused, 3 initialize failed,
+//   4 launch failed.
+//
+// How GQA maps onto the example's (B, H) modes: per batch element one launch whose "B" mode is the group member g
+// (K/V stride _0: a static zero stride, which cute drops from the TMA descriptor) and whose "H" mode is the KV head.
+// batch > 1 is a loop of launches on `stream` (one per batch element).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.h"
+// The example's headers sit beside include/ in the wheel (source/examples) and in a CUTLASS checkout alike.
+#include "../examples/88_hopper_fmha/collective/fmha_fusion.hpp"
+#include "../examples/88_hopper_fmha/device/device_universal.hpp"
+#include "../examples/88_hopper_fmha/kernel/fmha_kernel_builder.hpp"
+
+namespace cuco::kit::fmha {
+
+/// One attention problem: pointers, sizes and element strides (see the layout notes above).
+struct Problem {
+  const void* q = nullptr;   // bf16
+  const void* k = nullptr;   // bf16
+  const void* v = nullptr;   // bf16
+  void* o = nullptr;         // bf16
+  float* lse = nullptr;      // fp32
+  int batch = 1, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0;
+  int64_t q_seq_stride = 0, q_head_stride = 0, q_batch_stride = 0;
+  int64_t k_seq_stride = 0, k_head_stride = 0, k_batch_stride = 0;
+  int64_t v_seq_stride = 0, v_head_stride = 0, v_batch_stride = 0;
+  int64_t o_seq_stride = 0, o_head_stride = 0, o_batch_stride = 0;
+  int64_t lse_head_stride = 0, lse_batch_stride = 0;
+};
+
+/// Token-major ("BSHD") dense strides for q/o [batch][seq_q][heads_q][D], k/v [batch][seq_k][heads_kv][D] and
+/// lse [batch][heads_q][seq_q]; the caller sets the pointers and sizes first.
+inline void set_dense_strides(Problem& p, int head_dim) {
+  p.q_head_stride = p.o_head_stride = head_dim;
+  p.q_seq_stride = p.o_seq_stride = int64_t(p.heads_q) * head_dim;
+  p.q_batch_stride = p.o_batch_stride = p.q_seq_stride * p.seq_q;
+  p.k_head_stride = p.v_head_stride = head_dim;
+  p.k_seq_stride = p.v_seq_stride = int64_t(p.heads_kv) * head_dim;
+  p.k_batch_stride = p.v_batch_stride = p.k_seq_stride * p.seq_k;
+  p.lse_head_stride = p.seq_q;
+  p.lse_batch_stride = int64_t(p.heads_q) * p.seq_q;
+}
+
+/// Tile (query rows, key rows, head dim) per head dim: the example's cooperative warp-specialised configurations.
+template <int kHeadDim>
+struct TileFor;
+template <>
+struct TileFor<32> { using type = cute::Shape<cute::_128, cute::_64, cute::_32>; };
+template <>
+struct TileFor<64> { using type = cute::Shape<cute::_128, cute::_64, cute::_64>; };
+template <>
+struct TileFor<128> { using type = cute::Shape<cute::_128, cute::_128, cute::_128>; };
+
+/// Rows of the KV tile for head dim D: seq_k must be a multiple of it.
+template <int kHeadDim>
+constexpr int kv_tile() { return cute::size<1>(typename TileFor<kHeadDim>::type{}); }
+
+namespace detail {
+
+using Element = cutlass::bfloat16_t;
+using ProblemShape = cute::tuple<int, int, int, int, int>;                      // B H Q K D (B = group member)
+using StrideQO = cute::tuple<int, cute::_1, cute::tuple<int, int>>;             // Q D (g, hkv)
+using StrideKV = cute::tuple<int, cute::_1, cute::tuple<cute::_0, int>>;        // K D (g -> same head, hkv)
+using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;                 // Q (g, hkv)
+
+template <int kHeadDim, bool kCausal>
+using Op = cutlass::device::Universal<typename cutlass::fmha::kernel::FmhaBuilder<
+    Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV,
+    std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel>;
+
+inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
+inline bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace detail
+
+/// Check `p` against the requirements above for head dim D; 0 when it can run, else 1.
+template <int kHeadDim, bool kCausal>
+int check(const Problem& p) {
+  using detail::fits_int;
+  if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seq_q < 1 || p.seq_k < 1) return 1;
+  if (p.heads_q % p.heads_kv != 0 || p.seq_k % kv_tile<kHeadDim>() != 0) return 1;
+  if (kCausal && p.seq_q != p.seq_k) return 1;
+  if (!p.q || !p.k || !p.v || !p.o || !p.lse) return 1;
+  if (!detail::aligned(p.q) || !detail::aligned(p.k) || !detail::aligned(p.v) || !detail::aligned(p.o)) return 1;
+  const int64_t strides[] = {p.q_seq_stride, p.q_head_stride, p.k_seq_stride, p.k_head_stride, p.v_seq_stride,
+                             p.v_head_stride, p.o_seq_stride, p.o_head_stride};
+  const int group = p.heads_q / p.heads_kv;
+  for (int64_t s : strides)
+    if (s % 8 != 0 || !fits_int(s * group)) return 1;
+  if ((p.q_batch_stride | p.k_batch_stride | p.v_batch_stride | p.o_batch_stride) % 8 != 0) return 1;
+  if (!fits_int(p.lse_head_stride * p.heads_q) || p.lse_head_stride < 0) return 1;
+  return 0;
+}
+
+/// Enqueue O, LSE = attention(Q, K, V) on `stream`; returns the status described at the top of this file.
+template <int kHeadDim, bool kCausal>
+int forward(const Problem& p, cudaStream_t stream) {
+  using namespace cute;
+  using detail::Element;
+  using O = detail::Op<kHeadDim, kCausal>;
+  if (int bad = check<kHeadDim, kCausal>(p)) return bad;
+  const int group = p.heads_q / p.heads_kv;
+  // Query head h = hkv * G + g: g moves by one head, hkv by G heads; K/V ignore g (static zero stride).
+  detail::StrideQO sQ = make_stride(int(p.q_seq_stride), _1{}, make_stride(int(p.q_head_stride),
+                                                                           int(p.q_head_stride * group)));
+  detail::StrideKV sK = make_stride(int(p.k_seq_stride), _1{}, make_stride(_0{}, int(p.k_head_stride)));
+  detail::StrideKV sV = make_stride(int(p.v_seq_stride), _1{}, make_stride(_0{}, int(p.v_head_stride)));
+  detail::StrideQO sO = make_stride(int(p.o_seq_stride), _1{}, make_stride(int(p.o_head_stride),
+                                                                           int(p.o_head_stride * group)));
+  detail::StrideLSE sL = make_stride(_1{}, make_stride(int(p.lse_head_stride), int(p.lse_head_stride * group)));
+  cutlass::KernelHardwareInfo hw;  // only a persistent scheduler reads it; this one is not persistent
+  for (int b = 0; b < p.batch; ++b) {
+    const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;
+    const Element* k = static_cast<const Element*>(p.k) + b * p.k_batch_stride;
+    const Element* v = static_cast<const Element*>(p.v) + b * p.v_batch_stride;
+    Element* o = static_cast<Element*>(p.o) + b * p.o_batch_stride;
+    float* lse = p.lse + b * p.lse_batch_stride;
+    typename O::Arguments args{detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim},
+                               {q, sQ, k, sK, v, sV},
+                               {o, sO, lse, sL},
+                               hw};
+    O op;
+    if (op.can_implement(args) != cutlass::Status::kSuccess) return 2;
+    if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return 3;
+    if (op.run(stream) != cutlass::Status::kSuccess) return 4;
+  }
+  return 0;
+}
+
+}  // namespace cuco::kit::fmha

@@ -24,6 +24,7 @@ MUTATIONS = ("seed", "fastpath", "directive", "directive_cross", "llm_diff", "ll
 
 
 def new_id() -> str:
+    """A fresh random candidate id (32 hex digits)."""
     return uuid.uuid4().hex
 
 
@@ -38,11 +39,13 @@ class LevelResult:
     data: Mapping[str, Any] = attrs.field(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
         return {"level": self.level, "passed": self.passed, "reason": self.reason,
                 "seconds": self.seconds, "data": dict(self.data)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LevelResult":
+        """The result stored by `to_dict`."""
         return cls(d["level"], bool(d["passed"]), d.get("reason", ""), float(d.get("seconds", 0.0)),
                    dict(d.get("data", {})))
 
@@ -90,20 +93,24 @@ class Candidate:
 
     @property
     def failed(self) -> bool:
+        """True when a cascade level rejected the candidate (status 'failed:<level>')."""
         return self.status.startswith("failed")
 
     @property
     def last_level(self) -> str | None:
+        """The last cascade level with a result, or None before any level ran."""
         done = [lv for lv in LEVELS if lv in self.results]
         return done[-1] if done else None
 
     # -- updates -----------------------------------------------------------------------------------
     def with_result(self, result: LevelResult) -> "Candidate":
+        """A copy with `result` recorded under its level, replacing an earlier result of that level."""
         results = dict(self.results)
         results[result.level] = result
         return attrs.evolve(self, results=results)
 
     def evolve(self, **changes: Any) -> "Candidate":
+        """A copy with the given fields changed."""
         return attrs.evolve(self, **changes)
 
     def child(self, code: str, directives: Directives | None, mutation: str, **changes: Any) -> "Candidate":
@@ -115,6 +122,7 @@ class Candidate:
 
     # -- serialisation -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        """The candidate as a JSON-ready dict."""
         return {
             "id": self.id, "code": self.code, "workload": self.workload,
             "directives": self.directives.to_dict() if self.directives else None,
@@ -127,6 +135,7 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Candidate":
+        """The candidate stored by `to_dict`."""
         return cls(
             code=d["code"], workload=d["workload"],
             directives=Directives.from_dict(d["directives"]) if d.get("directives") else None,

@@ -105,6 +105,7 @@ def _price(text: str) -> tuple[float, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `cuco` argument parser, with its run, transform, report, space, workloads and doctor commands."""
     p = argparse.ArgumentParser(prog="cuco", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `cuco` command line; returns the exit status (2 for a cuco or file error, 130 when interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["transform"]:  # its own parser (flags such as -h, -o, -I belong to it)
         from cuco.fastpath.cli import transform_main

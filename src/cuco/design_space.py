@@ -132,6 +132,7 @@ class Directives:
         raise DirectiveError(f"point {self.label()} has no directive {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The point as a JSON-ready dict: the five directives, plus 'extra' when it has extra ones."""
         d: dict[str, Any] = {n: getattr(self, n) for n in DIRECTIVE_NAMES}
         if self.extra:  # points without extras keep the five-key JSON
             d["extra"] = dict(self.extra)
@@ -139,6 +140,7 @@ class Directives:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Directives":
+        """The point stored by `to_dict`; raises DirectiveError for an unknown, missing or malformed entry."""
         unknown = set(data) - set(DIRECTIVE_NAMES) - {"extra"}
         if unknown:
             raise DirectiveError(
@@ -154,10 +156,12 @@ class Directives:
         return cls(**values)
 
     def to_json(self) -> str:
+        """The point as JSON with sorted keys."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Directives":
+        """The point stored by `to_json`; raises DirectiveError for text that is not a JSON object."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -182,6 +186,8 @@ class Directives:
 
     @classmethod
     def from_label(cls, label: str) -> "Directives":
+        """The point a `label()` names (backend/placement/sync_scope/issuer/chunk, then name=value per extra directive);
+        raises DirectiveError for a malformed label."""
         parts = label.split("/")
         if len(parts) < 5 or any("=" not in p for p in parts[5:]):
             raise DirectiveError(f"a label has five parts backend/placement/sync_scope/issuer/chunk, then "
@@ -207,6 +213,7 @@ class Topology:
 
     @property
     def gpus_per_node(self) -> int:
+        """GPUs on each node (at least 1)."""
         return max(1, self.world // self.nodes)
 
 
@@ -395,6 +402,7 @@ class DesignSpace:
         return None
 
     def is_legal(self, point: Directives) -> bool:
+        """True when `point` breaks no rule of this space."""
         return self.check(point) is None
 
     def validate(self, point: Directives) -> Directives:
@@ -415,6 +423,7 @@ class DesignSpace:
         return (p for p in self.all_points() if self.is_legal(p))
 
     def size(self) -> int:
+        """The number of legal points."""
         return sum(1 for _ in self.points())
 
     def sample(self, rng: random.Random, attempts: int = 10_000) -> Directives:
@@ -480,10 +489,12 @@ class DesignSpace:
         return attrs.evolve(self, **values)
 
     def with_topology(self, topology: Topology) -> "DesignSpace":
+        """The same space on another machine."""
         return attrs.evolve(self, topology=topology)
 
     # -- serialisation --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        """The space as a JSON-ready dict; its rules are stored by name."""
         return {
             "backends": list(self.backends),
             "placements": list(self.placements),
@@ -498,10 +509,13 @@ class DesignSpace:
         }
 
     def to_json(self) -> str:
+        """The space as JSON with sorted keys."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], extra_rules: Sequence[Rule] = ()) -> "DesignSpace":
+        """The space stored by `to_dict`; rules beyond the default ones must be given as `extra_rules`. Raises
+        DirectiveError for an unknown rule or field."""
         known = {r.name: r for r in (*DEFAULT_RULES, *extra_rules)}
         names = data.get("rules", [r.name for r in DEFAULT_RULES])
         missing = [n for n in names if n not in known]
@@ -520,6 +534,7 @@ class DesignSpace:
 
     @classmethod
     def from_json(cls, text: str, extra_rules: Sequence[Rule] = ()) -> "DesignSpace":
+        """The space stored by `to_json` (see `from_dict`); raises DirectiveError for text that is not a JSON object."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -20,6 +20,7 @@ class DirectiveError(CucoError, ValueError):
 
 
 def check_name(name: str) -> str:
+    """`name`, checked: lower_snake_case and not a reserved directive name; raises DirectiveError otherwise."""
     if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED:
         raise DirectiveError(f"extra directive name {name!r} must be lower_snake_case and not one of "
                                   f"{', '.join(sorted(RESERVED))}")
@@ -27,6 +28,7 @@ def check_name(name: str) -> str:
 
 
 def check_value(name: str, value: Any) -> str:
+    """`value`, checked: a non-empty string of letters, digits and _ . + -; raises DirectiveError otherwise."""
     if not isinstance(value, str) or not _VALUE.match(value):
         raise DirectiveError(f"extra directive {name}={value!r}: values are non-empty strings of letters, "
                                   "digits and _ . + - (they appear in labels, e.g. '.../dispatch_dtype=fp8')")
@@ -68,13 +70,16 @@ class ExtraDirective:
 
     @property
     def default(self) -> str:
+        """The conservative value (the first legal one)."""
         return self.values[0]
 
     def to_dict(self) -> dict[str, Any]:
+        """The directive as a JSON-ready dict."""
         return {"name": self.name, "values": list(self.values), "meaning": self.meaning}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ExtraDirective":
+        """The directive stored by `to_dict`; raises DirectiveError for a malformed entry."""
         try:
             return cls(data["name"], data["values"], data.get("meaning", ""))
         except (KeyError, TypeError):

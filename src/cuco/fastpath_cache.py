@@ -43,6 +43,7 @@ def lookup(seed_code: str) -> dict[str, Any] | None:
 
 
 def store(seed_code: str, code: str, rules: list[str]) -> None:
+    """Cache the fast path's `code` and `rules` for this seed (written atomically)."""
     path = _entry(key(seed_code))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -87,6 +87,7 @@ class LLMConfig:
     max_abandoned_calls: int = attrs.field(default=2, validator=attrs.validators.ge(1))
 
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as a JSON-ready dict."""
         d = attrs.asdict(self)
         d["models"] = [list(m) for m in self.models]
         d["prices"] = {k: list(v) for k, v in self.prices.items()}
@@ -94,6 +95,7 @@ class LLMConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LLMConfig":
+        """The configuration stored by `to_dict`."""
         d = dict(d)
         d["prices"] = {k: tuple(v) for k, v in d.get("prices", {}).items()}
         return cls(**d)
@@ -159,6 +161,7 @@ class ReplayCache:
             return stored[n]
 
     def put(self, key: str, reply: LLMReply) -> None:
+        """Append `reply` for `key` to the file (synced to disk) and count it as served in this process."""
         entry = {"key": key, "model": reply.model, "text": reply.text, "cost_usd": reply.cost_usd,
                  "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
         with self._lock:
@@ -223,10 +226,12 @@ class LLMClient:
     # -- accounting ------------------------------------------------------------------------------------
     @property
     def spent_usd(self) -> float:
+        """USD spent by settled calls so far; with a ledger, the run's earlier processes included."""
         with self._lock:
             return self._spent
 
     def remaining_usd(self) -> float | None:
+        """USD left under the cap after spending and the calls in flight; None when there is no cap."""
         if self.config.budget_usd is None:
             return None
         with self._lock:
@@ -238,6 +243,7 @@ class LLMClient:
         return cap is not None and self.spent_usd >= cap
 
     def choose_model(self, rng: random.Random | None = None) -> str:
+        """A model drawn by the configured weights (from a fixed seed when `rng` is None)."""
         names = [m for m, _ in self.config.models]
         weights = [w for _, w in self.config.models]
         return (rng or random.Random(0)).choices(names, weights)[0]

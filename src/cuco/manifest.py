@@ -45,10 +45,12 @@ class RunManifest:
                                   .isoformat(timespec="seconds"))
 
     def to_dict(self) -> dict[str, Any]:
+        """The manifest as a JSON-ready dict."""
         return {**attrs.asdict(self), "toolchain": dict(self.toolchain)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunManifest":
+        """The manifest stored by `to_dict`; raises ManifestError naming the fields it lacks."""
         names = [f.name for f in attrs.fields(cls)]
         missing = [n for n in names if n not in d and n != "created_at"]
         if missing:
@@ -102,6 +104,7 @@ def _show(value: Any) -> str:
 
 
 def sha256_text(text: str) -> str:
+    """Hex SHA-256 of `text` encoded as UTF-8."""
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -63,9 +63,11 @@ class RunSummary:
 
     @property
     def measured(self) -> bool:
+        """True when the run measured its candidates on GPUs (evaluation 'measured')."""
         return self.evaluation == "measured"
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as a JSON-ready dict; candidates as id, point, status, fitness, metrics and feedback."""
         def cand(c: Candidate | None) -> dict[str, Any] | None:
             if c is None:
                 return None
@@ -77,6 +79,7 @@ class RunSummary:
                 "fastpath": cand(self.fastpath), "environment": self.environment}
 
     def text(self) -> str:
+        """The summary as `cuco run` prints it: counts, fast path, best point and its times, run directory."""
         lines = [f"cuco run {self.workload}: {self.evaluated} candidates evaluated "
                  f"({', '.join(f'{k} {v}' for k, v in sorted(self.counts.items()))})"]
         if self.fastpath is not None:

@@ -91,6 +91,7 @@ def _exit_like(status: int) -> None:
 
 
 def main(argv: list[str]) -> None:
+    """Run the command in `argv` (PARENT_PID GRACE_S -- ARGV...), then kill what it left; exits with its status."""
     parent, grace_s, cmd = int(argv[1]), float(argv[2]), argv[4:]
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)

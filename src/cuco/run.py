@@ -91,6 +91,7 @@ class Run:
     # -- open ------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, opts: RunOptions, on_event: Callable[[str], None] = print) -> "Run":
+        """The run of `opts`, opened (workload, run directory, lock, database); closed again if opening fails."""
         run = cls(opts, on_event)
         try:
             run._open()
@@ -246,6 +247,7 @@ class Run:
         return summary
 
     def close(self) -> None:
+        """Release the database and the lock."""
         self._stack.close()
 
     def __enter__(self) -> "Run":

@@ -27,6 +27,7 @@ class RunDirState:
 
     @property
     def holds_run(self) -> bool:
+        """True when the directory holds a run (a manifest or a database)."""
         return self.manifest is not None or self.has_db
 
 

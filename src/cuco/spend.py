@@ -51,11 +51,13 @@ class SpendLedger:
         return settled + sum(reserved.values())
 
     def reserve(self, usd: float, model: str) -> str:
+        """Record a reservation of `usd` (the worst case) for a call to `model`; returns its id for `settle`."""
         rid = uuid.uuid4().hex
         self._append({"op": "reserve", "id": rid, "usd": usd, "model": model})
         return rid
 
     def settle(self, rid: str, usd: float, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        """Record the actual cost of reservation `rid`, which replaces its worst case."""
         self._append({"op": "settle", "id": rid, "usd": usd, "prompt_tokens": prompt_tokens,
                       "completion_tokens": completion_tokens})
 

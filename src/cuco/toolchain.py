@@ -37,6 +37,8 @@ __all__ = ["Library", "Toolchain", "ToolchainError", "find_library"]
 
 @attrs.frozen
 class CompileResult:
+    """One nvcc invocation: whether it succeeded, the output file, the log, the seconds taken and the command."""
+
     ok: bool
     output: Path
     log: str
@@ -183,10 +185,12 @@ class Toolchain:
         return f"nvcc{self.cuda_version}/nccl{self.nccl.version}@{self.nccl.include}/{self.arch}"
 
     def base_flags(self) -> list[str]:
+        """The nvcc flags of every compile: C++17, -O3, this toolchain's arch, position-independent code."""
         return ["-std=c++17", "-O3", f"-arch={self.arch}", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
                 "-diag-suppress", "177,550"]
 
     def link_flags(self, libraries: Sequence[str] = ()) -> list[str]:
+        """Include and link flags for NCCL and each named library; raises ToolchainError for a missing library."""
         flags = self.nccl.flags()
         for name in dict.fromkeys(libraries):
             flags += self.library(name).flags()
@@ -217,10 +221,12 @@ class Toolchain:
 
 @functools.lru_cache(maxsize=4)
 def default_toolchain(arch: str | None = None) -> Toolchain:
+    """This machine's toolchain for `arch` (None: detected), detected once per process."""
     return Toolchain.detect(arch)
 
 
 def content_hash(*parts: str | bytes) -> str:
+    """A short hash (24 hex digits) of the parts, each one delimited so that a split between parts counts."""
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode() if isinstance(p, str) else p)

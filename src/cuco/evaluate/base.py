@@ -17,4 +17,5 @@ class CandidateEvaluator(Protocol):
 
     kind: str
 
-    def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]: ...
+    def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates with their level results, metrics and fitness, in the order given."""

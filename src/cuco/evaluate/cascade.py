@@ -164,10 +164,12 @@ class Evaluator:
 
     @property
     def has_gpu(self) -> bool:
+        """True when the executor has a GPU group, so verification and timing run here."""
         return self.executor.has_gpu
 
     @property
     def toolchain(self) -> Toolchain:
+        """The toolchain candidates are compiled with."""
         return self.compiler.toolchain
 
     def _shape(self, given: Shape | str | Sequence[int] | None, which: str) -> Shape:

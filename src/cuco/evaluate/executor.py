@@ -112,6 +112,7 @@ class Executor:
         return bool(self.groups)
 
     def describe(self) -> str:
+        """The visible GPUs and how they are grouped, in one line for messages."""
         if not self.gpus:
             return "no GPU visible (nvidia-smi found none, or CUDA_VISIBLE_DEVICES is empty)"
         if not self.groups:

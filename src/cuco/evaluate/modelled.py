@@ -121,6 +121,7 @@ class ModelledEvaluator:
         self._check_static = _static_check()
 
     def time_of(self, d: Directives) -> ModelledTime:
+        """The modelled time of design point `d` for this workload, shape, world size and hardware."""
         return model_time(d, self.workload.flops(self.shape, self.world), self.workload.comm_bytes(self.shape, self.world),
                           self.world, self.hardware)
 
@@ -130,6 +131,7 @@ class ModelledEvaluator:
         return t.host_baseline / t.total
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates statically checked and timed by the model, in the order given."""
         return [self._one(c) for c in candidates]
 
     def _one(self, c: Candidate) -> Candidate:

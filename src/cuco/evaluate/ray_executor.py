@@ -26,6 +26,7 @@ class RayUnavailableError(CucoError):
 
 
 def import_ray() -> Any:
+    """The `ray` module; raises RayUnavailableError, naming how to install it, when Ray is missing."""
     try:
         import ray  # noqa: PLC0415
     except ImportError:

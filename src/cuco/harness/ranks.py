@@ -61,6 +61,8 @@ def choose_result(results: list[dict[str, Any] | None], first_failed: int | None
 
 
 def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
+    """Run `world` harness ranks and copy the chosen rank's result to the --out file. Returns 0, or the exit code of the
+    first rank to fail (4 when a signal killed it)."""
     out = Path(harness_argv[harness_argv.index("--out") + 1])
     rendezvous = out.parent / f".ranks-{os.getpid()}"
     shutil.rmtree(rendezvous, ignore_errors=True)
@@ -99,6 +101,7 @@ def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of the module docstring; returns the exit status (2 for bad usage)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" not in args:
         print("usage: ranks.py --world W [--grace-s S] -- HARNESS_ARGV... --out RESULT.json", file=sys.stderr)

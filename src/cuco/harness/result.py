@@ -67,6 +67,7 @@ class Timing:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "timing") -> "Timing":
+        """The timing in a harness result dict; raises HarnessResultError naming `where` when a field is missing."""
         return cls(
             per_rank_ms=tuple(_floats(r) for r in _get(d, "per_rank_ms", where)),
             per_rank_median_ms=_floats(_get(d, "per_rank_median_ms", where)),
@@ -82,6 +83,7 @@ class Timing:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The timing as a JSON-ready dict."""
         d = attrs.asdict(self)
         d["per_rank_ms"] = [list(r) for r in self.per_rank_ms]
         for k in ("per_rank_median_ms", "per_rank_min_ms", "per_rank_p10_ms", "per_rank_p90_ms"):
@@ -105,6 +107,7 @@ class Check:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "check") -> "Check":
+        """The check in a harness result dict; raises HarnessResultError naming `where` when a field is missing."""
         return cls(
             seed=int(_get(d, "seed", where)), rank=int(_get(d, "rank", where)), passed=bool(_get(d, "passed", where)),
             max_abs_err=_num(_get(d, "max_abs_err", where)), rel_l2_err=_num(_get(d, "rel_l2_err", where)),
@@ -112,6 +115,7 @@ class Check:
             n_nan=int(_get(d, "n_nan", where)), message=str(d.get("message", "")))
 
     def to_dict(self) -> dict[str, Any]:
+        """The check as a JSON-ready dict."""
         return attrs.asdict(self)
 
 
@@ -129,6 +133,7 @@ class CandidateRun:
 
     @property
     def ok(self) -> bool:
+        """True when the harness reports status 'ok' for the candidate."""
         return self.status == "ok"
 
     @property
@@ -138,6 +143,7 @@ class CandidateRun:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "candidate") -> "CandidateRun":
+        """The run in a harness result dict; raises HarnessResultError naming `where` for a missing field."""
         timing = _get(d, "timing", where)
         return cls(
             path=str(_get(d, "path", where)), status=str(_get(d, "status", where)),
@@ -147,6 +153,7 @@ class CandidateRun:
             requirements={str(k): int(v) for k, v in d.get("requirements", {}).items()})
 
     def to_dict(self) -> dict[str, Any]:
+        """The candidate's run as a JSON-ready dict."""
         return {"path": self.path, "status": self.status, "message": self.message, "phase": self.phase,
                 "checks": [c.to_dict() for c in self.checks],
                 "timing": self.timing.to_dict() if self.timing else None, "requirements": dict(self.requirements)}
@@ -164,12 +171,14 @@ class PartRun:
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any], where: str = "part") -> "PartRun":
+        """Part `name` in a harness result dict; raises HarnessResultError naming `where` when a field is missing."""
         timing = _get(d, "timing", where)
         return cls(name=name, is_comm=bool(_get(d, "is_comm", where)), status=str(_get(d, "status", where)),
                    message=str(d.get("message", "")),
                    timing=Timing.from_dict(timing, f"{where}.timing") if timing is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
+        """The part as a JSON-ready dict (its name is the key it is stored under)."""
         return {"is_comm": self.is_comm, "status": self.status, "message": self.message,
                 "timing": self.timing.to_dict() if self.timing else None}
 
@@ -202,6 +211,7 @@ class HarnessResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HarnessResult":
+        """The result the harness wrote; raises HarnessResultError for another schema or a missing field."""
         schema = int(_get(d, "schema", "result"))
         if schema != SCHEMA:
             raise HarnessResultError(f"harness result has schema {schema}, this cuco reads schema {SCHEMA}; "
@@ -225,6 +235,7 @@ class HarnessResult:
 
     @classmethod
     def from_json(cls, text: str) -> "HarnessResult":
+        """The result in JSON text; raises HarnessResultError when the text is not JSON."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -233,9 +244,11 @@ class HarnessResult:
 
     @classmethod
     def from_file(cls, path: Path) -> "HarnessResult":
+        """The result in the JSON file at `path`."""
         return cls.from_json(Path(path).read_text())
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict, in the harness's schema."""
         return {
             "schema": self.schema, "status": self.status, "message": self.message, "device": self.device,
             "sm_count": self.sm_count, "driver_version": self.driver_version, "driver_release": self.driver_release,
@@ -248,9 +261,11 @@ class HarnessResult:
         }
 
     def to_json(self) -> str:
+        """The result as indented JSON."""
         return json.dumps(self.to_dict(), indent=1)
 
     def candidate(self, index: int) -> CandidateRun:
+        """The run of candidate `index`, in the order the candidates were given to the harness."""
         return self.candidates[index]
 
     def part_ms(self, name: str) -> float | None:

@@ -21,6 +21,8 @@ from cuco.fastpath import verify
 
 @attrs.frozen
 class FastPathResult:
+    """A rewritten program: how it was made (rules or LLM calls), how it was verified, and the report."""
+
     code: str
     analysis: Analysis
     rules_applied: tuple[str, ...]

@@ -312,6 +312,7 @@ def _abi_functions(src: P.Source) -> tuple[dict[str, Span], Span | None, str]:
 
 
 def analyze_file(path: str | Path) -> Analysis:
+    """The analysis of the host program at `path`; raises FastPathError when the file cannot be read as text."""
     p = Path(path)
     try:
         text = p.read_text()

@@ -36,6 +36,7 @@ def _llm(model: str | None) -> Any:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file, so no reader sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
@@ -61,6 +62,7 @@ def check_output(out: Path, seed: Path) -> None:
 
 
 def transform_main(argv: Sequence[str] | None = None) -> int:
+    """Run `cuco transform` with `argv`; returns the exit status (2 on an error)."""
     args = _parser().parse_args(argv)
     from cuco.fastpath.agent import FastPathAgent
     out = args.output or args.seed.with_name(args.seed.stem + "_device.cu")

@@ -44,6 +44,8 @@ _BLOCK = re.compile(r"```(?:cuda|cu|cpp|c\+\+|c)?[ \t]*\n(.*?)```", re.S)
 
 @attrs.frozen
 class CheckOutcome:
+    """What the check of one stage's program found: success, or the message and the errors by line."""
+
     ok: bool
     message: str                                  # what failed (empty when ok)
     errors: tuple[tuple[int, str], ...] = ()      # (line, message) in the candidate program
@@ -51,6 +53,8 @@ class CheckOutcome:
 
 @attrs.frozen
 class Attempt:
+    """One checked answer of the loop: its stage, iteration and outcome."""
+
     stage: str
     iteration: int
     ok: bool
@@ -59,6 +63,8 @@ class Attempt:
 
 @attrs.frozen
 class LoopResult:
+    """The program the LLM loop ended with, whether it passed, and every attempt made."""
+
     code: str
     ok: bool
     llm_calls: int
@@ -86,6 +92,7 @@ def locate(code: str, errors: Sequence[tuple[int, str]], context: int = 2, limit
 
 
 def judge_prompt(stage: str, code: str, outcome: CheckOutcome) -> str:
+    """The prompt after a failed check: the failure with the lines it points at, and the fix asked for."""
     quoted = locate(code, outcome.errors) if outcome.errors else outcome.message[-3000:]
     return (f"Your stage {stage} program failed its check: {outcome.message.splitlines()[0] if outcome.message else ''}\n"
             f"{quoted}\n\nFirst say in one or two sentences what causes this failure and where, then give the "

@@ -49,6 +49,8 @@ class Span:
 
 @attrs.frozen
 class Loop:
+    """A loop statement of the host program and its line range."""
+
     kind: str           # for / while / do
     line: int
     end_line: int
@@ -57,6 +59,8 @@ class Loop:
 
 @attrs.frozen
 class Collective:
+    """One NCCL collective or send/recv call of the host program, with its buffers and where it sits."""
+
     name: str                       # ncclAllGather, ...
     kind: str                       # allgather, alltoall, reducescatter, allreduce, broadcast, send, recv
     line: int
@@ -78,11 +82,14 @@ class Collective:
 
     @property
     def where(self) -> str:
+        """Short location for messages, e.g. 'ncclAllGather@L42'."""
         return f"{self.name}@L{self.line}"
 
 
 @attrs.frozen
 class Allocation:
+    """A device allocation (cudaMalloc, ncclMemAlloc, ...) of the host program."""
+
     api: str             # cudaMalloc, cudaMallocAsync, cudaMallocManaged, ncclMemAlloc
     variable: str
     size: str
@@ -93,6 +100,8 @@ class Allocation:
 
 @attrs.frozen
 class Free:
+    """A release of device memory (cudaFree, ncclMemFree, ...) in the host program."""
+
     api: str             # cudaFree, cudaFreeAsync, ncclMemFree
     variable: str
     line: int
@@ -102,6 +111,8 @@ class Free:
 
 @attrs.frozen
 class KernelParam:
+    """One parameter of a kernel and how the kernel body uses it."""
+
     name: str
     type: str
     is_pointer: bool
@@ -112,6 +123,8 @@ class KernelParam:
 
 @attrs.frozen
 class KernelDef:
+    """A `__global__` kernel defined in the program."""
+
     name: str
     line: int
     end_line: int
@@ -121,6 +134,8 @@ class KernelDef:
 
 @attrs.frozen
 class KernelLaunch:
+    """A `<<<...>>>` kernel launch, with the buffers it reads and writes."""
+
     kernel: str
     line: int
     grid: str
@@ -137,11 +152,14 @@ class KernelLaunch:
 
     @property
     def where(self) -> str:
+        """Short location for messages, e.g. 'gemm<<<>>>@L57'."""
         return f"{self.kernel}<<<>>>@L{self.line}"
 
 
 @attrs.frozen
 class SyncPoint:
+    """A host synchronisation or ordering call: a stream or device sync, an event record or wait, a cudaMemcpy."""
+
     api: str             # cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventRecord, cudaStreamWaitEvent, ...
     args: tuple[str, ...]
     line: int
@@ -152,6 +170,8 @@ class SyncPoint:
 
 @attrs.frozen
 class GroupSpan:
+    """An ncclGroupStart/ncclGroupEnd pair and the collectives inside it."""
+
     start_line: int
     end_line: int
     members: tuple[int, ...]        # indices into Analysis.collectives
@@ -180,6 +200,8 @@ class Edge:
 
 @attrs.frozen
 class Problem:
+    """Something the analysis reports at a line: an error that stops the fast path (fatal) or a note."""
+
     line: int
     message: str
     fatal: bool = True
@@ -187,6 +209,8 @@ class Problem:
 
 @attrs.frozen
 class Analysis:
+    """Everything the analyzer found in one host program, with exact line numbers."""
+
     path: str
     form: str                          # 'standalone' or 'candidate_abi'
     lines: int
@@ -213,6 +237,7 @@ class Analysis:
 
     @property
     def communicated_buffers(self) -> tuple[str, ...]:
+        """The send and receive buffers of the collectives, each once, in order of first use."""
         seen: list[str] = []
         for c in self.collectives:
             for b in (c.send_buffer, c.recv_buffer):
@@ -222,7 +247,9 @@ class Analysis:
 
     @property
     def fatal_problems(self) -> tuple[Problem, ...]:
+        """The problems that stop the fast path."""
         return tuple(p for p in self.problems if p.fatal)
 
     def kinds(self) -> tuple[str, ...]:
+        """The kinds of collective the program calls, sorted."""
         return tuple(sorted({c.kind for c in self.collectives}))

@@ -38,6 +38,7 @@ class Source:
 
     @property
     def root(self) -> tree_sitter.Node:
+        """The root node of the syntax tree."""
         return self.tree.root_node
 
     def node_text(self, node: tree_sitter.Node | None) -> str:
@@ -75,6 +76,7 @@ def mask_cuda(data: bytes) -> tuple[bytes, list[tuple[int, int]], list[int]]:
 
 
 def parse(text: str) -> Source:
+    """The program parsed with tree-sitter, its CUDA launch syntax masked first."""
     data = text.encode("utf-8")
     masked, spans, globals_ = mask_cuda(data)
     tree = tree_sitter.Parser(_LANGUAGE).parse(masked)
@@ -111,11 +113,13 @@ def callee_name(src: Source, call: tree_sitter.Node) -> str:
 
 
 def call_args(call: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The argument nodes of a call expression, comments left out."""
     args = call.child_by_field_name("arguments")
     return [c for c in args.named_children if c.type != "comment"] if args is not None else []
 
 
 def ancestors(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    """The node's ancestors, nearest first."""
     n = node.parent
     while n is not None:
         yield n
@@ -123,6 +127,7 @@ def ancestors(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
 
 
 def enclosing(node: tree_sitter.Node, types: tuple[str, ...]) -> tree_sitter.Node | None:
+    """The nearest ancestor whose type is one of `types`, or None."""
     for a in ancestors(node):
         if a.type in types:
             return a

@@ -54,11 +54,13 @@ class Storage:
     parameters: dict[str, tuple[str, ...]] = attrs.field(factory=dict)   # function -> its parameter names
 
     def key(self, scope: str, root: str) -> Key:
+        """The key of `root` as used in function `scope`: local when `scope` declares it, else global."""
         name = root.replace("->", ".").replace(" ", "")
         base = name.split(".")[0].split("[")[0]
         return (scope, name) if base in self.declared.get(scope, ()) else ("", name)
 
     def find(self, k) -> object:
+        """The representative of `k`'s class (a new key is a class of its own)."""
         self.parent.setdefault(k, k)
         while self.parent[k] != k:
             self.parent[k] = self.parent[self.parent[k]]
@@ -66,6 +68,7 @@ class Storage:
         return k
 
     def union(self, a, b) -> None:
+        """Merge the classes of `a` and `b`."""
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[ra] = rb

@@ -67,6 +67,7 @@ UNSUPPORTED_ALLOC = {"cudaMallocManaged": "managed memory cannot be registered a
 
 
 def rule_for(c: Collective) -> Rule | None:
+    """The rule that rewrites collective `c`, or None when no rule covers its kind."""
     return next((r for r in RULES if c.kind in r.kinds), None)
 
 

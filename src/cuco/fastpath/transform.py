@@ -37,6 +37,8 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
 
 @attrs.frozen
 class Transformed:
+    """The rewritten program, the rules applied, and the program's form ('standalone' or 'candidate_abi')."""
+
     code: str
     rules_applied: tuple[str, ...]
     form: str

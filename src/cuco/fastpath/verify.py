@@ -22,12 +22,15 @@ _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|ca
 
 @attrs.frozen
 class BuildOutcome:
+    """What compiling a program gave: the binary, or the log and the errors by program line."""
+
     ok: bool
     log: str
     binary: Path | None
     errors: tuple[tuple[int, str], ...]      # (line in the program, message)
 
     def summary(self, limit: int = 5) -> str:
+        """One line for messages: 'compiled', the first `limit` errors, or the log's last line."""
         if self.ok:
             return "compiled"
         if self.errors:
@@ -37,6 +40,8 @@ class BuildOutcome:
 
 @attrs.frozen
 class RunOutcome:
+    """What running a program gave: success, its output and its checksum lines."""
+
     ok: bool
     output: str
     checksums: tuple[str, ...]
@@ -119,4 +124,5 @@ def compare_runs(original: Path, transformed: Path, timeout_s: float = 300.0) ->
 
 
 def scratch_dir() -> Path:
+    """A new temporary folder for builds and runs."""
     return Path(tempfile.mkdtemp(prefix="cuco-fastpath-"))

@@ -58,6 +58,7 @@ class ProgramEvaluator:
 
     @property
     def has_gpu(self) -> bool:
+        """True when the executor has a GPU group, so verification and timing run here."""
         return self.executor.has_gpu
 
     # -- building and running --------------------------------------------------------------------------
@@ -107,6 +108,7 @@ class ProgramEvaluator:
 
     # -- the CandidateEvaluator protocol ----------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates checked and compiled, then, where GPUs exist, verified against the program and timed."""
         out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
         alive = []
         for i, c in enumerate(out):

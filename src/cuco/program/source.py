@@ -47,6 +47,7 @@ class HostProgram:
 
     @property
     def name(self) -> str:
+        """An identifier made from the file name (letters, digits and _)."""
         return _name(self.path)
 
     @classmethod
@@ -65,6 +66,7 @@ class HostProgram:
 
     @classmethod
     def from_text(cls, text: str, path: Path) -> "HostProgram":
+        """The program in `text` (read from `path`), checked; raises ProgramError naming the fix if it cannot run."""
         a = analyze(text, str(path))
         if a.form != "standalone":
             raise ProgramError(f"{path}: this is a cuco candidate (it defines cuco_candidate_launch); `cuco run` takes "
@@ -88,6 +90,7 @@ class HostProgram:
         return cls(path, text, a, observed, sites)
 
     def observed_analysis(self) -> Analysis:
+        """The analysis of the observed form (the program with its timed regions marked)."""
         return analyze(self.observed, str(self.path))
 
 

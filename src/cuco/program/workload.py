@@ -25,15 +25,18 @@ class ProgramWorkload:
 
     @classmethod
     def load(cls, path: str | Path) -> "ProgramWorkload":
+        """The workload of the host program at `path`; raises ProgramError for a program cuco cannot run."""
         program = HostProgram.load(path)
         return cls(program, program.observed_analysis())
 
     @property
     def name(self) -> str:
+        """The program's name, made from its file name."""
         return self.program.name
 
     @property
     def description(self) -> str:
+        """The problem as the LLM prompts describe it: the program, what to keep, and its analysis."""
         return (f"The user's host program {self.program.path.name} ({self.program.analysis.launch_model}), rewritten "
                 "so that its collectives run as device-initiated LSA kernels. Keep its results identical; the "
                 "timed region is between cuco_region_begin and cuco_region_end.\n" + prompt_text(self.program.analysis))
@@ -43,9 +46,11 @@ class ProgramWorkload:
         return self.program.observed
 
     def space(self, topology: Topology) -> DesignSpace:
+        """The design space of a program on `topology`."""
         return program_space.program_space(topology)
 
     def render(self, point: Directives) -> str:
+        """The program rewritten onto the GPU at `point`."""
         return program_space.render(self.program.observed, self.observed_analysis, point)
 
     def fast_path(self, topology: Topology) -> Candidate:

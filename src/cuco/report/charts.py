@@ -19,6 +19,7 @@ def label(c: Candidate) -> str:
 
 
 def failed_level(c: Candidate) -> str | None:
+    """The cascade level a candidate failed at, or None when it did not fail."""
     status = c.status
     return status.split(":", 1)[1] if status.startswith("failed:") else None
 

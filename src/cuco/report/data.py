@@ -35,9 +35,11 @@ class RunData:
 
     @property
     def workload(self) -> str:
+        """The workload's name ('?' when the run records none)."""
         return str(self.identity.get("workload") or self.manifest.get("workload") or "?")
 
     def by_id(self) -> dict[str, Candidate]:
+        """The candidates by id."""
         return {c.id: c for c in self.candidates}
 
     def phases(self) -> list[str]:
@@ -57,6 +59,7 @@ class RunData:
         return None
 
     def fastpath(self) -> Candidate | None:
+        """The fast path's candidate, or None when the run has none."""
         return next((c for c in self.candidates if c.mutation == "fastpath"), None)
 
 

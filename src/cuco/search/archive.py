@@ -32,6 +32,7 @@ class Archive:
         self._top: list[Candidate] = []
 
     def cell(self, c: Candidate) -> tuple[str, ...]:
+        """The candidate's cell: its value on each axis ('?' on every axis when it has no directives)."""
         if c.directives is None:
             return tuple(UNKNOWN for _ in self.axes)
         out = []
@@ -54,6 +55,7 @@ class Archive:
         return False
 
     def elites(self) -> dict[tuple[str, ...], Candidate]:
+        """The elite of each cell so far."""
         return dict(self._cells)
 
     def top(self) -> list[Candidate]:

@@ -29,6 +29,7 @@ class Skeleton:
             raise BlockError(f"a skeleton with {len(self.blocks)} blocks needs {len(self.blocks) + 1} frozen parts")
 
     def join(self) -> str:
+        """The whole program: the frozen parts and blocks in order."""
         out = [self.frozen[0]]
         for block, frozen in zip(self.blocks, self.frozen[1:]):
             out.append(block)

@@ -58,6 +58,7 @@ class SearchConfig:
                                     "filter to Search(novelty=...) directly")
 
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as a JSON-ready dict (without the novelty filter's embedding function)."""
         return {
             "islands": self.islands, "island_capacity": self.island_capacity,
             "selection": attrs.asdict(self.selection), "migration": attrs.asdict(self.migration),
@@ -74,6 +75,7 @@ class SearchConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SearchConfig":
+        """The configuration stored by `to_dict`; raises SearchConfigError when it is incomplete."""
         d = dict(d)
         try:
             return cls(

@@ -52,6 +52,7 @@ class Island:
         return any(m.id == c.id for m in self._members)
 
     def extend(self, cs: Iterable[Candidate]) -> None:
+        """Offer each candidate in turn."""
         for c in cs:
             self.add(c)
 
@@ -60,12 +61,15 @@ class Island:
         return list(self._members)
 
     def ids(self) -> set[str]:
+        """The ids of the population."""
         return {m.id for m in self._members}
 
     def best(self) -> Candidate | None:
+        """The best member, or None while the island is empty."""
         return self._members[0] if self._members else None
 
     def median_fitness(self) -> float | None:
+        """The median fitness of the population, or None while it is empty."""
         fs = [m.fitness for m in self._members if m.fitness is not None]
         return statistics.median(fs) if fs else None
 
@@ -81,6 +85,7 @@ class Island:
 
 
 def make_islands(n: int, capacity: int) -> list[Island]:
+    """`n` empty islands of `capacity` each; raises IslandError when `n` is below 1."""
     if n < 1:
         raise IslandError(f"a search needs at least one island, got {n}")
     return [Island(i, capacity) for i in range(n)]
@@ -121,12 +126,15 @@ class IslandSpec:
                               f"{own.check(self.seed_point)}")
 
     def start_point(self, space: DesignSpace) -> Directives:
+        """The point this island starts from: its seed point, else the conservative point of its space."""
         return self.seed_point or self.space(space).conservative()
 
     def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict."""
         return {"backend": self.backend, "seed_point": self.seed_point.to_dict() if self.seed_point else None,
                 "prompt": self.prompt}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "IslandSpec":
+        """The spec stored by `to_dict`."""
         return cls(d.get("backend"), d.get("seed_point"), str(d.get("prompt", "")))

@@ -372,4 +372,5 @@ class Search:
 
     @property
     def summary(self) -> MetaSummary:
+        """The latest meta-summary, as stored in the database."""
         return RunState.load(self.db).summary

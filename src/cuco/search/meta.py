@@ -19,17 +19,21 @@ MAX_RECOMMENDATIONS = 5
 
 @attrs.frozen
 class MetaSummary:
+    """What the search has learnt: a scratchpad, recommendations, the evaluations it covers, and its source."""
+
     scratchpad: str = ""
     recommendations: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     evaluations: int = 0
     source: str = "offline"
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as a JSON-ready dict."""
         return {"scratchpad": self.scratchpad, "recommendations": list(self.recommendations),
                 "evaluations": self.evaluations, "source": self.source}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "MetaSummary":
+        """The summary stored by `to_dict` (missing fields take their defaults)."""
         return cls(d.get("scratchpad", ""), tuple(d.get("recommendations", ())), int(d.get("evaluations", 0)),
                    d.get("source", "offline"))
 
@@ -128,10 +132,12 @@ class MetaSummarizer:
     recent: int = attrs.field(default=12, validator=attrs.validators.ge(1))
 
     def due(self, evaluated_before: int, evaluated_now: int) -> bool:
+        """True when the evaluation count crossed a multiple of `every` between the two counts."""
         return evaluated_now // self.every > evaluated_before // self.every
 
     def summarize(self, candidates: Sequence[Candidate], space: DesignSpace, client: Any = None,
                   rng: random.Random | None = None, key: str = "", **completion_kwargs: Any) -> MetaSummary:
+        """The summary of `candidates`: offline statistics, rewritten by `client`'s LLM if given and it answers."""
         base = offline_summary(candidates, space)
         if client is None:
             return base

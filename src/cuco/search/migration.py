@@ -21,6 +21,7 @@ class Move:
     candidate_id: str
 
     def to_list(self) -> list:
+        """The move as [src, dst, candidate_id], its form in the migration log."""
         return [self.src, self.dst, self.candidate_id]
 
 
@@ -34,6 +35,7 @@ class MigrationPolicy:
     elitist: bool = True
 
     def due(self, generation: int) -> bool:
+        """True when islands exchange migrants after `generation`."""
         return self.interval > 0 and generation > 0 and generation % self.interval == 0
 
     def plan(self, islands: Sequence[Island], rng: random.Random) -> list[Move]:

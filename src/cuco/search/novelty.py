@@ -27,12 +27,14 @@ def tokens(code: str) -> list[str]:
 
 
 def ngrams(toks: Sequence[str], n: int) -> frozenset[tuple[str, ...]]:
+    """The set of `n`-grams of `toks` (the whole sequence as one when it is shorter than `n`)."""
     if len(toks) < n:
         return frozenset({tuple(toks)}) if toks else frozenset()
     return frozenset(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:
+    """The Jaccard similarity of two sets (1.0 when both are empty)."""
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
@@ -85,6 +87,7 @@ class NoveltyFilter:
     embedding: EmbeddingSimilarity | None = None
 
     def similarity(self, a: str, b: str) -> float:
+        """Similarity (0 to 1) of two programs' mutable text: the embedding's if set, else Jaccard of token n-grams."""
         ta, tb = blk.evolve_text(a), blk.evolve_text(b)
         if self.embedding is not None:
             return self.embedding(ta, tb)

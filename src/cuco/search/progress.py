@@ -10,6 +10,8 @@ import attrs
 
 @attrs.frozen
 class Progress:
+    """Where the search stands after a generation, as a progress callback receives it."""
+
     evaluated: int
     total: int
     generation: int
@@ -36,6 +38,7 @@ class PlainProgress:
         print(_text(p), file=self.stream, flush=True)
 
     def close(self) -> None:
+        """Nothing to release; every progress reporter can be closed."""
         pass
 
 
@@ -55,6 +58,7 @@ class TqdmProgress:
         self._bar.refresh()
 
     def close(self) -> None:
+        """Close the bar, if one was started."""
         if self._bar is not None:
             self._bar.close()
 

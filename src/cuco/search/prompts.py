@@ -114,6 +114,7 @@ def user_prompt(task: str, workload: Workload, space: DesignSpace, parent: Candi
 
 
 def messages(task: str, workload: Workload, space: DesignSpace, parent: Candidate, **kw) -> list[dict[str, str]]:
+    """The system and user messages asking the LLM for `task` on `parent`; raises ValueError for an unknown task."""
     if task not in TASKS:
         raise ValueError(f"unknown prompt task {task!r}; use one of {', '.join(TASKS)}")
     return [{"role": "system", "content": SYSTEM},

@@ -39,6 +39,8 @@ class GenerationStats:
 
 @attrs.frozen
 class RunState:
+    """The loop's progress: generation, evaluations, per-generation history, migrations, meta-summary and LLM state."""
+
     generation: int = 0
     total: int = 0
     history: tuple[GenerationStats, ...] = ()
@@ -48,6 +50,7 @@ class RunState:
     llm_note: str = ""  # why the LLM was switched off, else the last reason an LLM proposal failed
 
     def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict."""
         return {"generation": self.generation, "total": self.total,
                 "history": [attrs.asdict(h) for h in self.history],
                 "migrations": [[g, moves] for g, moves in self.migrations],
@@ -55,6 +58,7 @@ class RunState:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunState":
+        """The state stored by `to_dict` (missing fields take their defaults)."""
         return cls(int(d.get("generation", 0)), int(d.get("total", 0)),
                    tuple(GenerationStats(**h) for h in d.get("history", ())),
                    tuple((int(g), list(m)) for g, m in d.get("migrations", ())),
@@ -82,10 +86,12 @@ class RunState:
 
     @classmethod
     def load(cls, db: Any) -> "RunState":
+        """The state saved in `db`, or a fresh one when none is saved."""
         data = db.meta_get(PREFIX + "state")
         return cls.from_dict(data) if data else cls()
 
     def save(self, db: Any) -> None:
+        """Store the state in `db`'s meta table."""
         db.meta_set(PREFIX + "state", self.to_dict())
 
 

@@ -83,6 +83,7 @@ class Schedule:
         return Step(ph.name, op, temperature)
 
     def to_dict(self) -> dict[str, Any]:
+        """The schedule as a JSON-ready dict."""
         def ph(p: Phase) -> dict[str, Any]:
             return {"name": p.name, "llm_mix": dict(p.llm_mix), "offline_mix": dict(p.offline_mix),
                     "temperatures": list(p.temperatures)}
@@ -90,4 +91,5 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Schedule":
+        """The schedule stored by `to_dict`."""
         return cls(float(d["explore_fraction"]), Phase(**d["explore"]), Phase(**d["exploit"]))

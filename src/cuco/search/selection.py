@@ -41,6 +41,7 @@ class Weighted:
     name: str = "weighted"
 
     def weights(self, members: Sequence[Candidate], children: ChildrenOf = _no_children) -> list[float]:
+        """The unnormalised selection weight of each member (see the class docstring)."""
         fs = [float(m.fitness) for m in members]  # type: ignore[arg-type]
         med = statistics.median(fs)
         spread = statistics.median([abs(f - med) for f in fs]) or (statistics.pstdev(fs) if len(fs) > 1 else 0.0)
@@ -56,6 +57,7 @@ class PowerLaw:
     name: str = "power_law"
 
     def weights(self, members: Sequence[Candidate], children: ChildrenOf = _no_children) -> list[float]:
+        """The unnormalised selection weight of each member (see the class docstring)."""
         order = sorted(range(len(members)), key=lambda i: rank_key(members[i]))
         w = [0.0] * len(members)
         for rank, i in enumerate(order, 1):
@@ -71,6 +73,7 @@ class Beam:
     name: str = "beam"
 
     def weights(self, members: Sequence[Candidate], children: ChildrenOf = _no_children) -> list[float]:
+        """The unnormalised selection weight of each member: 0 outside the `width` best."""
         order = sorted(range(len(members)), key=lambda i: rank_key(members[i]))
         w = [0.0] * len(members)
         for i in order[: self.width]:
@@ -103,6 +106,7 @@ def select(policy: Policy, members: Sequence[Candidate], rng: random.Random,
 
 
 def policy_from_dict(d: dict) -> Policy:
+    """The policy a stored dict names (default weighted) with its fields; raises SelectionError for an unknown name."""
     d = dict(d)
     name = d.pop("name", "weighted")
     if name not in POLICIES:

@@ -44,4 +44,5 @@ class MutationContext:
     island_note: str = ""  # the island's own prompt note (IslandSpec.prompt)
 
     def with_seen(self, more: Sequence[str]) -> "MutationContext":
+        """A copy with the labels `more` added to `seen`."""
         return attrs.evolve(self, seen=self.seen | set(more))

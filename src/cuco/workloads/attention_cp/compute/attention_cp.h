@@ -1,0 +1,158 @@
+// Ring-attention compute library: attention of a block of query rows against a block of key/value rows with the
+// log-sum-exp (CUTLASS Hopper FMHA, bf16 in/out, fp32 accumulate), and the log-sum-exp merge of a partial result
+// into a running one. Plus the zigzag layout arithmetic (__host__ __device__, unit-tested on the CPU) that the
+// plugin, the host seed and every candidate share.
+//
+// Layouts (bf16, token-major; one rank's S_r = S / W local tokens):
+//   Q, O      [S_r][HQ][D]
+//   KV block  [2][S_r][HKV][D]   (K rows, then V rows: one contiguous block per rank, moved as one)
+//   LSE       fp32 [HQ][lse_ld]  (natural log; lse_ld = S_r)
+#pragma once
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// O[q rows], LSE[q rows] = softmax(Q K^T / sqrt(D)) V for q_rows query rows against k_rows key rows. Pointers
+// point at the first row (q + q0 * HQ * D, k + k0 * HKV * D, o + q0 * HQ * D, lse + q0). causal: query i sees
+// keys j <= i (needs q_rows == k_rows). k_rows must be a multiple of 128; D one of 32, 64, 128; HQ % HKV == 0.
+// Enqueued on `stream`; 0 on success, else the FMHA's status (1 arguments, 2-4 CUTLASS) or 9 (head dim).
+int cuco_attn_block(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
+                    int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
+                    cudaStream_t stream);
+
+// Merge a partial result (o_blk, lse_blk) of `rows` query rows into the running one (o, lse), in place:
+//   lse' = log(exp(lse) + exp(lse_blk)),  o' = o * exp(lse - lse') + o_blk * exp(lse_blk - lse').
+// Pointers point at the first row, as for cuco_attn_block. 0 on success.
+int cuco_attn_merge(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
+                    int head_dim, int64_t lse_ld, cudaStream_t stream);
+
+// The kernel configuration, for reports.
+const char* cuco_attn_config(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+
+#ifdef __CUDACC__
+#define CUCO_ATTN_HD __host__ __device__
+#else
+#define CUCO_ATTN_HD
+#endif
+
+// ---- zigzag ring layout ------------------------------------------------------------------------------------
+// Causal: the sequence of S tokens is cut into 2W chunks of S/(2W); rank r holds chunks r and 2W-1-r (local rows
+// 0..half-1, then half..S_r-1), so every rank does the same causal work. Non-causal: rank r holds chunk r of W.
+// At ring step s rank r attends to the KV block of rank (r - s) mod W.
+namespace cuco_attn {
+
+struct Geo {
+  int64_t S, Sr, half;  // total tokens, tokens per rank, tokens per zigzag chunk (S_r / 2)
+  int W, causal;
+  int hq, hkv, d;       // query heads, KV heads, head dim
+};
+
+CUCO_ATTN_HD inline Geo make_geo(int64_t S, int W, int causal, int hq = 1, int hkv = 1, int d = 32) {
+  Geo g;
+  g.S = S, g.W = W, g.causal = causal, g.hq = hq, g.hkv = hkv, g.d = d;
+  g.Sr = S / W;
+  g.half = g.Sr / 2;
+  return g;
+}
+
+// The geometry of a launch from the workload's dims (S, HQ, HKV, D, CAUSAL) and world size.
+CUCO_ATTN_HD inline Geo geo_of_dims(const int64_t* dims, int W) {
+  return make_geo(dims[0], W, (int)dims[4], (int)dims[1], (int)dims[2], (int)dims[3]);
+}
+
+// Elements of one row of Q/O and of K (or V); elements of a rank's KV block (K rows, then V rows).
+CUCO_ATTN_HD inline int64_t q_row_elems(const Geo& g) { return (int64_t)g.hq * g.d; }
+CUCO_ATTN_HD inline int64_t kv_row_elems(const Geo& g) { return (int64_t)g.hkv * g.d; }
+CUCO_ATTN_HD inline int64_t kv_block_elems(const Geo& g) { return 2 * g.Sr * kv_row_elems(g); }
+
+// The rank whose KV block `me` attends to at ring step `step` (step 0: its own).
+CUCO_ATTN_HD inline int source_at(int me, int step, int W) { return ((me - step) % W + W) % W; }
+
+// Global token index of local row i of rank r.
+CUCO_ATTN_HD inline int64_t global_row(const Geo& g, int r, int64_t i) {
+  if (!g.causal) return (int64_t)r * g.Sr + i;
+  return i < g.half ? (int64_t)r * g.half + i : (int64_t)(2 * g.W - 1 - r) * g.half + (i - g.half);
+}
+
+// The rank holding global token t.
+CUCO_ATTN_HD inline int owner_of(const Geo& g, int64_t t) {
+  if (!g.causal) return (int)(t / g.Sr);
+  const int c = (int)(t / g.half);
+  return c < g.W ? c : 2 * g.W - 1 - c;
+}
+
+// The KV rows of `src`'s block that `me` needs: [0, rows). Causal: a lower rank's second chunk lies wholly in
+// the future of both of me's chunks, so only its first chunk is read.
+CUCO_ATTN_HD inline int64_t kv_rows_needed(const Geo& g, int me, int src) {
+  return (g.causal && src < me) ? g.half : g.Sr;
+}
+
+// One FMHA call: query rows [q0, q0 + nq) of `me` against rows [k0, k0 + nk) of a source's KV block; causal
+// means the top-left aligned mask (q0 == k0, nq == nk: the diagonal of `me`'s own block).
+struct Piece {
+  int64_t q0, nq, k0, nk;
+  int causal;
+};
+
+// The pieces of attention of `me` against rows [a, b) of src's KV block: at most 2, written to out; returns
+// their count. The pieces of (me, src = me, [0, b)) cover every query row of `me` exactly once, so the first
+// chunk of the own block can write the output directly; every later piece is merged.
+CUCO_ATTN_HD inline int pieces(const Geo& g, int me, int src, int64_t a, int64_t b, Piece* out) {
+  const int64_t need = kv_rows_needed(g, me, src);
+  if (b > need) b = need;
+  if (a >= b) return 0;
+  if (!g.causal) {
+    out[0] = Piece{0, g.Sr, a, b - a, 0};
+    return 1;
+  }
+  if (src == me) {  // local rows are in global order: the local causal mask is the global one
+    int n = 0;
+    out[n++] = Piece{a, b - a, a, b - a, 1};
+    if (b < g.Sr) out[n++] = Piece{b, g.Sr - b, a, b - a, 0};
+    return n;
+  }
+  if (src < me) {  // src's first chunk precedes both of me's chunks
+    out[0] = Piece{0, g.Sr, a, b - a, 0};
+    return 1;
+  }
+  // src > me: src's chunks both follow me's first chunk and precede me's second one
+  out[0] = Piece{g.half, g.half, a, b - a, 0};
+  return 1;
+}
+
+// ---- host: one slice of the ring's attention ----------------------------------------------------------------
+typedef int (*MergeFn)(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
+                       int head_dim, int64_t lse_ld, cudaStream_t stream);
+
+// Attention of `me`'s queries q against rows [a, b) of src's KV block kv (the block's base: K rows, then V rows).
+// direct: the pieces write o and lse themselves (only for the first chunk of the own block, whose pieces cover
+// every row once); otherwise each piece goes to (o_blk, lse_blk) and `merge` folds it into (o, lse).
+inline int attend_rows(const Geo& g, int me, int src, int64_t a, int64_t b, const void* q, const void* kv, void* o,
+                       float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge, cudaStream_t s) {
+  Piece p[2];
+  const int n = pieces(g, me, src, a, b, p);
+  const char* qb = (const char*)q;
+  const char* kb = (const char*)kv;
+  const char* vb = kb + 2 * g.Sr * kv_row_elems(g);
+  for (int i = 0; i < n; ++i) {
+    const int64_t qo = 2 * p[i].q0 * q_row_elems(g), ko = 2 * p[i].k0 * kv_row_elems(g);
+    char* out = (char*)(direct ? o : o_blk) + qo;
+    float* l = (direct ? lse : lse_blk) + p[i].q0;
+    int rc = cuco_attn_block(qb + qo, kb + ko, vb + ko, out, l, p[i].nq, p[i].nk, g.hq, g.hkv, g.d, g.Sr,
+                             p[i].causal, s);
+    if (rc) return 100 + rc;
+    if (!direct && (rc = merge((char*)o + qo, lse + p[i].q0, out, l, p[i].nq, g.hq, g.d, g.Sr, s))) return 200 + rc;
+  }
+  return 0;
+}
+
+}  // namespace cuco_attn
+#endif  // __cplusplus

@@ -1,0 +1,119 @@
+"""The frozen parts of a rendered ring-attention candidate: identical for every design point.
+
+Head: includes, buffer indices, the candidate state (the kit's Base: events, stream ops, peer table), flag
+addressing and the attention call over one slice of a source's KV block (the compute library). Tail: the
+candidate-ABI entry points, calling the kit's skeleton. The EVOLVE block between them defines
+`block_needs(ctx)` and `enqueue(ctx, st)` in namespace cuco_cp.
+"""
+
+from __future__ import annotations
+
+HEAD = r"""
+// Ring attention (FlashAttention forward, context parallel), device-initiated.
+// O_r = softmax(Q_r K^T / sqrt(D)) V over the whole sequence on every rank r, with the log-sum-exp of every row;
+// causal with the zigzag layout, or full. Buffers: 0 Q, 1 KV (own block, symmetric), 2 O, 3 LSE, 4 ring
+// (symmetric, slot p holds rank p's KV block), 5 work (a partial O, then its LSE). Layouts and the zigzag
+// schedule: cuco/compute/attention_cp.h. The EVOLVE block defines block_needs(ctx) and enqueue(ctx, st).
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuco/abi.h"
+#include "cuco/compute/attention_cp.h"  // cuco_attn_block / cuco_attn_merge (the compute library), zigzag layout
+#include "cuco/kit/layout.cuh"
+#include "cuco/kit/skeleton.cuh"
+#include "cuco/kit/sync.cuh"
+#include "cuco/lsa.cuh"
+
+namespace cuco_cp {
+
+enum { BUF_Q = 0, BUF_KV = 1, BUF_O = 2, BUF_LSE = 3, BUF_RING = 4, BUF_WORK = 5 };
+
+using cuco::kit::launch_ok;
+using cuco::kit::Needs;  // what the block asks of the harness; filled by block_needs() inside the EVOLVE block
+using cuco::kit::peer_base;
+using cuco::kit::stream_set_epoch;
+using cuco::kit::stream_wait_epoch;
+using cuco_attn::Geo;
+using cuco_attn::kv_row_elems;
+using cuco_attn::kv_rows_needed;
+using cuco_attn::source_at;
+
+struct State : cuco::kit::Base {};
+
+static Geo geo_of(const cuco_ctx* ctx) { return cuco_attn::geo_of_dims(ctx->dims, ctx->world); }
+static size_t block_bytes(const Geo& g) { return (size_t)(2 * cuco_attn::kv_block_elems(g)); }
+// 16-byte words of one K (or V) row, and of a whole block.
+__host__ __device__ inline int64_t row16(const Geo& g) { return kv_row_elems(g) * 2 / 16; }
+__host__ __device__ inline int64_t block16(const Geo& g) { return 2 * g.Sr * row16(g); }
+
+// Flags (uint32 epochs), laid out by cuco/kit/layout.cuh. Symmetric (written by peers): ready[W] | done[W] |
+// arrive[W * nchunks]; local: chunk[W * nchunks] (landed) | count[W * nchunks] | misc[64].
+struct Flags {
+  uint32_t* local;
+  uint32_t* sym;
+  cuco::kit::LocalFlags lf;
+  cuco::kit::SymFlags sf;
+};
+
+static Flags flags_of(cuco_ctx* ctx, const Geo& g, int nchunks) {
+  return Flags{(uint32_t*)ctx->workspace, (uint32_t*)ctx->symmetric_workspace.ptr,
+               cuco::kit::LocalFlags{g.W, nchunks}, cuco::kit::SymFlags{g.W, nchunks}};
+}
+
+static Needs flag_needs(const Geo& g, int nchunks) {
+  Needs n;
+  n.flag_bytes = 4 * cuco::kit::LocalFlags{g.W, nchunks}.words();
+  n.sym_bytes = 4 * cuco::kit::SymFlags{g.W, nchunks}.words();
+  return n;
+}
+
+// Attention of this rank's queries to rows [a, b) of src's KV block at `kv`; direct for the first slice of the
+// own block (it writes O and LSE), merged into them otherwise.
+static int attend(cuco_ctx* ctx, const Geo& g, int src, int64_t a, int64_t b, const void* kv, bool direct,
+                  cuco_attn::MergeFn merge, cudaStream_t s) {
+  char* work = (char*)ctx->buffers[BUF_WORK].ptr;
+  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, ctx->buffers[BUF_O].ptr,
+                                (float*)ctx->buffers[BUF_LSE].ptr, work,
+                                (float*)(work + 2 * g.Sr * cuco_attn::q_row_elems(g)), direct, merge, s);
+}
+
+// This rank's ring slot of src (where src's block lands).
+static const char* slot(cuco_ctx* ctx, const Geo& g, int src) {
+  return (const char*)ctx->buffers[BUF_RING].ptr + src * block_bytes(g);
+}
+
+}  // namespace cuco_cp
+"""
+
+TAIL = r"""
+// ---- candidate ABI entry points (frozen): the kit's skeleton around the block ---------------------------
+namespace cuco_cp {
+struct Candidate {
+  using State = cuco_cp::State;
+  static constexpr size_t kLibWorkspaceBytes = 0;  // the flags start ctx->workspace
+  static Needs needs(const cuco_ctx* ctx) { return block_needs(ctx); }
+  static int setup(cuco_ctx*, State*) { return 0; }
+  static int enqueue(cuco_ctx* ctx, State* st) { return cuco_cp::enqueue(ctx, st); }
+  static void teardown(State*) {}
+};
+}  // namespace cuco_cp
+
+extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirements* req) {
+  return cuco::kit::requirements<cuco_cp::Candidate>(ctx, req);
+}
+
+extern "C" int cuco_candidate_setup(cuco_ctx* ctx) { return cuco::kit::setup<cuco_cp::Candidate>(ctx); }
+
+// One operation: the skeleton forks the side stream off ctx->stream, enqueues the block's work, joins it back.
+extern "C" int cuco_candidate_launch(cuco_ctx* ctx) { return cuco::kit::launch<cuco_cp::Candidate>(ctx); }
+
+extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return cuco::kit::teardown<cuco_cp::Candidate>(ctx); }
+"""
+
+
+def head() -> str:
+    return HEAD

@@ -1,0 +1,103 @@
+"""Design space of the ring-attention workload and rendering of a device-initiated candidate from one of its
+points.
+
+Every point runs the same W ring steps (attention of the local queries to one source's KV block, merged with the
+log-sum-exp); the directives choose how the KV blocks reach the ring slots and when the attention may start:
+
+- deferred: move every block first, then the W steps.
+- stream_overlap: the side stream pulls the blocks in ring-step order (few CTAs, or the copy engines) while the
+  main stream attends to its own block; each later step waits for its block's landed flag.
+- split_put_wait: the put half pushes this rank's block into every reader's ring slot (side stream); the wait
+  half (a barrier, or per-source arrival signals) holds each later step until its block landed.
+- fused: the chunk-pipelined form. Every block, the own one included, moves slice by slice (chunk_bytes); the
+  attention of a slice starts as soon as its landed flag is up (an in-stream wait) and is merged with the LSE.
+  The FMHA kernel itself does not poll flags: "fused" here is per-chunk pipelining, not an in-kernel consumer.
+- sync_scope: world / team = LSA barrier kernels around the transfers; signal = per-source ready / done /
+  arrival epoch flags (per ring step), landed flags per slice.
+- issuer: thread / warp / cta groups of an SM pull or push kernel; copy_engine = DMA copies between LSA-mapped
+  buffers, bracketed by barrier kernels.
+- chunk_bytes: slice size of the fused pipeline (K+V rows, multiples of 128 rows).
+- backend=gin (compiled; runs only with an RDMA NIC): split_put_wait with put-with-signal per ring step.
+"""
+
+from __future__ import annotations
+
+from cuco.design_space import DEFAULT_RULES, KiB, MiB, WHOLE, DesignSpace, Directives, IllegalPointError, Rule, Topology
+from cuco.kit.evolve import assemble
+from cuco.workloads.attention_cp import frozen
+from cuco.workloads.attention_cp.gin_block import render_gin
+from cuco.workloads.attention_cp.lsa_block import render_lsa
+
+CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB, 256 * KiB)
+
+
+def _chunks_only_fused(d: Directives, _s: DesignSpace) -> str | None:
+    if d.placement == "fused" and d.chunk_bytes == WHOLE:
+        return "placement=fused pipelines slices of each block: pick a chunk size"
+    if d.placement != "fused" and d.chunk_bytes != WHOLE:
+        return (f"placement={d.placement} waits for whole blocks, so chunks change nothing; use chunk_bytes=whole, "
+                "or placement=fused for a slice pipeline")
+    return None
+
+
+def _copy_engine_barriers(d: Directives, _s: DesignSpace) -> str | None:
+    if d.issuer == "copy_engine" and d.sync_scope not in ("world", "team"):
+        return ("issuer=copy_engine is bracketed by barrier kernels on the copy stream (no CTA of ours polls a "
+                "peer's flag); use sync_scope=world or team")
+    return None
+
+
+def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
+    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"):
+        return ("backend=gin is rendered as put-with-signal per ring step (placement=split_put_wait, "
+                "sync_scope=signal): GIN has no peer loads to pull with; pick those directives or backend=lsa")
+    return None
+
+
+def _lsa_one_node(d: Directives, s: DesignSpace) -> str | None:
+    if d.backend == "lsa" and s.topology.nodes > 1:
+        return (f"backend=lsa moves KV blocks by NVLink load/store, so all ranks must share one node (this "
+                f"topology has {s.topology.nodes} nodes); use backend=gin")
+    return None
+
+
+WORKLOAD_RULES: tuple[Rule, ...] = (
+    Rule("attention-cp-chunks-only-fused", _chunks_only_fused),
+    Rule("attention-cp-copy-engine-barriers", _copy_engine_barriers),
+    Rule("attention-cp-gin-subset", _gin_subset),
+    Rule("attention-cp-lsa-one-node", _lsa_one_node),
+)
+#: Two default rules do not hold here. signal-needs-chunks: the signals are per ring step (one source's block),
+#: so sync_scope=signal at whole blocks is a barrier-free protocol of its own. copy-engine-transport's fused
+#: clause: fused is the slice pipeline, whose transfers are issued on the side stream, where copy engines can
+#: issue them (its GIN clause is kept by attention-cp-copy-engine-barriers and the GIN subset).
+RULES = tuple(r for r in DEFAULT_RULES if r.name not in ("signal-needs-chunks", "copy-engine-transport")) + (
+    WORKLOAD_RULES)
+
+
+def space(topology: Topology) -> DesignSpace:
+    """The ring-attention design space on `topology`: LSA on one node; GIN where a NIC may be present."""
+    backends = tuple(b for b in ("lsa", "gin") if not (b == "gin" and topology.gin_available is False))
+    if topology.nodes > 1:
+        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
+    return DesignSpace(
+        backends=backends,
+        sync_scopes=("world", "team", "signal"),
+        issuers=("thread", "warp", "cta", "copy_engine"),
+        chunk_sizes=CHUNK_SIZES,
+        topology=topology,
+        rules=RULES,
+    )
+
+
+def block(point: Directives) -> str:
+    """The EVOLVE block of `point`: its constants, kernels, block_needs() and enqueue()."""
+    return render_gin(point) if point.backend == "gin" else render_lsa(point)
+
+
+def render(point: Directives) -> str:
+    """CUDA source of the candidate for `point`: frozen head and tail around one EVOLVE block. Pure."""
+    reason = space(Topology()).check(point)
+    if reason:
+        raise IllegalPointError(reason)
+    return assemble(frozen.head(), block(point), frozen.TAIL)

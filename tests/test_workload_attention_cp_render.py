@@ -1,0 +1,63 @@
+"""attention_cp design space and rendering on the CPU: the rules, what a rendered point contains, the GIN subset,
+and the fixtures (each one fault, each passing the static check against its base point)."""
+
+import pytest
+
+from cuco import workloads
+from cuco.design_space import Directives, IllegalPointError, Topology
+from cuco.evaluate.static import check_static
+from cuco.workloads.attention_cp import fixtures
+
+WL = workloads.get("attention_cp")
+
+
+def _block(label: str) -> str:
+    return WL.render(Directives.from_label(label)).split("EVOLVE-BLOCK-START")[1]
+
+
+def test_space_and_rules():
+    space = WL.space(Topology(world=1, gin_available=False))
+    points = list(space.points())
+    assert {p.placement for p in points} == {"deferred", "stream_overlap", "split_put_wait", "fused"}
+    assert {p.issuer for p in points} == {"thread", "warp", "cta", "copy_engine"}
+    assert all((p.chunk_bytes != 0) == (p.placement == "fused") for p in points)
+    assert all(p.sync_scope in ("world", "team") for p in points if p.issuer == "copy_engine")
+    assert "lsa/fused/world/copy_engine/1MiB" in {p.label() for p in points}  # fused = the slice pipeline
+    assert "lsa/stream_overlap/signal/warp/whole" in {p.label() for p in points}  # signals per ring step
+    assert "chunk" in space.check(Directives.from_label("lsa/stream_overlap/world/cta/1MiB"))
+    assert "barrier kernels" in space.check(Directives.from_label("lsa/stream_overlap/signal/copy_engine/whole"))
+    assert space.conservative().label() == "lsa/deferred/world/cta/whole"
+    with pytest.raises(IllegalPointError):
+        WL.render(Directives.from_label("lsa/fused/signal/cta/whole"))
+
+
+def test_gin_points_only_where_a_nic_may_be():
+    gin = [p for p in WL.space(Topology(world=2)).points() if p.backend == "gin"]
+    assert gin and all(p.placement == "split_put_wait" and p.sync_scope == "signal" for p in gin)
+    assert {p.issuer for p in gin} == {"thread", "warp", "cta"}
+    code = WL.render(gin[0])
+    assert "gin.put(world, t, win_ring" in code and "n.gin_required = 1;" in code
+    assert {p.backend for p in WL.space(Topology(world=16, nodes=2)).points()} == {"gin"}
+
+
+def test_render_reflects_the_point():
+    fused = _block("lsa/fused/signal/warp/1MiB")
+    assert "using Issuer = ncclCoopWarp;" in fused and "kChunkBytes = 1048576" in fused
+    assert "stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]" in fused and "barrier(ctx" not in fused
+    assert "ctx->rank, 0,\n" in fused  # the own block moves through the pipeline too
+    overlap = _block("lsa/stream_overlap/world/copy_engine/whole")
+    assert "cudaMemcpyAsync" in overlap and "pull_kernel" not in overlap and overlap.count("barrier(ctx, side)") == 2
+    push = _block("lsa/split_put_wait/signal/cta/whole")
+    assert "push_kernel<<<kCommCtas" in push and "f.sf.arrive(src, 0)" in push
+    deferred = _block("lsa/deferred/team/thread/whole")
+    assert "pull_kernel<<<ctx->sm_count" in deferred and "cta_lsa_barrier(dc, false)" in deferred
+
+
+@pytest.mark.parametrize("make,base", [(fixtures.skipped_step, fixtures.STEPS_BASE),
+                                       (fixtures.merge_without_lse, fixtures.FUSED_BASE),
+                                       (fixtures.never_waits, fixtures.FUSED_BASE)])
+def test_fixtures_differ_from_their_base_in_the_block_only(make, base):
+    code, parent = make(), WL.render(Directives.from_label(base))
+    assert code != parent
+    result = check_static(code, parent_code=parent)
+    assert result.passed, result.reason

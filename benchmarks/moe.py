@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -53,48 +52,12 @@ def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
     return {"anchor_compute_ms": max(per_rank), "anchor_per_rank_ms": per_rank, "torch": torch.__version__}
 
 
-def history(run_dir: Path) -> list[dict[str, Any]]:
-    """Evaluations of a run in order: point, status, time."""
-    from cuco.db import CandidateDB
-
-    db = CandidateDB(run_dir / "candidates.db")
-    try:
-        cands = sorted(db.all("moe"), key=lambda c: c.created_at)
-    finally:
-        db.close()
-    return [{"point": c.directives.label() if c.directives else c.mutation, "status": c.status,
-             "ms": c.metrics.get("time_ms"), "reason": "" if c.status == "passed" else
-             next((x.reason for x in c.results.values() if not x.passed), "")[:400]} for c in cands]
-
-
 def run_shape(name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
-    from cuco.pipeline import RunOptions, run_workload
-    from cuco.workloads import get
+    """Search one MoE shape: the best point, its bound parts, the fast path and every evaluation."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from search_rows import search_row
 
-    shape = get("moe").parse_shape(name)
-    run_dir = runs / f"moe-{name}-w{world}-{int(time.time())}"
-    start = time.monotonic()
-    opts = RunOptions(workload="moe", world=world, shape=name, evaluations=evals, run_dir=str(run_dir),
-                      progress=False, batch_size=8, islands=2)
-    summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
-    print(summary.text(), flush=True)
-    row: dict[str, Any] = {"shape": name, "dims": dict(zip("THIEKR", shape.dims)), "world": world,
-                           "search_wall_s": round(time.monotonic() - start, 1), "evaluations": summary.evaluated,
-                           "measured": summary.measured, "run_dir": str(run_dir)}
-    best = summary.best
-    if best is not None:
-        m = best.metrics
-        row.update(verified=best.status == "passed", best_point=best.directives.label() if best.directives
-                   else best.mutation, best_ms=m.get("time_ms"), host_ms=m.get("host_ms"),
-                   speedup=m.get("speedup"), compute_ms=m.get("compute_ms"), comm_ms=m.get("comm_ms"),
-                   bound_ms=m.get("bound_ms"), overlap_efficiency=m.get("overlap_efficiency"),
-                   spread=m.get("spread"), bench_shape=summary.environment.get("shape"),
-                   **{k: v for k, v in summary.environment.items() if k != "shape"})
-    if summary.fastpath is not None:
-        row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"),
-                   fastpath_feedback=summary.fastpath.feedback[:400])
-    row["evaluations_in_order"] = history(run_dir)
-    return row
+    return search_row("moe", name, world, evals, runs)
 
 
 def sweep(name: str, world: int) -> dict[str, Any]:

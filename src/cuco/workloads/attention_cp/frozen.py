@@ -45,7 +45,7 @@ using cuco_attn::source_at;
 struct State : cuco::kit::Base {};
 
 static Geo geo_of(const cuco_ctx* ctx) { return cuco_attn::geo_of_dims(ctx->dims, ctx->world); }
-static size_t block_bytes(const Geo& g) { return (size_t)(2 * cuco_attn::kv_block_elems(g)); }
+__host__ __device__ inline size_t block_bytes(const Geo& g) { return (size_t)(2 * cuco_attn::kv_block_elems(g)); }
 // 16-byte words of one K (or V) row, and of a whole block.
 __host__ __device__ inline int64_t row16(const Geo& g) { return kv_row_elems(g) * 2 / 16; }
 __host__ __device__ inline int64_t block16(const Geo& g) { return 2 * g.Sr * row16(g); }

@@ -1,0 +1,136 @@
+"""Ring attention on one GPU (W = 1: plain flash attention), in one call: per shape the host baseline, the
+fast-path candidate and the best point of an offline directive search (verified under delayed arrival), the
+compute library's attention alone (the harness's "compute" part, same process as host and best), and torch's
+scaled_dot_product_attention on the same shape and GPU, the faster of its flash and cuDNN backends.
+
+    PYTHONPATH=src python3 benchmarks/attention_cp.py --out benchmarks/results [--evals 6] [--shapes s4096-d32,...]
+
+Writes attention_cp_w1.json and attention_cp_w1.md under --out after every shape (a cut-off run keeps what it
+measured). Every cuco time comes from the harness (CUDA events, median of the timed iterations); torch times are
+CUDA-event medians of 30 calls after 5 warm-up calls (benchmarks/event_timing.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+WORLD = 1
+
+
+def anchor(dims: dict[str, int]) -> dict[str, Any]:
+    """torch SDPA (bf16, [1, H, S, D]) on this shape: each of the flash and cuDNN backends, and the faster."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    sys.path.insert(0, str(HERE))
+    from event_timing import event_times_ms
+
+    s, hq, hkv, d, causal = (dims[k] for k in ("S", "HQ", "HKV", "D", "CAUSAL"))
+    q = torch.randn(1, hq, s, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out: dict[str, Any] = {"torch": torch.__version__}
+    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        def call():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), enable_gqa=hq != hkv)
+
+        try:
+            out[f"anchor_{name}_ms"] = statistics.median(event_times_ms(call, iters=30, warmup=5))
+        except RuntimeError as exc:  # a backend that does not take this shape
+            out[f"anchor_{name}_error"] = str(exc)[:300]
+    timed = {n: out[f"anchor_{n}_ms"] for n in ("flash", "cudnn") if f"anchor_{n}_ms" in out}
+    if timed:
+        best = min(timed, key=timed.get)
+        out.update(anchor_ms=timed[best], anchor_backend=best)
+    return out
+
+
+def run_shape(name: str, evals: int, runs: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    from search_rows import search_row
+
+    row = search_row("attention_cp", name, WORLD, evals, runs)
+    try:
+        row.update(anchor(row["dims"]))
+        if row.get("anchor_ms") and row.get("compute_ms"):
+            row["anchor_over_compute"] = row["anchor_ms"] / row["compute_ms"]
+    except Exception as exc:  # the cuco figures stand without the anchor
+        row["anchor_error"] = repr(exc)
+    return row
+
+
+def main() -> None:
+    from cuco.workloads import get
+
+    w = get("attention_cp")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="s4096-d32,s8192-d64,llama3-8b,s8192-d32,s4096-d64,llama3-8b-full")
+    ap.add_argument("--evals", type=int, default=6)
+    ap.add_argument("--runs", default="/tmp/cuco-attention-cp-runs")
+    ap.add_argument("--out", default=str(RESULTS))
+    a = ap.parse_args()
+    shapes = [s for s in a.shapes.split(",") if s]
+    for s in shapes:  # bad names and shapes fail here, before anything builds
+        w.check_shape(w.parse_shape(s), WORLD)
+    meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                            "world": WORLD, "rows": [], "errors": []}
+    try:
+        from cuco.kit.compute import build_compute
+        from cuco.toolchain import default_toolchain
+
+        built = build_compute(w, default_toolchain())
+        meta["compute_library"] = {"cached": built.cached, "build_s": round(built.seconds, 1)}
+    except Exception as exc:
+        meta["errors"].append({"shape": "compute library", "error": repr(exc)})
+    out = Path(a.out)
+    for name in shapes:
+        try:
+            meta["rows"].append(run_shape(name, a.evals, Path(a.runs)))
+        except Exception as exc:  # one shape's failure must not lose the others
+            meta["errors"].append({"shape": name, "error": repr(exc), "trace": traceback.format_exc()[-2000:]})
+        _write(out, meta)
+
+
+def _fmt(v: Any, nd: int = 3) -> str:
+    return f"{v:.{nd}f}" if isinstance(v, (int, float)) else "—"
+
+
+def _write(out: Path, meta: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    tag = f"attention_cp_w{meta['world']}"
+    (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
+    rows = meta["rows"]
+    env = next((r for r in rows if r.get("device")), {})
+    lines = [f"# Ring attention, world {meta['world']} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}"
+             f", CUDA runtime {env.get('cuda_runtime_version', '?')}, torch {env.get('torch', '?')}, {meta['date']}",
+             "", "| shape | verified | host | fast path | best (cuco) | compute library | torch SDPA (backend) | "
+             "anchor/compute | best point |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        backend = f" ({r['anchor_backend']})" if r.get("anchor_backend") else ""
+        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {_fmt(r.get('host_ms'))} | "
+                     f"{_fmt(r.get('fastpath_ms'))} | {_fmt(r.get('best_ms'))} | {_fmt(r.get('compute_ms'))} | "
+                     f"{_fmt(r.get('anchor_ms'))}{backend} | {_fmt(r.get('anchor_over_compute'), 2)} | "
+                     f"`{r.get('best_point', '—')}` |")
+    for e in meta["errors"]:
+        lines.append(f"\nError ({e.get('shape')}): {e['error']}")
+    lines += ["", "Times in ms. Host, fast path, best and the compute library's attention alone (the harness's "
+              "'compute' part) come from one harness process per shape (median of the timed iterations); torch's "
+              "scaled_dot_product_attention on the same shape, flash and cuDNN backends, the faster one shown, in the "
+              "same device session.", ""]
+    (out / f"{tag}.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    main()

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one-GPU run behind benchmarks/results/attention_cp_w1.{json,md}, in one device call of at most ~9.5
+# minutes: the ring-attention compute library is built, the workload's GPU tests run (compute library against
+# torch, seed / fast path / covering points verify under delayed arrival, every fixture fails), then
+# benchmarks/attention_cp.py measures every bench shape (host, best searched point, compute library alone,
+# torch SDPA flash / cuDNN). Each step is bounded in time; what a step finished is kept.
+#
+#   bash benchmarks/gpu_attention_cp_w1.sh OUT_DIR
+#
+# The package runs from source (PYTHONPATH=src). The nvidia-cutlass wheel's package folder is carried from the
+# development venv (.venv/lib/python3.11/site-packages/cutlass_library): its parent is appended to PYTHONPATH so
+# cuco.libraries finds the CUTLASS headers the compute library needs. Environment: EVALS (search evaluations per
+# shape, default 6), SHAPES (comma list), BUILD_TIMEOUT / TEST_TIMEOUT (seconds), TOTAL_S (the whole budget).
+# NVLink multicast stays off (benchmarks/gpu_env.sh).
+set -uo pipefail
+OUT=${1:?usage: bash benchmarks/gpu_attention_cp_w1.sh OUT_DIR}
+cd "$(dirname "$0")/.."
+source benchmarks/gpu_env.sh
+CARRIED_SITE="$PWD/.venv/lib/python3.11/site-packages"
+[ -d "$CARRIED_SITE/cutlass_library" ] && export PYTHONPATH="$PYTHONPATH:$CARRIED_SITE"
+TOTAL_S=${TOTAL_S:-570}
+mkdir -p "$OUT/results"
+{ device_line
+  nvcc --version | tail -1
+  python3 -c 'import torch; print("# torch", torch.__version__, "cuda", torch.version.cuda)'
+  python3 -c 'from cuco.libraries import spec_of, find; print("# cutlass:", find(spec_of("cutlass"), None).include)'
+} >"$OUT/env.txt" 2>&1
+{ timeout "${BUILD_TIMEOUT:-240}" python3 -c '
+from cuco.kit.compute import build_compute
+from cuco.toolchain import default_toolchain
+from cuco.workloads import get
+b = build_compute(get("attention_cp"), default_toolchain())
+print("compute library:", b.library, "cached" if b.cached else f"built in {b.seconds:.0f} s")'
+  echo "compute library: exit $?"
+  timeout "${TEST_TIMEOUT:-170}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=10 \
+    tests/test_workload_attention_cp_gpu.py
+  echo "gpu tests: exit $?"; } >"$OUT/attention_cp_gpu_tests.log" 2>&1
+left=$((TOTAL_S - SECONDS))
+{ echo "# benchmark budget: ${left} s"
+  timeout "$left" python3 benchmarks/attention_cp.py --evals "${EVALS:-6}" --out "$OUT/results" \
+    ${SHAPES:+--shapes "$SHAPES"}
+  echo "benchmark: exit $?"; } >"$OUT/attention_cp_bench.log" 2>&1
+tail -4 "$OUT/attention_cp_gpu_tests.log" "$OUT/attention_cp_bench.log"

@@ -1,0 +1,164 @@
+"""GPU tests of the ring-attention workload at W = 1 (plain flash attention on one GPU): the compute library's
+attention and merge match torch's fp32 attention; the host seed, its fast-path transform and a covering sample of
+LSA points verify on two seeds under delayed arrival (the cascade's L2 mode) at every verify shape; every fixture
+(skipped ring step, merge without the LSE, never waits) fails. Run with `pytest -m gpu` on a GPU machine."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+
+from cuco import workloads
+from cuco.design_space import Topology
+from cuco.kit.sample import covering_points
+from cuco.workloads.attention_cp import fixtures
+
+WL = workloads.get("attention_cp")
+VERIFY = ["verify-gqa-causal", "verify-mha-full", "verify-d32-causal"]
+
+
+def _need_gpu(gpus: int) -> None:
+    if gpus < 1:
+        pytest.skip("needs a GPU")
+
+
+def _link():
+    from cuco.kit.compute import link_options
+    from cuco.toolchain import default_toolchain
+
+    return link_options(WL, default_toolchain())
+
+
+@pytest.fixture(scope="module")
+def plugin() -> Path:
+    from cuco.harness.build import build_shared
+
+    link = _link()
+    return build_shared(WL.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
+
+
+def _compile(codes: list[str]) -> list[Path]:
+    from cuco.evaluate.compile import Compiler
+
+    link = _link()
+    outcomes = Compiler().compile_many(codes, link.libraries, link.include_dirs, link.extra)
+    bad = [o.log_excerpt for o in outcomes if not o.ok]
+    assert not bad, bad[:2]
+    return [o.so_path for o in outcomes]
+
+
+def _verify(plugin: Path, sos: list[Path], shape: str):
+    from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
+    from cuco.harness.runner import HarnessRequest, run_harness
+
+    res = run_harness(HarnessRequest(plugin, sos, WL.parse_shape(shape).dims, world=1, seeds=(1, 2), verify=True,
+                                     bench=False, timeout_s=120, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
+    return {Path(r.path): r for r in res.candidates}
+
+
+# ---- the compute library against torch ------------------------------------------------------------------
+
+CASES = [  # (q rows, k rows, HQ, HKV, D, causal)
+    (512, 512, 8, 2, 128, 1), (384, 768, 4, 4, 64, 0), (256, 256, 8, 8, 32, 1), (640, 256, 16, 4, 64, 0),
+    (1024, 1024, 32, 8, 128, 0),
+]
+
+
+def _lib():
+    from cuco.kit.compute import build_compute
+    from cuco.toolchain import default_toolchain
+
+    lib = ctypes.CDLL(str(build_compute(WL, default_toolchain()).library))
+    lib.cuco_attn_block.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 3 + [
+        ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
+    lib.cuco_attn_merge.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+                                                             ctypes.c_int64, ctypes.c_void_p]
+    return lib
+
+
+def _reference(torch, q, k, v, causal):
+    """fp32 attention and LSE, [S, H, D] layouts, GQA by repeating KV heads."""
+    g = q.shape[1] // k.shape[1]
+    qf, kf, vf = (t.float().transpose(0, 1) for t in (q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)))
+    s = qf @ kf.transpose(1, 2) / q.shape[2] ** 0.5
+    if causal:
+        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+    return (s.softmax(-1) @ vf).transpose(0, 1), s.logsumexp(-1)
+
+
+def _attend(torch, lib, q, k, v, causal):
+    sq, hq, d = q.shape
+    o = torch.empty_like(q)
+    lse = torch.empty(hq, sq, device="cuda", dtype=torch.float32)
+    rc = lib.cuco_attn_block(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), sq,
+                             k.shape[0], hq, k.shape[1], d, sq, causal, torch.cuda.current_stream().cuda_stream)
+    assert rc == 0
+    return o, lse
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_compute_library_attention_matches_torch(gpus, case):
+    _need_gpu(gpus)
+    import torch
+
+    sq, sk, hq, hkv, d, causal = case
+    torch.manual_seed(sum(case))
+    q = torch.randn(sq, hq, d, device="cuda").bfloat16()
+    k, v = (torch.randn(sk, hkv, d, device="cuda").bfloat16() for _ in range(2))
+    o, lse = _attend(torch, _lib(), q, k, v, causal)
+    ref, ref_lse = _reference(torch, q, k, v, causal)
+    torch.cuda.synchronize()
+    assert (o.float() - ref).norm() / ref.norm() < 0.01
+    assert (lse - ref_lse).abs().max() < 2e-3
+
+
+@pytest.mark.gpu
+def test_merge_of_two_key_halves_is_full_attention(gpus):
+    _need_gpu(gpus)
+    import torch
+
+    lib = _lib()
+    torch.manual_seed(7)
+    q = torch.randn(512, 8, 64, device="cuda").bfloat16()
+    k, v = (torch.randn(1024, 2, 64, device="cuda").bfloat16() for _ in range(2))
+    o, lse = _attend(torch, lib, q, k[:512].contiguous(), v[:512].contiguous(), 0)
+    ob, lb = _attend(torch, lib, q, k[512:].contiguous(), v[512:].contiguous(), 0)
+    assert lib.cuco_attn_merge(o.data_ptr(), lse.data_ptr(), ob.data_ptr(), lb.data_ptr(), 512, 8, 64, 512,
+                               torch.cuda.current_stream().cuda_stream) == 0
+    ref, ref_lse = _reference(torch, q, k, v, 0)
+    torch.cuda.synchronize()
+    assert (o.float() - ref).norm() / ref.norm() < 0.01
+    assert (lse - ref_lse).abs().max() < 2e-3
+
+
+# ---- the workload through the harness -----------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_seed_fast_path_and_covering_points_verify(plugin, gpus):
+    _need_gpu(gpus)
+    from cuco.fastpath.agent import FastPathAgent
+
+    fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
+                         include_dirs=_link().include_dirs).run(WL.seed_code()).code
+    points = [p for p in covering_points(WL.space(Topology(world=1, gin_available=False))) if p.backend == "lsa"]
+    labels = ["seed", "fast path", *(p.label() for p in points)]
+    sos = _compile([WL.seed_code(), fast, *(WL.render(p) for p in points)])
+    for shape in VERIFY:
+        runs = _verify(plugin, sos, shape)
+        failed = [(label, runs[so].status, runs[so].message) for label, so in zip(labels, sos)
+                  if runs[so].status != "ok"]
+        assert not failed, f"{shape}: {failed[:4]}"
+
+
+@pytest.mark.gpu
+def test_every_fixture_fails_under_delayed_arrival(plugin, gpus):
+    _need_gpu(gpus)
+    made = {f.__name__: f() for f in (fixtures.skipped_step, fixtures.merge_without_lse, fixtures.never_waits)}
+    sos = _compile(list(made.values()))
+    runs = _verify(plugin, sos, "verify-gqa-causal")
+    wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(made, sos)
+             if runs[so].status != "verify_failed"]
+    assert not wrong, wrong

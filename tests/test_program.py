@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuco.design_space import Topology
+from cuco.design_space import Directives, Topology
 from cuco.evaluate.static import check_program
 from cuco.fastpath import annotate
 from cuco.kit.evolve import EVOLVE_START
 from cuco.program.observation import FP32_RTOL, Observation, compare
+from cuco.program.space import MOVEMENT, point_block
 from cuco.program.source import HostProgram, ProgramError
 from cuco.program.workload import ProgramWorkload
 
@@ -75,21 +76,70 @@ def test_the_observed_program_times_the_statements_around_every_collective(name)
     assert kept == p.text.splitlines()
 
 
+def _expected_size(kinds: tuple[str, ...]) -> int:
+    """placement x comm_ctas, and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
+    with comm_ctas fixed when every collective is a movement one)."""
+    if not set(kinds) & set(MOVEMENT):
+        return 2 * 3
+    ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 3
+    return 2 * 2 * (3 + 3 * ce_ctas)
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(name):
     w = ProgramWorkload.load(CORPUS / f"{name}.cu")
     space = w.space(Topology(world=1))
     codes = [w.render(p) for p in space.points()]
-    assert len(codes) == space.size() == 6
+    assert len(codes) == space.size() == _expected_size(w.program.analysis.kinds())
     frozen = {_frozen(c) for c in codes}
     assert len(frozen) == 1, "design points differ outside the EVOLVE blocks"
     for point, code in zip(space.points(), codes):
         annotate.check_markers(code)
         assert f"// cuco design point: {point.label()}" in code
+        assert f"#define CUCOFP_CHUNK_BYTES {point.chunk_bytes}  //" in code
         res = check_program(code, parent_code=codes[0])
         assert res.passed, res.reason
         # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements
         assert code.count("cuco_region_begin(") == _frozen(code).count("cuco_region_begin(")
+
+
+def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_why():
+    w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
+    space = w.space(Topology(world=1))
+    fast = space.conservative()
+    assert fast.label() == "lsa/deferred/world/cta/whole/comm_ctas=32"
+    block = point_block(fast)
+    for macro in ("PLACEMENT 0", "COMM_CTAS 32", "SYNC_SCOPE 0", "ISSUER 0", "CHUNK_BYTES 0"):
+        assert f"#define CUCOFP_{macro}" in block          # the defaults of lsa_point.cuh: today's code paths
+    assert "program-chunks-need-copy-engine" in space.check(Directives.from_label("lsa/deferred/world/cta/4MiB/comm_ctas=32"))
+    ce = Directives.from_label("lsa/stream_overlap/signal/copy_engine/1MiB/comm_ctas=8")
+    assert space.is_legal(ce)                             # the ReduceScatter still runs on 8 CTAs
+    only_movement = ProgramWorkload.load(CORPUS / "moe_alltoall_pool.cu").space(Topology(world=1))
+    assert "program-comm-ctas-unused" in only_movement.check(ce)
+    assert only_movement.is_legal(ce.replace(comm_ctas="32"))
+    reductions = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu").space(Topology(world=1))
+    assert reductions.values("issuer") == ("cta",) and reductions.values("sync_scope") == ("world",)
+    assert reductions.values("chunk_bytes") == (0,)
+
+
+@pytest.mark.parametrize("name", ["sp_mlp_ag_rs", "bcast_weights_async"])
+def test_the_directive_mutator_reaches_every_value_of_every_directive(name):
+    import random
+
+    from cuco.search.mutators.base import MutationContext
+    from cuco.search.mutators.directive import DirectiveMutator
+
+    w = ProgramWorkload.load(CORPUS / f"{name}.cu")
+    space = w.space(Topology(world=1))
+    parent, seen, reached = w.fast_path(Topology(world=1)), set(), set()
+    rng = random.Random(7)
+    for _ in range(space.size()):
+        seen.add(parent.directives.label())
+        child = DirectiveMutator().near(parent, MutationContext(w, space, seen=seen), rng)
+        assert space.is_legal(child.directives) and child.code == w.render(child.directives)
+        reached |= {(n, child.directives.get(n)) for n in space.names}
+        parent = child
+    assert reached == {(n, v) for n in space.names for v in space.values(n)}
 
 
 def test_compute_that_feeds_and_consumes_a_collective_is_inside_the_evolve_block():

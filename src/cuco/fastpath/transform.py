@@ -67,10 +67,16 @@ def _cuda_file(name: str) -> str:
     return re.sub(r'^#include "[^"]+"\n', "", text, flags=re.M)
 
 
+#: The prelude's device code (an EVOLVE block) and host runtime, each file after the ones it includes.
+_KERNEL_FILES = ("lsa_layout.cuh", "lsa_kernels.cuh", "lsa_signal.cuh")
+_RUNTIME_FILES = ("lsa_point.cuh", "lsa_runtime.cuh", "lsa_warm.cuh", "lsa_copy.cuh")
+
+
 def prelude(form: str) -> str:
     """The generated code inserted after the program's includes."""
-    kernels = _cuda_file("lsa_kernels.cuh")
-    runtime = _cuda_file("lsa_runtime.cuh").rstrip() + "\n\n" + _cuda_file("lsa_api.cuh").split("\n\n", 1)[1]
+    kernels = "\n".join(_cuda_file(n).rstrip() + "\n" for n in _KERNEL_FILES)
+    runtime = "\n".join(_cuda_file(n).rstrip() + "\n" for n in _RUNTIME_FILES)
+    runtime += "\n" + _cuda_file("lsa_api.cuh").split("\n\n", 1)[1]
     if form == "candidate_abi":  # the harness owns the communicator: drop the standalone lifetime wrappers
         runtime = re.sub(r"// CUCOFP-STANDALONE-BEGIN.*?// CUCOFP-STANDALONE-END\n", "", runtime, flags=re.S)
     parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels")]

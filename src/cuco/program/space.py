@@ -1,41 +1,99 @@
 """The design space of a user's program and the rendering of a point: the fast path's rewrite of every
-recognised collective, parameterised by the point (read by cuco/fastpath/cuda/lsa_runtime.cuh and lsa_api.cuh).
+recognised collective, parameterised by the point (macros read by cuco/fastpath/cuda/lsa_point.cuh).
 
 - placement: `deferred` (each communication kernel where the NCCL call was, on the caller's stream) or
   `stream_overlap` (on a side stream; the caller's stream waits at the `cucoJoin()` the transform places before
   the first statement that depends on the transfer, so independent kernels in between run beside it);
+- sync_scope: `world` (LSA barriers before and after every collective) or `signal` (AllGather, AlltoAll and
+  Broadcast wait only for the peers they read and are read by: per-peer ready/done flags in the mailbox, with
+  the collective's sequence number so repeated calls never mix epochs);
+- issuer: `cta` (kernels move the bytes) or `copy_engine` (AllGather, AlltoAll and Broadcast move their bytes
+  by cudaMemcpyAsync between LSA-mapped buffers, between an entry and an exit kernel of one CTA that keep the
+  ordering of `sync_scope`; no SM moves data);
+- chunk_bytes: `whole` or, with issuer=copy_engine only, 4 MiB / 1 MiB: each copy is cut into chunks spread over
+  4 copy streams, so several copy engines and NVLink peers work at once (the CTA kernels move whole buffers);
 - comm_ctas (extra directive): CTAs per communication kernel; fewer leave SMs to overlapping compute.
-Backend lsa, sync scope world (barrier-ordered kernels), issuer cta and whole buffers are fixed: they are what
-the rewritten kernels implement.
+
+Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers, and sends/receives on their
+pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and issuer=copy_engine are
+offered only to programs that call AllGather, AlltoAll or Broadcast, and a program whose every collective is one
+of those keeps comm_ctas at its first value under copy_engine (no CTA kernel of it would change). Backend lsa.
 """
 
 from __future__ import annotations
 
-from cuco.design_space import WHOLE, DesignSpace, Directives, Topology
+from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, Rule, Topology
 from cuco.extra_directives import ExtraDirective
 from cuco.fastpath import annotate
 from cuco.fastpath.model import Analysis
-from cuco.fastpath.transform import transform
+from cuco.fastpath.transform import PRELUDE_BEGIN, transform
 
 COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8"),
                            "CTAs per communication kernel; fewer leave SMs to compute that overlaps it")
+#: The collectives whose bytes the copy engines can move and that signals can order.
+MOVEMENT = ("allgather", "alltoall", "broadcast")
+CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 _PLACEMENT = {"deferred": 0, "stream_overlap": 1}
+_SYNC_SCOPE = {"world": 0, "signal": 1}
+_ISSUER = {"cta": 0, "copy_engine": 1}
+#: Not rules here: chunks split copies over copy streams rather than overlapping compute, and signals are
+#: per peer, not per chunk.
+_DROPPED = ("deferred-whole-buffer", "signal-needs-chunks")
 
 
-def program_space(topology: Topology) -> DesignSpace:
-    """The legal points for a program at `topology` (one node: LSA)."""
-    return DesignSpace(backends=("lsa",), placements=tuple(_PLACEMENT), sync_scopes=("world",), issuers=("cta",),
-                       chunk_sizes=(WHOLE,), topology=topology, extras=(COMM_CTAS,))
+def _chunks_need_copy_engine(d: Directives, _s: DesignSpace) -> str | None:
+    if d.chunk_bytes != WHOLE and d.issuer != "copy_engine":
+        return ("chunk_bytes cuts copy-engine transfers into chunks over copy streams; the CTA kernels move whole "
+                "buffers. Use chunk_bytes=whole, or issuer=copy_engine")
+    return None
+
+
+def _comm_ctas_rule(kinds: tuple[str, ...]) -> Rule:
+    def check(d: Directives, _s: DesignSpace) -> str | None:
+        if (d.issuer == "copy_engine" and kinds and set(kinds) <= set(MOVEMENT)
+                and d.get("comm_ctas") != COMM_CTAS.default):
+            return (f"with issuer=copy_engine no kernel of this program moves data by CTAs (it calls only "
+                    f"{', '.join(kinds)}), so comm_ctas changes nothing; keep comm_ctas={COMM_CTAS.default}")
+        return None
+
+    return Rule("program-comm-ctas-unused", check)
+
+
+def program_space(topology: Topology, kinds: tuple[str, ...] = ()) -> DesignSpace:
+    """The legal points for a program calling collectives of `kinds` (Analysis.kinds()) at `topology` (one
+    node: LSA). Without a movement collective the space is placement x comm_ctas."""
+    movement = any(k in MOVEMENT for k in kinds)
+    rules = tuple(r for r in DEFAULT_RULES if r.name not in _DROPPED)
+    rules += (Rule("program-chunks-need-copy-engine", _chunks_need_copy_engine), _comm_ctas_rule(tuple(kinds)))
+    return DesignSpace(backends=("lsa",), placements=tuple(_PLACEMENT),
+                       sync_scopes=tuple(_SYNC_SCOPE) if movement else ("world",),
+                       issuers=tuple(_ISSUER) if movement else ("cta",),
+                       chunk_sizes=CHUNK_SIZES if movement else (WHOLE,),
+                       topology=topology, rules=rules, extras=(COMM_CTAS,))
 
 
 def point_block(point: Directives) -> str:
     """The point's macros as an EVOLVE block (what a search may change), read by the fast path's runtime."""
     body = (f"// cuco design point: {point.label()}\n"
             f"#define CUCOFP_PLACEMENT {_PLACEMENT[point.placement]}  // {point.placement}\n"
-            f"#define CUCOFP_COMM_CTAS {int(point.get('comm_ctas'))}\n")
+            f"#define CUCOFP_COMM_CTAS {int(point.get('comm_ctas'))}\n"
+            f"#define CUCOFP_SYNC_SCOPE {_SYNC_SCOPE[point.sync_scope]}  // {point.sync_scope}\n"
+            f"#define CUCOFP_ISSUER {_ISSUER[point.issuer]}  // {point.issuer}\n"
+            f"#define CUCOFP_CHUNK_BYTES {point.chunk_bytes}  // {point.label().split('/')[4]}\n")
     return annotate.wrap(body, "point")
 
 
+#: Where the point block goes in a memoised rewrite (every point's rewrite differs only there).
+_SLOT = "// cuco: design point block slot 6f1c2a\n"
+_REWRITES: dict[str, str] = {}
+
+
 def render(observed: str, analysis: Analysis, point: Directives) -> str:
-    """The observed program rewritten onto the GPU at `point`."""
-    return transform(analysis, observed, point_block=point_block(point)).code
+    """The observed program rewritten onto the GPU at `point` (`analysis` is the analysis of `observed`)."""
+    code = _REWRITES.get(observed)
+    if code is None:
+        code = transform(analysis, observed, point_block=_SLOT).code
+        if len(_REWRITES) >= 8:
+            _REWRITES.pop(next(iter(_REWRITES)))
+        _REWRITES[observed] = code
+    return code.replace(_SLOT + PRELUDE_BEGIN, point_block(point) + PRELUDE_BEGIN, 1)

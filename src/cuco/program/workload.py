@@ -47,7 +47,7 @@ class ProgramWorkload:
 
     def space(self, topology: Topology) -> DesignSpace:
         """The design space of a program on `topology`."""
-        return program_space.program_space(topology)
+        return program_space.program_space(topology, self.program.analysis.kinds())
 
     def render(self, point: Directives) -> str:
         """The program rewritten onto the GPU at `point`."""

@@ -1,7 +1,7 @@
 // cuco fast path: the drop-in replacements of the NCCL host calls (what a rewritten program calls), over
-// the runtime in lsa_runtime.cuh.
+// the runtime in lsa_runtime.cuh (and lsa_copy.cuh for issuer=copy_engine).
 #pragma once
-#include "lsa_runtime.cuh"
+#include "lsa_copy.cuh"
 
 // ---- drop-in replacements -------------------------------------------------------------------------
 template <class T>

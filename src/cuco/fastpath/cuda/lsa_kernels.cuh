@@ -1,5 +1,5 @@
-// cuco fast path: LSA device kernels, one per collective, at the conservative design point
-// (placement=deferred, sync_scope=world, issuer=cta, chunk=whole buffer).
+// cuco fast path: LSA device kernels, one per collective, issued by CTAs (issuer=cta; the copy-engine path of
+// the movement collectives is lsa_copy.cuh).
 //
 // Protocol of the collective kernels: each rank publishes a descriptor (window id, offset, bytes, sequence
 // number) of the memory its peers must read into each peer's symmetric mailbox, all CTAs meet at an LSA
@@ -7,7 +7,8 @@
 // from overwriting its buffers while a peer may still read them. Descriptors make the kernels correct for
 // any buffer layout (in-place calls, offsets that differ per rank, AlltoAllv displacements).
 // Sends and receives are pairwise, as in NCCL: no barrier, so ranks may issue them under rank-dependent
-// conditions (pipelines); see p2pKernel.
+// conditions (pipelines); see p2pKernel. The movement collectives (AllGather, AlltoAll, Broadcast) take their
+// entry and exit ordering as a policy: WorldSync (barriers, below) or SignalSync (per-peer flags, lsa_signal.cuh).
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <cuda_bf16.h>
 #include <nccl.h>
 #include <nccl_device.h>
+#include "lsa_layout.cuh"
 
 namespace cucofp {
 
@@ -34,10 +36,11 @@ struct Ref { unsigned int win; unsigned long long offset; };   // memory as (win
 struct Windows { ncclWindow_t w[kMaxWindows]; };
 
 // Mailbox layout (symmetric, per rank): collective descriptors [sender][slot], p2p descriptors
-// [sender][slot], p2p acknowledgements [receiver][slot][cta].
+// [sender][slot], p2p acknowledgements [receiver][slot][cta], signal flags (lsa_layout.cuh).
 __host__ __device__ inline size_t descBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
 __host__ __device__ inline size_t ackBytes(int nranks) { return (size_t)nranks * kMaxSlots * kCtas * sizeof(unsigned int); }
-__host__ __device__ inline size_t mailboxBytes(int nranks) { return 2 * descBytes(nranks) + ackBytes(nranks); }
+__host__ __device__ inline size_t flagsOffset(int nranks) { return 2 * descBytes(nranks) + ackBytes(nranks); }
+__host__ __device__ inline size_t mailboxBytes(int nranks) { return flagsOffset(nranks) + signalFlagBytes(nranks, kCtas); }
 
 struct Launch {                    // what every kernel gets
   ncclDevComm dc;
@@ -70,6 +73,16 @@ __device__ inline void* lsaPtr(const Launch& L, Ref r, int peer) {
 #define CUCOFP_SESSION(L) \
   ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), (L).dc, ncclTeamLsa((L).dc), (L).dc.lsaBarrier, blockIdx.x)
 #define CUCOFP_BARRIER() bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel)
+
+// sync_scope=world for the movement collectives: enter() and leave() are LSA barriers of the whole team
+// (`sources` and `readers` are what SignalSync waits for; a barrier waits for everyone).
+struct WorldSync {
+  ncclLsaBarrierSession<ncclCoopCta> bar;
+  __device__ WorldSync(const Launch& L, unsigned long long /*sources*/, unsigned long long /*readers*/)
+      : bar(ncclCoopCta(), L.dc, ncclTeamLsa(L.dc), L.dc.lsaBarrier, blockIdx.x) {}
+  __device__ void enter() { CUCOFP_BARRIER(); }
+  __device__ void leave() { CUCOFP_BARRIER(); }
+};
 
 // Post `what` into `peer`'s mailbox at [my rank][slot]. Every CTA writes the same value, so each CTA's
 // own barrier arrival orders the write before any peer CTA that passes the matching barrier reads it.
@@ -159,33 +172,35 @@ __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOf
 
 // ---- kernels ----------------------------------------------------------------------------------------
 // recv[p*count + i] = send_p[i]
+template <class Sync>
 __global__ void __launch_bounds__(kThreads) allgatherKernel(Launch L, Coll c) {
-  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  Sync sync(L, sourcesOf(false, nr, me, 0), readersOf(false, nr, me, 0));
   size_t bytes = c.count * c.elemBytes;
   for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes);
-  CUCOFP_BARRIER();
+  sync.enter();
   for (int p = 0; p < nr; ++p) {
     Desc d = received(L, p, 0);
     const void* src = p == me ? c.sendLocal : peerPtr(L, d, p, 0);
     copyBytes((char*)c.recv + (size_t)p * bytes, src, bytes);
   }
-  CUCOFP_BARRIER();
+  sync.leave();
 }
 
 // recv[p*count + i] = send_p[me*count + i]
+template <class Sync>
 __global__ void __launch_bounds__(kThreads) alltoallKernel(Launch L, Coll c) {
-  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  Sync sync(L, sourcesOf(false, nr, me, 0), readersOf(false, nr, me, 0));
   size_t bytes = c.count * c.elemBytes;
   for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes * nr);
-  CUCOFP_BARRIER();
+  sync.enter();
   for (int p = 0; p < nr; ++p) {
     Desc d = received(L, p, 0);
     const void* src = p == me ? (const char*)c.sendLocal + (size_t)me * bytes : peerPtr(L, d, p, (size_t)me * bytes);
     copyBytes((char*)c.recv + (size_t)p * bytes, src, bytes);
   }
-  CUCOFP_BARRIER();
+  sync.leave();
 }
 
 // recv[i] = op_p send_p[me*count + i]
@@ -227,17 +242,18 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
 }
 
 // The root copies send into its own recv, then every rank pulls the root's recv.
+template <class Sync>
 __global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
-  CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  Sync sync(L, sourcesOf(true, nr, me, c.root), readersOf(true, nr, me, c.root));
   size_t bytes = c.count * c.elemBytes;
   if (me == c.root) {
     for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, bytes);
     copyBytes(c.recv, c.sendLocal, bytes);
   }
-  CUCOFP_BARRIER();
+  sync.enter();
   if (me != c.root) copyBytes(c.recv, peerPtr(L, received(L, c.root, 0), c.root, 0), bytes);
-  CUCOFP_BARRIER();
+  sync.leave();
 }
 
 // recv[i] = op_p send_p[i] on the root only (the other ranks' recv is not touched)
@@ -277,12 +293,14 @@ __device__ inline volatile unsigned int* ackBox(const Launch& L, int owner, int 
   return (volatile unsigned int*)lsaPtr(L, box, owner);
 }
 
-__device__ inline void spinUntil(volatile unsigned int* word, unsigned int value, const char* what, int me, int peer) {
+// `orLater`: a later sequence number also ends the wait (signal flags keep the last collective's number).
+__device__ inline void spinUntil(volatile unsigned int* word, unsigned int value, const char* what, int me, int peer,
+                                 bool orLater = false) {
   long long spins = 0;
-  while (*word != value) {
+  while (orLater ? !seqReached(*word, value) : *word != value) {
     if (++spins > kSpinLimit) {
-      printf("cuco fast path: rank %d waited too long for %s %u of rank %d; the ranks' sends and receives do "
-             "not match\n", me, what, value, peer);
+      printf("cuco fast path: rank %d waited too long for %s %u of rank %d; the ranks' sends, receives or "
+             "collectives do not match\n", me, what, value, peer);
       __trap();
     }
     __nanosleep(64);

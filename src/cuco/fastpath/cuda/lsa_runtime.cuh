@@ -7,34 +7,19 @@
 #include <algorithm>
 #include <mutex>
 #include <vector>
-#include "lsa_kernels.cuh"
-
-// The design point (set by the program's point block, else the fast path's conservative point):
-// CUCOFP_PLACEMENT 0 = deferred (each kernel on the caller's stream, where the NCCL call was), 1 = stream_overlap
-// (on a per-communicator side stream forked from the caller's; the caller's stream waits for it only at the
-// cucoJoin() the transform places before the first statement that depends on the transfer, so independent
-// kernels in between overlap it); CUCOFP_COMM_CTAS = CTAs per communication kernel (fewer leave SMs to compute).
-#ifndef CUCOFP_PLACEMENT
-#define CUCOFP_PLACEMENT 0
-#endif
-#ifndef CUCOFP_COMM_CTAS
-#define CUCOFP_COMM_CTAS 32
-#endif
+#include "lsa_point.cuh"
 
 #ifndef CUCOFP_PROGRAM_HOOKS   // candidate-ABI form: the harness delays and times communication itself
 #define CUCOFP_TRACE(...) ((void)0)
 namespace cucofp {
 inline void delayComm(cudaStream_t) {}
+inline void poisonLate(void*, size_t, cudaStream_t) {}
 inline cudaError_t newSideStream(cudaStream_t*) { return cudaErrorNotSupported; }   // placement is the harness's
 inline cudaError_t freeSideStream(cudaStream_t) { return cudaSuccess; }
 }
 #endif
 
 namespace cucofp {
-
-static_assert(CUCOFP_PLACEMENT == 0 || CUCOFP_PLACEMENT == 1, "CUCOFP_PLACEMENT is 0 (deferred) or 1 (stream_overlap)");
-static_assert(CUCOFP_COMM_CTAS >= 1 && CUCOFP_COMM_CTAS <= kCtas, "CUCOFP_COMM_CTAS must be in [1, kCtas]");
-constexpr int kCommCtas = CUCOFP_COMM_CTAS;
 
 #define CUCOFP_FAIL(code, ...) do { fprintf(stderr, "cuco fast path: " __VA_ARGS__); fprintf(stderr, "\n"); return code; } while (0)
 #define CUCOFP_CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) CUCOFP_FAIL(ncclUnhandledCudaError, "%s failed: %s", #x, cudaGetErrorString(e_)); } while (0)
@@ -58,6 +43,12 @@ struct CommState {
   cudaEvent_t ev = nullptr;
   cudaStream_t side = nullptr;     // stream_overlap: where this communicator's kernels run
   cudaEvent_t done = nullptr;      // recorded on `side` after each kernel
+  // issuer=copy_engine (lsa_copy.cuh)
+  struct PeerMap { ncclWindow_t win; std::vector<char*> base; };   // base[rank]: the window as this rank maps it
+  std::vector<PeerMap> peers;      // index = window id
+  char** peerScratch = nullptr;
+  cudaStream_t copy[kCopyStreams] = {};
+  cudaEvent_t entered = nullptr, copied[kCopyStreams] = {};
 };
 struct Pending {
   int kind; ncclComm_t comm; cudaStream_t stream;
@@ -71,6 +62,10 @@ struct Registry {
 inline Registry& registry() { static Registry r; return r; }
 inline std::vector<Pending>& pending() { thread_local std::vector<Pending> p; return p; }
 inline int& groupDepth() { thread_local int d = 0; return d; }
+// issuer=copy_engine (lsa_copy.cuh)
+inline ncclResult_t resolvePeers(CommState* s);
+inline ncclResult_t launchCopies(CommState* s, const Pending& o, const Coll& c, const Launch& L, cudaStream_t st);
+inline ncclResult_t releaseCopies(CommState* s);
 // Communicators this thread created (cucoCommInitRank/All), for prepareCreated().
 inline std::vector<ncclComm_t>& created() { thread_local std::vector<ncclComm_t> v; return v; }
 // stream_overlap: (caller stream, communicator) pairs whose side-stream work the caller has not waited for yet
@@ -176,6 +171,10 @@ inline ncclResult_t prepare(std::vector<CommState*>& states) {
       if (r != ncclSuccess) return r;
     }
   }
+  for (CommState* s : states) {   // copy engines address peers from the host: map new windows now, not when timed
+    ncclResult_t r = kCopyEngine && s->ready ? resolvePeers(s) : ncclSuccess;
+    if (r != ncclSuccess) return r;
+  }
   return ncclSuccess;
 }
 
@@ -274,11 +273,16 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   Launch L = makeLaunch(s, true);
   delayComm(st);
   CUCOFP_TRACE("launch: kind %d, %zu bytes of parameters", o.kind, sizeof(Launch) + sizeof(Coll));
-  switch (o.kind) {
-    case kAllGather: allgatherKernel<<<kCommCtas, kThreads, 0, st>>>(L, c); break;
-    case kAlltoAll: alltoallKernel<<<kCommCtas, kThreads, 0, st>>>(L, c); break;
-    case kBroadcast: broadcastKernel<<<kCommCtas, kThreads, 0, st>>>(L, c); break;
-    default: if ((r = launchReduceTyped(o.kind, o.dt, L, c, st)) != ncclSuccess) return r;
+  bool movement = o.kind == kAllGather || o.kind == kAlltoAll || o.kind == kBroadcast;
+  if (kCopyEngine && movement) {
+    if ((r = launchCopies(s, o, c, L, st)) != ncclSuccess) return r;
+  } else {
+    switch (o.kind) {
+      case kAllGather: allgatherKernel<MoveSync><<<kCommCtas, kThreads, 0, st>>>(L, c); break;
+      case kAlltoAll: alltoallKernel<MoveSync><<<kCommCtas, kThreads, 0, st>>>(L, c); break;
+      case kBroadcast: broadcastKernel<MoveSync><<<kCommCtas, kThreads, 0, st>>>(L, c); break;
+      default: if ((r = launchReduceTyped(o.kind, o.dt, L, c, st)) != ncclSuccess) return r;
+    }
   }
   CUCOFP_CUDA(cudaGetLastError());
   CUCOFP_TRACE("launch: queued");
@@ -349,75 +353,6 @@ inline ncclResult_t flush() {
   return ncclSuccess;
 }
 
-// Set up the symmetric windows and device communicators of the communicators this thread created, as the
-// first collective would: called where the program is timed (observe.h's region start), so that one-time
-// registration is not counted as communication. Every rank reaches it (SPMD), as the setup needs.
-// Load every communication kernel into this device's context and reserve the stack the largest needs (the
-// reductions keep per-peer pointers on the stack), so that a first launch does not stop to grow it.
-__global__ void touchStackKernel() {
-  volatile char local[2048];   // a frame like the reductions': the first launch that needs one allocates it
-  local[threadIdx.x % 2048] = 0;
-  (void)local[0];
-}
-template <class T> inline size_t warmReduce() {
-  cudaFuncAttributes a{};
-  size_t most = 0;
-  for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reducescatterKernel<T>})
-    if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
-  return most;
-}
-inline void warmKernels() {
-  cudaFuncAttributes a{};
-  size_t most = 0;
-  for (const void* k : {(const void*)allgatherKernel, (const void*)alltoallKernel, (const void*)broadcastKernel,
-                        (const void*)p2pKernel})
-    if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
-  for (size_t m : {warmReduce<int8_t>(), warmReduce<uint8_t>(), warmReduce<int32_t>(), warmReduce<uint32_t>(),
-                   warmReduce<int64_t>(), warmReduce<uint64_t>(), warmReduce<__half>(), warmReduce<__nv_bfloat16>(),
-                   warmReduce<float>(), warmReduce<double>()})
-    most = m > most ? m : most;
-  size_t stack = 0;
-  if (cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess && stack < most)
-    cudaDeviceSetLimit(cudaLimitStackSize, most);
-  touchStackKernel<<<1, 32>>>();   // the device's local memory is allocated at the first launch that needs it
-  cudaDeviceSynchronize();
-}
-
-inline ncclResult_t prepareCreated() {
-  std::vector<CommState*> states;
-  {
-    std::lock_guard<std::mutex> lock(registry().mu);
-    for (ncclComm_t c : created()) {
-      CommState* s = findState(c);
-      ncclResult_t r = ncclSuccess;
-      if (!s && (r = newState(c, &s)) != ncclSuccess) return r;
-      if (s->owned && !s->ready) states.push_back(s);
-    }
-  }
-  if (states.empty()) return ncclSuccess;
-  int dev0 = 0;
-  CUCOFP_CUDA(cudaGetDevice(&dev0));
-  CUCOFP_TRACE("prepareCreated: %zu communicator(s)", states.size());
-  ncclResult_t r = prepare(states);
-  // The first launch of a communication kernel in a process costs milliseconds of host time (measured on H200:
-  // 3 ms, whatever was loaded or reserved before), so one empty AllGather runs here, on every rank alike.
-  for (CommState* s : states) {
-    if (r != ncclSuccess || !s->ready) break;
-    CUCOFP_CUDA(cudaSetDevice(s->device));
-    warmKernels();
-    Coll c = {};
-    c.send = Ref{0u, (unsigned long long)s->mailboxOffset};
-    c.sendLocal = s->mailbox;
-    c.elemBytes = 1;
-    allgatherKernel<<<kCommCtas, kThreads>>>(makeLaunch(s, true), c);
-    CUCOFP_CUDA(cudaGetLastError());
-  }
-  for (CommState* s : states) { CUCOFP_CUDA(cudaSetDevice(s->device)); CUCOFP_CUDA(cudaDeviceSynchronize()); }
-  CUCOFP_TRACE("prepareCreated: done");
-  CUCOFP_CUDA(cudaSetDevice(dev0));
-  return r;
-}
-
 inline ncclResult_t enqueue(const Pending& o) {
   pending().push_back(o);
   return groupDepth() > 0 ? ncclSuccess : flush();
@@ -470,6 +405,7 @@ inline ncclResult_t release(ncclComm_t comm) {
     if (s->ev) CUCOFP_CUDA(cudaEventDestroy(s->ev));
     if (s->done) CUCOFP_CUDA(cudaEventDestroy(s->done));
     if (s->side) CUCOFP_CUDA(freeSideStream(s->side));
+    if (ncclResult_t r = releaseCopies(s)) return r;
     std::vector<void*> dead;
     {
       std::lock_guard<std::mutex> lock(registry().mu);

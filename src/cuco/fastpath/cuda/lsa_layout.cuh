@@ -1,0 +1,69 @@
+// cuco fast path: index arithmetic of the design point's paths, shared by host and device and free of CUDA
+// and NCCL types, so that the CPU tests compile it with g++ (tests/test_fastpath_layout.py): who signals whom
+// at sync_scope=signal, where those flags live in the mailbox, and how issuer=copy_engine cuts transfers into
+// chunks and spreads them over copy streams.
+#pragma once
+#include <cstddef>
+#ifndef __CUDACC__
+#ifndef __host__
+#define __host__
+#endif
+#ifndef __device__
+#define __device__
+#endif
+#endif
+
+namespace cucofp {
+
+// ---- who reads whom in a movement collective (AllGather, AlltoAll, Broadcast) ----------------------------
+// Bit p of a mask is rank p (communicators hold at most 64 ranks). A rank counts as its own source and reader
+// in AllGather and AlltoAll: its own descriptor goes through its mailbox like a peer's. In a Broadcast
+// (`rooted`) every rank but the root reads the root, and the root reads nobody.
+__host__ __device__ inline unsigned long long allRanks(int nranks) {
+  return nranks >= 64 ? ~0ull : ((1ull << nranks) - 1);
+}
+__host__ __device__ inline unsigned long long sourcesOf(bool rooted, int nranks, int me, int root) {
+  if (!rooted) return allRanks(nranks);
+  return me == root ? 0ull : 1ull << root;
+}
+__host__ __device__ inline unsigned long long readersOf(bool rooted, int nranks, int me, int root) {
+  if (!rooted) return allRanks(nranks);
+  return me == root ? allRanks(nranks) & ~(1ull << root) : 0ull;
+}
+
+// ---- signal flags (sync_scope=signal), after the mailbox's descriptors and acknowledgements --------------
+// ready[sender][cta]: the sequence number of the last collective whose buffers `sender` published to this
+// rank; done[reader][cta]: the last one in which `reader` finished reading this rank's buffers. Offsets are
+// in bytes from the start of the flag area; CTA c of a kernel meets CTA c of its peers, as at a barrier.
+__host__ __device__ inline size_t signalFlagBytes(int nranks, int ctas) {
+  return 2 * (size_t)nranks * (size_t)ctas * sizeof(unsigned int);
+}
+__host__ __device__ inline size_t readyFlagOffset(int /*nranks*/, int ctas, int sender, int cta) {
+  return ((size_t)sender * ctas + cta) * sizeof(unsigned int);
+}
+__host__ __device__ inline size_t doneFlagOffset(int nranks, int ctas, int reader, int cta) {
+  return ((size_t)nranks * ctas + (size_t)reader * ctas + cta) * sizeof(unsigned int);
+}
+// `a` is sequence number `b` or a later one (wrap-around safe).
+__host__ __device__ inline bool seqReached(unsigned int a, unsigned int b) { return (int)(a - b) >= 0; }
+
+// ---- copy-engine chunks (issuer=copy_engine, chunk_bytes) -----------------------------------------------
+// chunk = 0 is the whole transfer in one copy. Chunk k covers [chunkOffset, chunkOffset + chunkLength).
+__host__ __device__ inline size_t chunkCount(size_t bytes, size_t chunk) {
+  if (bytes == 0) return 0;
+  return chunk == 0 ? 1 : (bytes + chunk - 1) / chunk;
+}
+__host__ __device__ inline size_t chunkOffset(size_t chunk, size_t k) { return chunk * k; }
+__host__ __device__ inline size_t chunkLength(size_t bytes, size_t chunk, size_t k) {
+  if (chunk == 0) return k == 0 ? bytes : 0;
+  size_t off = chunk * k;
+  return off >= bytes ? 0 : (bytes - off < chunk ? bytes - off : chunk);
+}
+// The copy stream of chunk k of the t-th transfer (one transfer per source rank): consecutive chunks of one
+// transfer, and the first chunks of consecutive transfers, go to different streams, so several copy engines
+// (and NVLink peers) are busy at once and no transfer waits behind another's whole length.
+__host__ __device__ inline int copyStreamOf(int transfer, size_t k, int streams) {
+  return (int)(((size_t)transfer + k) % (size_t)streams);
+}
+
+}  // namespace cucofp

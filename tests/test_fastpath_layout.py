@@ -1,0 +1,97 @@
+"""Index arithmetic of the fast path's design-point paths (cuco/fastpath/cuda/lsa_layout.cuh), compiled with g++
+and queried with hypothesis: copy-engine chunks tile a transfer and spread over the copy streams, signal flags
+are distinct and inside their area, and who reads whom agrees from both ends."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+DRIVER = Path(__file__).parent / "fixtures" / "fastpath" / "layout_cli.cpp"
+MiB = 1 << 20
+
+
+class Layout:
+    """The compiled driver, kept running: one query per line."""
+
+    def __init__(self, exe: Path):
+        self.proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(self, *words: object) -> list[int]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
+        self.proc.stdin.flush()
+        return [int(x) for x in self.proc.stdout.readline().split()]
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler (g++) on PATH")
+    exe = tmp_path_factory.mktemp("layout") / "layout_cli"
+    headers = resources.files("cuco.fastpath").joinpath("cuda")
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{headers}", str(DRIVER), "-o", str(exe)], check=True,
+                   capture_output=True, text=True, timeout=300)
+    lay = Layout(exe)
+    yield lay
+    lay.proc.kill()
+    lay.proc.wait()
+
+
+@settings(max_examples=300, deadline=None)
+@given(bytes_=st.integers(0, 64 * MiB + 7), chunk=st.sampled_from([0, 4096, 1 * MiB, 4 * MiB]),
+       streams=st.integers(1, 4), transfer=st.integers(0, 63))
+def test_chunks_tile_the_transfer_and_spread_over_the_streams(layout, bytes_, chunk, streams, transfer):
+    got = layout.ask("chunks", bytes_, chunk, streams, transfer)
+    triples = [got[i:i + 3] for i in range(0, len(got), 3)]
+    if bytes_ == 0:
+        assert triples == []
+        return
+    assert len(triples) == (1 if chunk == 0 else -(-bytes_ // chunk))
+    nxt = 0
+    for k, (off, length, stream) in enumerate(triples):
+        assert off == nxt and 0 < length <= (chunk or bytes_)          # in order, no gap, no overlap
+        assert 0 <= stream < streams and stream == (transfer + k) % streams
+        nxt = off + length
+    assert nxt == bytes_
+    used = [s for _o, _l, s in triples]                                  # consecutive chunks: other streams
+    assert all(a != b for a, b in zip(used, used[1:])) or streams == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(nranks=st.integers(1, 64), rooted=st.booleans(), data=st.data())
+def test_a_source_of_a_rank_counts_that_rank_as_its_reader(layout, nranks, rooted, data):
+    root = data.draw(st.integers(0, nranks - 1))
+    masks = {me: layout.ask("masks", int(rooted), nranks, me, root) for me in range(nranks)}
+    for a in range(nranks):
+        sources, readers = masks[a]
+        assert sources >> nranks == 0 and readers >> nranks == 0
+        for b in range(nranks):
+            assert bool(sources >> b & 1) == bool(masks[b][1] >> a & 1)   # a reads b <=> b is read by a
+    if rooted:   # the root reads nobody and is read by every other rank
+        assert masks[root] == [0, ((1 << nranks) - 1) & ~(1 << root)]
+    else:
+        assert all(m == [(1 << nranks) - 1] * 2 for m in masks.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(nranks=st.integers(1, 64), ctas=st.sampled_from([1, 8, 16, 32]))
+def test_signal_flags_are_distinct_aligned_and_inside_their_area(layout, nranks, ctas):
+    total, *offsets = layout.ask("flags", nranks, ctas)
+    assert len(offsets) == 2 * nranks * ctas == len(set(offsets))
+    assert all(o % 4 == 0 and 0 <= o <= total - 4 for o in offsets)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**31 - 1))
+def test_a_sequence_number_is_reached_by_itself_and_later_ones_across_wrap_around(layout, seq, later):
+    assert layout.ask("seq", (seq + later) % 2**32, seq) == [1]
+    if later:
+        assert layout.ask("seq", seq, (seq + later) % 2**32) == [0]

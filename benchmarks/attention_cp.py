@@ -112,8 +112,9 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
     rows = meta["rows"]
     env = next((r for r in rows if r.get("device")), {})
-    lines = [f"# Ring attention, world {meta['world']} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}"
-             f", CUDA runtime {env.get('cuda_runtime_version', '?')}, torch {env.get('torch', '?')}, {meta['date']}",
+    lines = [f"# Ring attention, world {meta['world']} — {env.get('device', '?')}, "
+             f"NCCL {env.get('nccl_version', '?')}, CUDA runtime {env.get('cuda_runtime_version', '?')}, "
+             f"torch {env.get('torch', '?')}, {meta['date']}",
              "", "| shape | verified | host | fast path | best (cuco) | compute library | torch SDPA (backend) | "
              "anchor/compute | best point |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 
 from cuco import workloads
-from cuco.design_space import Topology
+from cuco.design_space import Directives, Topology
 from cuco.kit.sample import covering_points
 from cuco.workloads.attention_cp import fixtures
 
 WL = workloads.get("attention_cp")
 VERIFY = ["verify-gqa-causal", "verify-mha-full", "verify-d32-causal"]
+#: Beyond the covering sample (which meets sync_scope=signal only on GIN): the signal protocols, copy-engine
+#: pushes and the fixtures' base points.
+MORE_POINTS = ["lsa/stream_overlap/signal/warp/whole", "lsa/split_put_wait/signal/cta/whole",
+               "lsa/deferred/signal/thread/whole", "lsa/split_put_wait/world/copy_engine/whole",
+               "lsa/fused/world/copy_engine/1MiB", fixtures.FUSED_BASE, fixtures.STEPS_BASE]
 
 
 def _need_gpu(gpus: int) -> None:
@@ -144,6 +149,7 @@ def test_seed_fast_path_and_covering_points_verify(plugin, gpus):
     fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
                          include_dirs=_link().include_dirs).run(WL.seed_code()).code
     points = [p for p in covering_points(WL.space(Topology(world=1, gin_available=False))) if p.backend == "lsa"]
+    points += [Directives.from_label(label) for label in MORE_POINTS]
     labels = ["seed", "fast path", *(p.label() for p in points)]
     sos = _compile([WL.seed_code(), fast, *(WL.render(p) for p in points)])
     for shape in VERIFY:

@@ -312,8 +312,8 @@ def _split_parts(point: Directives) -> tuple[str, str, str]:
                 "    }\n")
         post = ""
     else:
-        wait = ("    if (s == 1 && (rc = stream_wait_epoch(st, main, &f.local[f.lf.misc(0)], st->epoch)))  // all landed\n"
-                "      return rc;\n")
+        wait = ("    if (s == 1 && (rc = stream_wait_epoch(st, main, &f.local[f.lf.misc(0)], st->epoch)))\n"
+                "      return rc;  // every block landed (the barrier after the puts)\n")
         post = (_barrier_calls(point, "side") +
                 "  if ((rc = stream_set_epoch(st, side, &f.local[f.lf.misc(0)], st->epoch))) return rc;\n")
     return mover, move + post, wait

@@ -23,9 +23,10 @@
 // visible key would get lse = +inf (CUTLASS's convention); causal square problems never have one.
 //
 // Requirements (else a nonzero status, nothing enqueued):
-//   seq_k a multiple of the KV tile (64 for D 32/64, 128 for D 128) -- no key-side residual masking; seq_q any
-//   (>= 1); every stride a multiple of 8 elements and every pointer 16-byte aligned (TMA); strides and
-//   heads * seq products within int32; heads_q % heads_kv == 0; batch >= 1.
+//   seq_k a multiple of the KV tile (64 for D 32/64, 128 for D 128): no key-side residual masking;
+//   seq_q a multiple of 8 (CUTLASS's 16-byte alignment check); every stride a multiple of 8 elements and every
+//   pointer 16-byte aligned (TMA); strides and heads * seq products within int32; heads_q % heads_kv == 0;
+//   batch >= 1.
 // Status: 0 enqueued, 1 bad arguments (see above), 2 CUTLASS can_implement refused, 3 initialize failed,
 //   4 launch failed.
 //
@@ -114,7 +115,7 @@ template <int kHeadDim, bool kCausal>
 int check(const Problem& p) {
   using detail::fits_int;
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seq_q < 1 || p.seq_k < 1) return 1;
-  if (p.heads_q % p.heads_kv != 0 || p.seq_k % kv_tile<kHeadDim>() != 0) return 1;
+  if (p.heads_q % p.heads_kv != 0 || p.seq_k % kv_tile<kHeadDim>() != 0 || p.seq_q % 8 != 0) return 1;
   if (kCausal && p.seq_q != p.seq_k) return 1;
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) return 1;
   if (!detail::aligned(p.q) || !detail::aligned(p.k) || !detail::aligned(p.v) || !detail::aligned(p.o)) return 1;

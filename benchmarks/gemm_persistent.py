@@ -41,8 +41,8 @@ def build(build_dir: Path) -> Path:
     base = [str(tc.nvcc), "-std=c++17", "-O3", "-arch=sm_90a", "--expt-relaxed-constexpr", "-DNDEBUG", "-c"]
     units = {"ag_gemm": COMPUTE / "ag_gemm.cu", "coop": COMPUTE / "ag_gemm_coop.cu",
              "pingpong": COMPUTE / "ag_gemm_pingpong.cu", "driver": REPO / "benchmarks/gemm_persistent.cu"}
-    cmds = [base + cutlass + blas + [f"-I{COMPUTE}", str(src), "-o", str(build_dir / f"{n}.o")]
-            for n, src in units.items()]
+    incs = [f"-I{COMPUTE}", f"-I{REPO / 'csrc/include'}"]  # the kit's shared cuBLASLt plans
+    cmds = [base + cutlass + blas + incs + [str(src), "-o", str(build_dir / f"{n}.o")] for n, src in units.items()]
     with ThreadPoolExecutor(len(cmds)) as pool:
         for proc in pool.map(lambda c: subprocess.run(c, capture_output=True, text=True), cmds):
             if proc.returncode:

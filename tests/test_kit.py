@@ -59,6 +59,15 @@ def test_cutlass_headers_found_without_importing_the_package():
     assert f"-I{lib.include}" in lib.flags() and not any(f.startswith("-l") for f in lib.flags())
 
 
+def test_cublaslt_wheel_headers_never_shadow_the_toolkits(tmp_path):
+    """The cu13 wheel's include dir also ships CCCL and nv/ headers: it is searched after the toolkit's (-isystem),
+    so CUTLASS and cuBLASLt compile in one translation unit."""
+    lib = libraries.Library("cublasLt", tmp_path / "inc", tmp_path / "lib", "libcublasLt.so", "", "wheel",
+                            system_include=libraries.spec_of("cublasLt").system_include)
+    assert lib.flags()[0] == f"-isystem={tmp_path / 'inc'}" and f"-L{tmp_path / 'lib'}" in lib.flags()
+    assert libraries.Library("x", tmp_path, None, "", "", "env").flags() == [f"-I{tmp_path}"]
+
+
 def test_unknown_library_names_the_registry(monkeypatch):
     with pytest.raises(libraries.LibraryError, match="unknown library 'nope'.*register"):
         libraries.spec_of("nope")

@@ -34,9 +34,11 @@ class Library:
     origin: str             # 'wheel', 'env', 'system', 'toolkit', 'package'
     more_includes: tuple[Path, ...] = ()
     extra: tuple[str, ...] = ()  # more flags after the link name (e.g. NVSHMEM's -rdc=true -lnvshmem_device)
+    system_include: bool = False  # searched after every -I dir and the toolkit's (-isystem)
 
     def flags(self) -> list[str]:
-        flags = [f"-I{self.include}", *(f"-I{d}" for d in self.more_includes)]
+        inc = "-isystem=" if self.system_include else "-I"
+        flags = [f"{inc}{self.include}", *(f"{inc}{d}" for d in self.more_includes)]
         if self.link_name and self.libdir is not None:
             flags += [f"-L{self.libdir}", f"-l:{self.link_name}", f"-Xlinker=-rpath,{self.libdir}", *self.extra]
         return flags
@@ -56,6 +58,9 @@ class LibrarySpec:
     package_includes: tuple[str, ...] = ()        # include dirs inside that package (first one holds `header`)
     in_toolkit: bool = False
     install_hint: str = ""
+    # The include dir also ships copies of toolkit headers (the cu13 wheel's CCCL and nv/): searched last, so they
+    # never shadow nvcc's own (CUTLASS in the same translation unit fails to compile against them otherwise).
+    system_include: bool = False
     extra: tuple[str, ...] = ()                   # flags after the link name (see Library.extra)
 
 
@@ -102,10 +107,10 @@ def find(spec: LibrarySpec, cuda_home: Path | None) -> Library:
         if not (include / spec.header).exists():
             continue
         if not spec.lib_stem:
-            return Library(spec.name, include, None, "", "", origin, more)
+            return Library(spec.name, include, None, "", "", origin, more, system_include=spec.system_include)
         link = first_lib(libdir, spec.lib_stem) if libdir is not None else None
         if link:
-            return Library(spec.name, include, libdir, link, "", origin, more, spec.extra)
+            return Library(spec.name, include, libdir, link, "", origin, more, spec.extra, spec.system_include)
     raise LibraryError(f"{spec.name} not found ({spec.header}{' and ' + spec.lib_stem if spec.lib_stem else ''}): "
                        f"{spec.install_hint or 'install it'}")
 
@@ -132,7 +137,7 @@ def spec_of(name: str) -> LibrarySpec:
 CUBLASLT = register(LibrarySpec(
     "cublasLt", "cublasLt.h", "libcublasLt.so", env_var="CUBLAS_HOME", wheel_dirs=("cu13", "cu12", "cublas"),
     in_toolkit=True, install_hint="pip install nvidia-cublas (CUDA 13) or nvidia-cublas-cu12, or set CUBLAS_HOME / "
-    "CUDA_HOME to a toolkit with cublasLt.h and libcublasLt.so"))
+    "CUDA_HOME to a toolkit with cublasLt.h and libcublasLt.so", system_include=True))
 CUTLASS = register(LibrarySpec(
     "cutlass", "cutlass/cutlass.h", env_var="CUTLASS_HOME", package="cutlass_library",
     package_includes=("source/include", "source/tools/util/include"),

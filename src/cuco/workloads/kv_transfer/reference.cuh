@@ -1,0 +1,107 @@
+// Reference kernels of the KV-transfer plugin: plain SIMT code, independent of the compute library's kernels
+// (its GEMMs are the plugin's own cuBLASLt calls with fp32 outputs). Only the check runs them.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuco/gen.cuh"
+
+namespace cuco_kv_ref {
+
+// Generator ids (cuco::gen_value's buffer argument).
+enum { GEN_X = 0, GEN_W = 1 };
+
+// Weights: uniform values times 2^-s with 2^s ~ sqrt(fan-in), exact in bf16; element `first + i` of the weights.
+__global__ void gen_scaled_bf16(__nv_bfloat16* out, uint64_t n, uint64_t seed, uint64_t first, float scale) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+    out[i] = __float2bfloat16(cuco::gen_value(seed, 0, GEN_W, first + i) * scale);
+}
+
+// out = bf16(a + b) (b may be null): the rounding the candidates' bf16 GEMM outputs and residual epilogues do.
+__global__ void round_add(const float* a, const __nv_bfloat16* b, int64_t n, __nv_bfloat16* out) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = __float2bfloat16(a[i] + (b ? __bfloat162float(b[i]) : 0.0f));
+}
+
+// a = bf16(silu(g) * u) from the fp32 gate/up GEMM, rounded to bf16 first as the candidates' GEMM output is.
+__global__ void silu_mul(const float* gu, int64_t rows, int64_t F, __nv_bfloat16* a) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * F; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / F, c = i % F;
+    const float g = __bfloat162float(__float2bfloat16(gu[r * 2 * F + c]));
+    const float u = __bfloat162float(__float2bfloat16(gu[r * 2 * F + F + c]));
+    a[i] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+// Causal GQA attention, one CTA (4 warps, 128 threads = head dim) per (query row i, query head h): scores in shared
+// memory (S floats), exact two-pass softmax in fp32, o rounded to bf16. Query head h reads KV head h / group.
+__global__ void attention(const __nv_bfloat16* qkv, int64_t ld, int64_t qw, int64_t D, int group, __nv_bfloat16* o) {
+  extern __shared__ float sc[];
+  __shared__ float red[4];
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, hk = h / group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const __nv_bfloat16* q = qkv + i * ld + h * 128;
+  float qv[4];
+  for (int u = 0; u < 4; ++u) qv[u] = __bfloat162float(q[lane * 4 + u]);
+  for (int64_t j = warp; j <= i; j += 4) {
+    const __nv_bfloat16* k = qkv + j * ld + qw + hk * 128;
+    float s = 0.f;
+    for (int u = 0; u < 4; ++u) s += qv[u] * __bfloat162float(k[lane * 4 + u]);
+    for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) sc[j] = s * rsqrtf(128.0f);
+  }
+  __syncthreads();
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, sc[j]);
+  for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) sum += (sc[j] = expf(sc[j] - m));
+  for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) red[warp] = sum;
+  __syncthreads();
+  sum = red[0] + red[1] + red[2] + red[3];
+  float acc = 0.f;
+  const __nv_bfloat16* v = qkv + qw + D + hk * 128 + threadIdx.x;
+  for (int64_t j = 0; j <= i; ++j) acc += sc[j] * __bfloat162float(v[j * ld]);
+  o[i * qw + h * 128 + threadIdx.x] = __float2bfloat16(acc / sum);
+}
+
+// Per (block b, plane kv) of one layer: squared error and squared reference of the candidate's page dtab[b] against
+// the reference K/V rows (qkv columns qw + kv*D ...), and NaN/Inf count (unwritten poison).
+__global__ void compare_blocks(const __nv_bfloat16* pages, const int32_t* dtab, int64_t pool, const __nv_bfloat16* qkv,
+                               int64_t ld, int64_t qw, int64_t D, double* sse, double* ssr,
+                               unsigned long long* nnan) {
+  __shared__ double se[256], sr[256];
+  const int64_t b = blockIdx.x;
+  const int kv = blockIdx.y;
+  const __nv_bfloat16* page = pages + ((kv * pool + dtab[b]) * 16) * D;
+  double e = 0, r = 0;
+  unsigned long long bad = 0;
+  for (int64_t x = threadIdx.x; x < 16 * D; x += blockDim.x) {
+    const int64_t t = x / D, d = x % D;
+    const float c = __bfloat162float(page[x]);
+    const float ref = __bfloat162float(qkv[(b * 16 + t) * ld + qw + kv * D + d]);
+    r += (double)ref * ref;
+    if (!isfinite(c)) {
+      ++bad;
+      continue;
+    }
+    e += (double)(c - ref) * (c - ref);
+  }
+  se[threadIdx.x] = e, sr[threadIdx.x] = r;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s; s >>= 1) {
+    if (threadIdx.x < s) se[threadIdx.x] += se[threadIdx.x + s], sr[threadIdx.x] += sr[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sse[b * 2 + kv] = se[0], ssr[b * 2 + kv] = sr[0];
+  if (bad) atomicAdd(nnan, bad);
+}
+
+}  // namespace cuco_kv_ref

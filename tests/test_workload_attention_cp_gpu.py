@@ -9,6 +9,7 @@ import ctypes
 from pathlib import Path
 
 import pytest
+import workload_gpu
 
 from cuco import workloads
 from cuco.design_space import Directives, Topology
@@ -29,38 +30,17 @@ def _need_gpu(gpus: int) -> None:
         pytest.skip("needs a GPU")
 
 
-def _link():
-    from cuco.kit.compute import link_options
-    from cuco.toolchain import default_toolchain
-
-    return link_options(WL, default_toolchain())
-
-
 @pytest.fixture(scope="module")
 def plugin() -> Path:
-    from cuco.harness.build import build_shared
-
-    link = _link()
-    return build_shared(WL.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
+    return workload_gpu.build_plugin(WL)
 
 
 def _compile(codes: list[str]) -> list[Path]:
-    from cuco.evaluate.compile import Compiler
-
-    link = _link()
-    outcomes = Compiler().compile_many(codes, link.libraries, link.include_dirs, link.extra)
-    bad = [o.log_excerpt for o in outcomes if not o.ok]
-    assert not bad, bad[:2]
-    return [o.so_path for o in outcomes]
+    return workload_gpu.compile_codes(WL, codes)
 
 
 def _verify(plugin: Path, sos: list[Path], shape: str):
-    from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
-    from cuco.harness.runner import HarnessRequest, run_harness
-
-    res = run_harness(HarnessRequest(plugin, sos, WL.parse_shape(shape).dims, world=1, seeds=(1, 2), verify=True,
-                                     bench=False, timeout_s=120, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
-    return {Path(r.path): r for r in res.candidates}
+    return workload_gpu.verify(plugin, sos, WL.parse_shape(shape).dims, 1, timeout_s=120)
 
 
 # ---- the compute library against torch ------------------------------------------------------------------
@@ -147,7 +127,7 @@ def test_seed_fast_path_and_covering_points_verify(plugin, gpus):
     from cuco.fastpath.agent import FastPathAgent
 
     fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
-                         include_dirs=_link().include_dirs).run(WL.seed_code()).code
+                         include_dirs=workload_gpu.link(WL).include_dirs).run(WL.seed_code()).code
     points = [p for p in covering_points(WL.space(Topology(world=1, gin_available=False))) if p.backend == "lsa"]
     points += [Directives.from_label(label) for label in MORE_POINTS]
     labels = ["seed", "fast path", *(p.label() for p in points)]

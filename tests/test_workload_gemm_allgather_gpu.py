@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import workload_gpu
 
 from cuco import workloads
 from cuco.design_space import Topology
@@ -28,38 +29,17 @@ def _need_two(gpus: int) -> None:
         pytest.skip(f"needs 2 GPUs, found {gpus}")
 
 
-def _link():
-    from cuco.kit.compute import link_options
-    from cuco.toolchain import default_toolchain
-
-    return link_options(WL, default_toolchain())
-
-
 @pytest.fixture(scope="module")
 def plugin() -> Path:
-    from cuco.harness.build import build_shared
-
-    link = _link()
-    return build_shared(WL.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
+    return workload_gpu.build_plugin(WL)
 
 
 def _compile(codes: list[str]) -> list[Path]:
-    from cuco.evaluate.compile import Compiler
-
-    link = _link()
-    outcomes = Compiler().compile_many(codes, link.libraries, link.include_dirs, link.extra)
-    bad = [o.log_excerpt for o in outcomes if not o.ok]
-    assert not bad, bad[:2]
-    return [o.so_path for o in outcomes]
+    return workload_gpu.compile_codes(WL, codes)
 
 
 def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], world: int = 2, seeds=(1, 2), mode="thread"):
-    from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
-    from cuco.harness.runner import HarnessRequest, run_harness
-
-    res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=seeds, verify=True, bench=False,
-                                     timeout_s=60, delay_comm_us=DEFAULT_VERIFY_DELAY_US, mode=mode))
-    return {Path(r.path): r for r in res.candidates}
+    return workload_gpu.verify(plugin, sos, dims, world, seeds, mode)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The one-GPU run behind benchmarks/results/kv_transfer_w1.{json,md}, in two device calls of under 10 minutes:
+#
+#   bash benchmarks/gpu_kv_transfer_w1.sh a   # the workload's GPU tests, then S = 2048 and 3072 (x KV 512/768/1024)
+#   bash benchmarks/gpu_kv_transfer_w1.sh b   # S = 4096 (x KV 512/768/1024), then the long prompt (S = 32768)
+#
+# Call b re-times the best points of s4096-kv1024 at S = 32768 and merges its rows into the results file, so copy
+# call a's results/kv_transfer_w1.{json,md} into benchmarks/results/ before call b. Logs and results go to $OUT
+# (or OUT_DIR): env.txt, kv_gpu_tests.log, kv_bench_<part>.log, results/kv_transfer_w1.{json,md}.
+# CUTLASS's headers come from the nvidia-cutlass wheel: carried in .whl/ (installed into /tmp/site here) unless the
+# machine already has the package. Environment: SHAPES (overrides the part's list), EVALS (search evaluations per
+# shape, default 8), TEST_TIMEOUT / BENCH_TIMEOUT (seconds; the results file is written after every shape). NVLink multicast stays off (gpu_env.sh).
+set -uo pipefail
+PART=${1:-a}
+cd "$(dirname "$0")/.."
+DEST=${OUT:-${OUT_DIR:-/tmp/kv-transfer-out}}
+if ! python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("cutlass_library") is None)'; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/nvidia_cutlass-*.whl || { echo "no CUTLASS: carry .whl/ with the nvidia-cutlass wheel"; exit 2; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+source benchmarks/gpu_env.sh
+mkdir -p "$DEST/results"
+{ device_line
+  nvcc --version | tail -1
+  python3 -c 'import torch; print("# torch", torch.__version__, "cuda", torch.version.cuda)'
+  python3 -m pip show nvidia-nccl-cu13 nvidia-cutlass 2>/dev/null | grep -E '^(Name|Version)'; } >"$DEST/env.txt" 2>&1
+if [ "$PART" = a ]; then
+  { timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=10 \
+      tests/test_workload_kv_transfer_gpu.py
+    echo "gpu tests: exit $?"; } >"$DEST/kv_gpu_tests.log" 2>&1
+  DEFAULT=s2048-kv512,s2048-kv768,s2048-kv1024,s3072-kv512,s3072-kv768,s3072-kv1024 BUDGET=320
+else
+  DEFAULT=s4096-kv512,s4096-kv768,s4096-kv1024,long BUDGET=560
+fi
+{ timeout "${BENCH_TIMEOUT:-$BUDGET}" python3 benchmarks/kv_transfer.py --shapes "${SHAPES:-$DEFAULT}" \
+    --evals "${EVALS:-8}" --out benchmarks/results
+  echo "benchmark: exit $?"; } >"$DEST/kv_bench_$PART.log" 2>&1
+cp benchmarks/results/kv_transfer_w1.json benchmarks/results/kv_transfer_w1.md "$DEST/results/" 2>/dev/null
+tail -4 "$DEST/kv_gpu_tests.log" "$DEST/kv_bench_$PART.log" 2>/dev/null
+cat benchmarks/results/kv_transfer_w1.md 2>/dev/null

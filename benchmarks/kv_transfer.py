@@ -1,0 +1,180 @@
+"""KV-cache transfer (prefill -> decode) on the GPU machine, W = 1: per shape, the host baseline, the fast path and the
+best point of an offline directive search (every time from the harness, host and parts in the same process), then
+the best point's transfer path alone (its layer compute switched off) for copy_gbps.
+
+    PYTHONPATH=src python3 benchmarks/kv_transfer.py --shapes s2048-kv512,... --out benchmarks/results [--evals 8]
+
+The long prompt ('long', S = 32768) is not searched: the best points of s4096-kv1024 from the same results file (or
+of this call) are re-timed there through the cascade with fewer iterations (one launch takes about a second).
+Rows are merged into benchmarks/results/kv_transfer_w1.json by shape, so the shapes may be measured in several calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SWEEP = [f"s{s}-kv{kv}" for s in (2048, 3072, 4096) for kv in (512, 768, 1024)]
+LONG_FROM = "s4096-kv1024"
+
+
+def _metrics(c: Any) -> dict[str, Any]:
+    m = c.metrics
+    return {"best_ms": m.get("time_ms"), "host_ms": m.get("host_ms"), "speedup": m.get("speedup"),
+            "compute_ms": m.get("compute_ms"), "comm_ms": m.get("comm_ms"), "bound_ms": m.get("bound_ms"),
+            "overlap_efficiency": m.get("overlap_efficiency"), "spread": m.get("spread")}
+
+
+def _env(c: Any) -> dict[str, Any]:
+    bench = c.results.get("bench")
+    data = dict(bench.data) if bench is not None else {}
+    return {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date",
+                                     "iters", "warmup")}
+
+
+def searched(name: str, evals: int, runs: Path) -> tuple[dict[str, Any], list[str]]:
+    """The directive search at `name`: its row, and its timed points fastest first."""
+    from cuco.pipeline import RunOptions, run_workload
+
+    run_dir = runs / f"kv-{name}-{int(time.time())}"
+    start = time.monotonic()
+    summary = run_workload(RunOptions(workload="kv_transfer", world=1, shape=name, evaluations=evals,
+                                      run_dir=str(run_dir), progress=False, batch_size=8, islands=2),
+                           on_event=lambda s: print(s, flush=True))
+    row: dict[str, Any] = {"shape": name, "search_wall_s": round(time.monotonic() - start, 1),
+                           "evaluations": summary.evaluated, "measured": summary.measured, "run_dir": str(run_dir)}
+    best = summary.best
+    if best is not None:
+        row.update(verified=best.status == "passed", best_point=best.directives.label() if best.directives
+                   else best.mutation, **_metrics(best), **_env(best))
+    if summary.fastpath is not None:
+        row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"))
+    from cuco.db import CandidateDB
+
+    db = CandidateDB(run_dir / "candidates.db")
+    try:
+        timed = sorted((c for c in db.all("kv_transfer") if c.status == "passed" and c.directives
+                        and c.metrics.get("time_ms")), key=lambda c: c.metrics["time_ms"])
+    finally:
+        db.close()
+    return row, list(dict.fromkeys(c.directives.label() for c in timed))
+
+
+def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
+    """`labels` through the cascade at `name` (verified, then timed with the host seed and the parts)."""
+    from cuco.candidate import Candidate
+    from cuco.design_space import Directives
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.workloads import get
+
+    w = get("kv_transfer")
+    cascade = Evaluator(w, world=1, bench_shape=name, iters=iters, warmup=1, timeout_s=600.0)
+    cands = [Candidate(code=w.render(Directives.from_label(p)), workload="kv_transfer",
+                       directives=Directives.from_label(p), mutation="manual") for p in labels]
+    out = [c for c in cascade.evaluate(cands) if c.status == "passed" and c.metrics.get("time_ms")]
+    row: dict[str, Any] = {"shape": name, "points_retimed": labels, "search": f"best points of {LONG_FROM}"}
+    if out:
+        best = min(out, key=lambda c: c.metrics["time_ms"])
+        row.update(verified=True, best_point=best.directives.label(), **_metrics(best), **_env(best))
+    return row
+
+
+def copy_gbps(name: str, label: str, iters: int) -> dict[str, Any]:
+    """The best point's transfer path alone (render_transfer_path: compute off) at `name`: KV bytes / its time."""
+    from cuco.design_space import Directives
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.harness.runner import HarnessRequest, run_harness
+    from cuco.workloads import get
+    from cuco.workloads.kv_transfer import render_transfer_path
+
+    w = get("kv_transfer")
+    cascade = Evaluator(w, world=1, bench_shape=name)  # only its build path: libraries, compute library, plugin
+    link = cascade.link()
+    (built,) = cascade.compiler.compile_many([render_transfer_path(Directives.from_label(label))], link.libraries,
+                                             link.include_dirs, link.extra)
+    if not built.ok:
+        raise RuntimeError(f"the transfer path of {label} did not compile: {built.log_excerpt}")
+    shape = w.parse_shape(name)
+    res = run_harness(HarnessRequest(cascade.plugin(), [built.so_path], shape.dims, world=1, seeds=(1,), verify=False,
+                                     bench=True, warmup=3, iters=iters, timeout_s=300))
+    run = res.candidates[0]
+    ms = max(run.timing.per_rank_median_ms) if run.status == "ok" and run.timing else None
+    nbytes = w.comm_bytes(shape, 1)
+    return {"transfer_path_ms": ms, "transfer_bytes": nbytes,
+            "copy_gbps": nbytes / (ms * 1e-3) / 1e9 if ms else None, "transfer_path_status": run.status}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=",".join(SWEEP))
+    ap.add_argument("--evals", type=int, default=8)
+    ap.add_argument("--long-iters", type=int, default=5)
+    ap.add_argument("--runs", default="/tmp/cuco-kv-runs")
+    ap.add_argument("--out", default=str(RESULTS))
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "kv_transfer_w1.json"
+    meta = json.loads(path.read_text()) if path.exists() else {"world": 1, "rows": [], "errors": []}
+    rows = {r["shape"]: r for r in meta["rows"]}
+    ranked: dict[str, list[str]] = {r["shape"]: r.get("timed_points", []) for r in meta["rows"]}
+    meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") not in a.shapes.split(",")]
+    for name in a.shapes.split(","):
+        try:
+            if name == "long":
+                labels = ranked.get(LONG_FROM, [])[:3] or ["lsa/stream_overlap/world/copy_engine/whole"]
+                row = retimed(name, labels, a.long_iters)
+            else:
+                row, order = searched(name, a.evals, Path(a.runs))
+                row["timed_points"] = order
+                ranked[name] = order
+            if row.get("best_point"):
+                row.update(copy_gbps(name, row["best_point"], a.long_iters if name == "long" else 20))
+            rows[name] = row
+        except Exception as exc:  # a failed shape is reported, the others still run
+            traceback.print_exc()
+            meta["errors"].append({"shape": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        meta.update(rows=[rows[k] for k in [*SWEEP, "long"] if k in rows],
+                    date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        path.write_text(json.dumps(meta, indent=2, default=str))  # after every shape: a cut-off call keeps the rest
+        write_md(out, meta)
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    return "—" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def write_md(out: Path, meta: dict[str, Any]) -> None:
+    rows = meta["rows"]
+    env = next((r for r in rows if r.get("device")), {})
+    lines = [f"# KV-cache transfer, world 1 — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, CUDA "
+             f"runtime {env.get('cuda_runtime_version', '?')}, driver {env.get('driver_version', '?')}, "
+             f"{meta.get('date', '?')}", "",
+             "| shape | verified | host | fast path | best | speedup | compute | comm | copy GB/s | best point |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {_fmt(r.get('host_ms'))} | "
+                     f"{_fmt(r.get('fastpath_ms'))} | {_fmt(r.get('best_ms'))} | {_fmt(r.get('speedup'))} | "
+                     f"{_fmt(r.get('compute_ms'))} | {_fmt(r.get('comm_ms'))} | {_fmt(r.get('copy_gbps'), 1)} | "
+                     f"`{r.get('best_point', '—')}` |")
+    for e in meta.get("errors", []):
+        lines.append(f"\nError ({e.get('shape')}): {e['error']}")
+    lines += ["", "Times in ms: median of the timed iterations (max over ranks), host seed, fast path, best point and "
+              "the parts (compute: the layer stack alone; comm: every layer's KV by ncclSend/ncclRecv alone) from the "
+              "same harness process. W = 1 holds both roles on one GPU, so the transfer is a local copy into a "
+              "separate paged cache. copy GB/s: the KV bytes (2 x S x KV x L x 2) over the best point's transfer path "
+              "timed alone (its layer compute switched off). 'long' re-times the best points of "
+              f"{LONG_FROM} (no search at S = 32768).", ""]
+    (out / "kv_transfer_w1.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    main()

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The one-GPU run behind benchmarks/results/attention_cp_w1.{json,md}, in one device call of at most ~9.5
-# minutes: the ring-attention compute library is built, the workload's GPU tests run (compute library against
-# torch, seed / fast path / covering points verify under delayed arrival, every fixture fails), then
-# benchmarks/attention_cp.py measures every bench shape (host, best searched point, compute library alone,
-# torch SDPA flash / cuDNN). Each step is bounded in time; what a step finished is kept.
+# minutes: the harness and the ring-attention compute library are built (at once), the workload's GPU tests run
+# (compute library against torch, seed / fast path / covering points verify under delayed arrival, every fixture
+# fails), then benchmarks/attention_cp.py measures every bench shape (host, best searched point, compute library
+# alone, torch SDPA flash / cuDNN). Each step is bounded in time; what a step finished is kept.
 #
 #   bash benchmarks/gpu_attention_cp_w1.sh OUT_DIR
 #
@@ -26,13 +26,18 @@ mkdir -p "$OUT/results"
   python3 -c 'from cuco.libraries import spec_of, find; print("# cutlass:", find(spec_of("cutlass"), None).include)'
 } >"$OUT/env.txt" 2>&1
 { timeout "${BUILD_TIMEOUT:-240}" python3 -c '
+from concurrent.futures import ThreadPoolExecutor
+from cuco.harness.build import harness_binary
 from cuco.kit.compute import build_compute
 from cuco.toolchain import default_toolchain
 from cuco.workloads import get
-b = build_compute(get("attention_cp"), default_toolchain())
+with ThreadPoolExecutor(2) as pool:
+    lib = pool.submit(build_compute, get("attention_cp"), default_toolchain())
+    print("harness:", harness_binary())
+    b = lib.result()
 print("compute library:", b.library, "cached" if b.cached else f"built in {b.seconds:.0f} s")'
-  echo "compute library: exit $?"
-  timeout "${TEST_TIMEOUT:-170}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=10 \
+  echo "builds: exit $?"
+  timeout "${TEST_TIMEOUT:-200}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=10 \
     tests/test_workload_attention_cp_gpu.py
   echo "gpu tests: exit $?"; } >"$OUT/attention_cp_gpu_tests.log" 2>&1
 left=$((TOTAL_S - SECONDS))

@@ -1,0 +1,53 @@
+"""A user's program at the new design points on one GPU (W = 1): copy-engine points and signal points verify
+against the program itself under delayed arrival and are timed, for a program with AllGather + ReduceScatter
+and one with two AlltoAlls; copy-engine copies that do not wait for their entry kernel fail verification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuco.design_space import Directives, Topology
+from cuco.program.evaluator import ProgramEvaluator
+from cuco.program.workload import ProgramWorkload
+
+pytestmark = pytest.mark.gpu
+
+CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
+POINTS = {
+    "sp_mlp_ag_rs": ("lsa/stream_overlap/world/copy_engine/1MiB/comm_ctas=16",
+                     "lsa/deferred/signal/copy_engine/whole/comm_ctas=32",
+                     "lsa/deferred/signal/cta/whole/comm_ctas=32"),
+    "moe_alltoall_pool": ("lsa/deferred/world/copy_engine/4MiB/comm_ctas=32",
+                          "lsa/stream_overlap/signal/cta/whole/comm_ctas=16"),
+}
+ENTRY_WAIT = "CUCOFP_CUDA(cudaStreamWaitEvent(s->copy[i], s->entered, 0));   // the entry wait"
+
+
+def _candidates(w: ProgramWorkload, labels: tuple[str, ...]):
+    fast = w.fast_path(Topology(world=1))
+    return [fast.evolve(code=w.render(p), directives=p, mutation="directive")
+            for p in map(Directives.from_label, labels)]
+
+
+@pytest.mark.parametrize("name", sorted(POINTS))
+def test_copy_engine_and_signal_points_verify_and_are_timed_against_the_program(name):
+    w = ProgramWorkload.load(CORPUS / f"{name}.cu")
+    space = w.space(Topology(world=1))
+    assert all(space.is_legal(Directives.from_label(p)) for p in POINTS[name])
+    ev = ProgramEvaluator(w.program, world=1, timed_runs=2)
+    for c in ev.evaluate(_candidates(w, POINTS[name])):
+        assert c.status == "passed", (c.directives.label(), c.feedback)
+        assert c.metrics["time_ms"] > 0 and c.results["verify"].data["delay_comm_us"] > 0
+
+
+def test_copies_that_skip_the_entry_wait_fail_under_delayed_arrival():
+    w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
+    point = Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32")
+    code = w.render(point)
+    assert code.count(ENTRY_WAIT) == 1
+    bad = w.fast_path(Topology(world=1)).evolve(code=code.replace(ENTRY_WAIT, "/* no entry wait */"),
+                                                directives=point, mutation="manual")
+    [out] = ProgramEvaluator(w.program, world=1, timed_runs=1).evaluate([bad])
+    assert out.status == "failed:verify", out.feedback

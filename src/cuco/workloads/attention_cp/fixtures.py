@@ -14,8 +14,8 @@ from cuco.design_space import Directives
 from cuco.workloads.attention_cp.render import render
 
 #: The slice pipeline: every block, the own one included, moves on the side stream, so W = 1 has a race to lose;
-#: 256 KiB slices give several merges per block at the verify shapes.
-FUSED_BASE = "lsa/fused/signal/cta/256KiB"
+#: 1 MiB slices give several merges per block at verify-gqa-causal (a 4 MiB block).
+FUSED_BASE = "lsa/fused/signal/cta/1MiB"
 STEPS_BASE = "lsa/stream_overlap/signal/cta/whole"
 
 _STEP_LOOP = "  for (int s = 0; s < g.W; ++s) {\n    const int src = source_at(ctx->rank, s, g.W);\n"

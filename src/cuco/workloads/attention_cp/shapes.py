@@ -20,7 +20,7 @@ NAMED: dict[str, Shape] = {
     **{f"s{s}-d{d}": Shape((s, 32, 32, d, 1)) for d in (32, 64) for s in (4096, 8192)},
     "llama3-8b": Shape((LLAMA_TOKENS_PER_RANK, 32, 8, 128, 1)),
     "llama3-8b-full": Shape((LLAMA_TOKENS_PER_RANK, 32, 8, 128, 0)),
-    "verify-gqa-causal": Shape((1024, 8, 2, 128, 1)),
+    "verify-gqa-causal": Shape((2048, 8, 4, 128, 1)),
     "verify-mha-full": Shape((1024, 4, 4, 64, 0)),
     "verify-d32-causal": Shape((2048, 4, 4, 32, 1)),
 }

@@ -111,7 +111,8 @@ def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_wh
     block = point_block(fast)
     for macro in ("PLACEMENT 0", "COMM_CTAS 32", "SYNC_SCOPE 0", "ISSUER 0", "CHUNK_BYTES 0"):
         assert f"#define CUCOFP_{macro}" in block          # the defaults of lsa_point.cuh: today's code paths
-    assert "program-chunks-need-copy-engine" in space.check(Directives.from_label("lsa/deferred/world/cta/4MiB/comm_ctas=32"))
+    chunked_cta = Directives.from_label("lsa/deferred/world/cta/4MiB/comm_ctas=32")
+    assert "program-chunks-need-copy-engine" in space.check(chunked_cta)
     ce = Directives.from_label("lsa/stream_overlap/signal/copy_engine/1MiB/comm_ctas=8")
     assert space.is_legal(ce)                             # the ReduceScatter still runs on 8 CTAs
     only_movement = ProgramWorkload.load(CORPUS / "moe_alltoall_pool.cu").space(Topology(world=1))

@@ -3,7 +3,9 @@ does not apply (then the LLM loop, if any, takes over).
 
 Every rule works at the fast path's conservative point (deferred / world barrier / cta issuer / whole
 buffer): the host call is replaced, on the same stream and with the same arguments, by a launch of one
-LSA kernel (cucoAllGather -> cucofp::allgatherKernel, ...); the kernels live in `cuda/lsa_kernels.cuh`.
+LSA kernel (cucoAllGather -> cucofp::allgatherKernel, ...); the kernels live in `cuda/lsa_kernels.cuh`. A
+program's other design points (cuco.program.space) keep these rewrites and change the runtime beneath them:
+signal flags (`cuda/lsa_signal.cuh`) and copy engines (`cuda/lsa_copy.cuh`) for AllGather, AlltoAll, Broadcast.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("lsa-allgather-pull", ("allgather",), {"ncclAllGather": "cucoAllGather"}, "cucofp::allgatherKernel",
+    Rule("lsa-allgather-pull", ("allgather",), {"ncclAllGather": "cucoAllGather"}, "cucofp::allgatherKernel<Sync>",
          "each rank pulls every peer's send buffer through ncclGetLsaPointer into recv[p*count]"),
-    Rule("lsa-alltoall-pull", ("alltoall",), {"ncclAlltoAll": "cucoAlltoAll"}, "cucofp::alltoallKernel",
+    Rule("lsa-alltoall-pull", ("alltoall",), {"ncclAlltoAll": "cucoAlltoAll"}, "cucofp::alltoallKernel<Sync>",
          "padded AlltoAll: rank r pulls block r of every peer's send buffer into recv[p*count]"),
     Rule("lsa-reducescatter-pull", ("reducescatter",), {"ncclReduceScatter": "cucoReduceScatter"},
          "cucofp::reducescatterKernel<T>", "rank r reduces slice r of all peers' send buffers (fp32 accumulation "
@@ -44,7 +46,7 @@ RULES: tuple[Rule, ...] = (
     Rule("lsa-allreduce-rs-ag", ("allreduce",), {"ncclAllReduce": "cucoAllReduce"}, "cucofp::allreduceKernel<T>",
          "reduce-scatter into the own slice, barrier, gather the other slices; safe in place"),
     Rule("lsa-broadcast-pull", ("broadcast",), {"ncclBroadcast": "cucoBroadcast", "ncclBcast": "cucoBcast"},
-         "cucofp::broadcastKernel", "the root stages into its recv buffer, every rank pulls it"),
+         "cucofp::broadcastKernel<Sync>", "the root stages into its recv buffer, every rank pulls it"),
     Rule("lsa-reduce-pull", ("reduce",), {"ncclReduce": "cucoReduce"}, "cucofp::reduceKernel<T>",
          "the root reduces all peers' send buffers into its recv buffer (fp32 accumulation for half/bf16)"),
     Rule("lsa-p2p-mailbox", ("send", "recv"), {"ncclSend": "cucoSend", "ncclRecv": "cucoRecv"},

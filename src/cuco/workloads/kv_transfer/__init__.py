@@ -34,6 +34,7 @@ class KvTransferWorkload(Workload):
     """The KV-transfer workload: shapes may also be given by name ('s4096-kv1024', 'long', 'verify-kv512', ...)."""
 
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
+        """A named shape or three integers S,KV,L (shapes.parse)."""
         return shapes.parse(text)
 
 

@@ -123,6 +123,17 @@ def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_wh
     assert reductions.values("chunk_bytes") == (0,)
 
 
+def test_copy_engine_copies_wait_for_their_entry_kernel_and_delayed_arrival_poisons_what_they_fill():
+    """What tests/test_program_points_gpu.py removes to show that verification catches a missing entry wait."""
+    w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
+    code = w.render(Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32"))
+    wait = "CUCOFP_CUDA(cudaStreamWaitEvent(s->copy[i], s->entered, 0));   // the entry wait"
+    assert code.count(wait) == 1
+    body = code[code.index("inline ncclResult_t launchCopies("):]
+    assert body.index("poisonLate(x.dst") < body.index("copyEntryKernel<MoveSync><<<") < body.index(wait)
+    assert "cudaMemsetAsync(dst, 0xff" in code                 # the poison, only under CUCO_DELAY_COMM_US
+
+
 @pytest.mark.parametrize("name", ["sp_mlp_ag_rs", "bcast_weights_async"])
 def test_the_directive_mutator_reaches_every_value_of_every_directive(name):
     import random

@@ -33,6 +33,12 @@ COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8"),
 #: The collectives whose bytes the copy engines can move and that signals can order.
 MOVEMENT = ("allgather", "alltoall", "broadcast")
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
+#: What the directives mean in a program's rewrite (the space's generic meanings are the workloads').
+MEANINGS = ("In this program's design space: sync_scope=signal orders AllGather, AlltoAll and Broadcast by "
+            "per-peer ready/done flags instead of barriers; issuer=copy_engine moves their bytes with "
+            "cudaMemcpyAsync between LSA-mapped buffers between one-CTA entry and exit kernels; chunk_bytes (copy "
+            "engines only) cuts each copy into chunks over 4 copy streams; reductions and sends/receives stay on "
+            "SM kernels with their own ordering. The macros are in the `point` EVOLVE block.")
 _PLACEMENT = {"deferred": 0, "stream_overlap": 1}
 _SYNC_SCOPE = {"world": 0, "signal": 1}
 _ISSUER = {"cta": 0, "copy_engine": 1}

@@ -39,7 +39,8 @@ class ProgramWorkload:
         """The problem as the LLM prompts describe it: the program, what to keep, and its analysis."""
         return (f"The user's host program {self.program.path.name} ({self.program.analysis.launch_model}), rewritten "
                 "so that its collectives run as device-initiated LSA kernels. Keep its results identical; the "
-                "timed region is between cuco_region_begin and cuco_region_end.\n" + prompt_text(self.program.analysis))
+                "timed region is between cuco_region_begin and cuco_region_end. " + program_space.MEANINGS + "\n"
+                + prompt_text(self.program.analysis))
 
     def seed_code(self) -> str:
         """The reference: the original program, observed."""

@@ -2,7 +2,7 @@
 best point of an offline directive search (every time from the harness, host and parts in the same process), then
 the best point's transfer path alone (its layer compute switched off) for copy_gbps.
 
-    PYTHONPATH=src python3 benchmarks/kv_transfer.py --shapes s2048-kv512,... --out benchmarks/results [--evals 8]
+    PYTHONPATH=src python3 benchmarks/kv_transfer.py --shapes s2048-kv512,... --out benchmarks/results [--evals 6]
 
 The long prompt ('long', S = 32768) is not searched: the best points of s4096-kv1024 from the same results file (or
 of this call) are re-timed there through the cascade with fewer iterations (one launch takes about a second).
@@ -114,7 +114,7 @@ def copy_gbps(name: str, label: str, iters: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(SWEEP))
-    ap.add_argument("--evals", type=int, default=8)
+    ap.add_argument("--evals", type=int, default=6)
     ap.add_argument("--long-iters", type=int, default=5)
     ap.add_argument("--runs", default="/tmp/cuco-kv-runs")
     ap.add_argument("--out", default=str(RESULTS))

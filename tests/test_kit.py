@@ -68,6 +68,22 @@ def test_cublaslt_wheel_headers_never_shadow_the_toolkits(tmp_path):
     assert libraries.Library("x", tmp_path, None, "", "", "env").flags() == [f"-I{tmp_path}"]
 
 
+def test_space_pieces_follow_the_topology():
+    from cuco.design_space import DesignSpace, Directives, Topology
+    from cuco.kit.space import backends_for, lsa_one_node
+
+    offered = ("lsa", "gin", "nvshmem")
+    assert backends_for(Topology(world=2), offered) == offered
+    assert backends_for(Topology(world=2, gin_available=False, nvshmem_available=False), offered) == ("lsa",)
+    assert backends_for(Topology(world=16, nodes=2), offered) == ("gin", "nvshmem")
+    assert backends_for(Topology(world=16, nodes=2, gin_available=False), ("lsa",)) == ("gin",)
+    rule = lsa_one_node("x-lsa", "pulls rows")
+    point = Directives.from_label("lsa/deferred/world/cta/whole")
+    assert rule.check(point, DesignSpace(topology=Topology(world=2))) is None
+    reason = rule.check(point, DesignSpace(topology=Topology(world=16, nodes=2)))
+    assert reason and "pulls rows" in reason and "2 nodes" in reason
+
+
 def test_unknown_library_names_the_registry(monkeypatch):
     with pytest.raises(libraries.LibraryError, match="unknown library 'nope'.*register"):
         libraries.spec_of("nope")

@@ -37,6 +37,7 @@ def lib(tmp_path_factory):
     lib.kv_dtab_word.argtypes = [I64, I64]
     lib.kv_geo.argtypes = [I64, I64, I64, ctypes.POINTER(I64)]
     lib.kv_chunks.argtypes = [I64, I64, I64, ctypes.POINTER(I64), ctypes.POINTER(I64), ctypes.POINTER(I64)]
+    lib.kv_chunk_blocks.argtypes = [I64, I64, I64, ctypes.POINTER(I64), ctypes.POINTER(I64)]
     lib.kv_flags.argtypes = [I64, ctypes.c_int, ctypes.POINTER(I64)]
     lib.kv_make_table.argtypes = [I64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int32),
                                   ctypes.POINTER(ctypes.c_int32)]
@@ -128,6 +129,9 @@ def test_chunks_are_whole_blocks_covering_every_token_once(lib, shape, chunk):
     assert all(begins[c] % 16 == 0 and lens[c] % 16 == 0 for c in range(n))
     if chunk == 0:
         assert n == 1
+    first, end = (I64 * (s // 16))(), (I64 * (s // 16))()
+    lib.kv_chunk_blocks(s, d, chunk, first, end)
+    assert [(first[c], end[c]) for c in range(n)] == [(begins[c] // 16, (begins[c] + lens[c]) // 16) for c in range(n)]
 
 
 @settings(max_examples=40, deadline=None)

@@ -54,8 +54,7 @@ SPLIT_PUT_WAIT = r"""    // placement=split_put_wait: put kernels (side stream) 
       if (kCompute && (rc = layer_back(ctx, st, l, cs))) return rc;
       if ((rc = stream_wait_epoch(st, ss, ready_flag(ctx, f, l, 0), st->epoch))) return rc;
       for (int c = 0; c < ch.nchunks; ++c) {
-        const int64_t b0 = cuco::kit::chunk_begin(ch, c) / kBlockTokens;
-        const int64_t b1 = b0 + cuco::kit::chunk_len(ch, c) / kBlockTokens;
+        const int64_t b0 = chunk_first_block(ch, c), b1 = chunk_end_block(ch, c);
         rc = cuco_kvt_copy_blocks(rows_of(st, l), stage_of(pair_buf(ctx, st, BUF_STAGE), g, l), g.D, b0, b1, kGroup,
                                   kCommCtas, ss);
         if (rc) return rc;
@@ -81,8 +80,7 @@ FUSED = r"""    // placement=fused: the K/V projection in chunks of whole blocks
         return rc;
       for (int c = 0; c < ch.nchunks; ++c) {
         if ((rc = stream_wait_epoch(st, ss, ready_flag(ctx, f, l, c), st->epoch))) return rc;
-        const int64_t b0 = cuco::kit::chunk_begin(ch, c) / kBlockTokens;
-        const int64_t b1 = b0 + cuco::kit::chunk_len(ch, c) / kBlockTokens;
+        const int64_t b0 = chunk_first_block(ch, c), b1 = chunk_end_block(ch, c);
         rc = cuco_kvt_copy_blocks(rows_of(st, l), pages_of(pair_buf(ctx, st, BUF_DCACHE), pair_dtab(ctx, st), g, l),
                                   g.D, b0, b1, kGroup, kCommCtas, ss);
         if (rc) return rc;
@@ -98,8 +96,7 @@ PREFILL = {"deferred": DEFERRED, "stream_overlap": STREAM_OVERLAP, "copy_engine"
 DECODE_STAGED = r"""    for (int64_t l = 0; l < g.L; ++l)
       for (int c = 0; c < f.nchunks; ++c) {
         if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, cs))) return rc;  // chunk c of layer l has landed
-        const int64_t b0 = cuco::kit::chunk_begin(ch, c) / kBlockTokens;
-        const int64_t b1 = b0 + cuco::kit::chunk_len(ch, c) / kBlockTokens;
+        const int64_t b0 = chunk_first_block(ch, c), b1 = chunk_end_block(ch, c);
         rc = cuco_kvt_copy_blocks(stage_of(own(ctx, BUF_STAGE), g, l),
                                   pages_of(own(ctx, BUF_DCACHE), dtab(ctx, st), g, l), g.D, b0, b1, 0,
                                   2 * ctx->sm_count, cs);

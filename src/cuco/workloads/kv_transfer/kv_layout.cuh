@@ -62,6 +62,14 @@ CUCO_KIT_HD inline cuco::kit::Chunking token_chunks(const Geo& g, int64_t chunk_
   return cuco::kit::make_chunking(g.S, chunk_bytes, 2 * g.D * 2, kBlockTokens);
 }
 
+// Blocks [first, end) of chunk c of a layer's tokens (chunks hold whole blocks).
+CUCO_KIT_HD inline int64_t chunk_first_block(const cuco::kit::Chunking& ch, int c) {
+  return cuco::kit::chunk_begin(ch, c) / kBlockTokens;
+}
+CUCO_KIT_HD inline int64_t chunk_end_block(const cuco::kit::Chunking& ch, int c) {
+  return (cuco::kit::chunk_begin(ch, c) + cuco::kit::chunk_len(ch, c)) / kBlockTokens;
+}
+
 // Arrival flags (uint32 epochs in the decode rank's symmetric workspace, written by its prefill rank):
 // arrived[L * nchunks] | done (the decode rank's "staging consumed", written into the prefill rank's copy).
 struct Flags {

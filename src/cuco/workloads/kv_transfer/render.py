@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, IllegalPointError, Rule, Topology
 from cuco.kit.evolve import assemble
+from cuco.kit.space import backends_for, lsa_one_node
 from cuco.kit.template import fill
 from cuco.workloads.kv_transfer import frozen
 from cuco.workloads.kv_transfer.blocks import DECODE_STAGED, PREFILL, SIGNAL_CHUNK, SIGNAL_LAYER
@@ -65,18 +66,11 @@ def _gin(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
-def _lsa_one_node(d: Directives, s: DesignSpace) -> str | None:
-    if d.backend == "lsa" and s.topology.nodes > 1:
-        return (f"backend=lsa writes the decode pages by NVLink stores, so all ranks must share one node (this "
-                f"topology has {s.topology.nodes} nodes); use backend=gin")
-    return None
-
-
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("kv-chunks", _chunks),
     Rule("kv-copy-engine", _copy_engine),
     Rule("kv-gin-subset", _gin),
-    Rule("kv-lsa-one-node", _lsa_one_node),
+    lsa_one_node("kv-lsa-one-node", "writes the decode pages by NVLink stores"),
 )
 #: signal-needs-chunks does not hold here: signals are per layer even with whole-layer transfers (L flags per
 #: launch, never a barrier).
@@ -85,11 +79,8 @@ RULES = tuple(r for r in DEFAULT_RULES if r.name != "signal-needs-chunks") + WOR
 
 def space(topology: Topology) -> DesignSpace:
     """The KV-transfer design space on `topology`: LSA on one node; GIN where a NIC may be present (compiled here)."""
-    backends = tuple(b for b in ("lsa", "gin") if not (b == "gin" and topology.gin_available is False))
-    if topology.nodes > 1:
-        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
-        backends=backends,
+        backends=backends_for(topology, ("lsa", "gin")),
         sync_scopes=("world", "signal"),
         issuers=("thread", "warp", "cta", "copy_engine"),
         chunk_sizes=CHUNK_SIZES,

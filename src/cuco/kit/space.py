@@ -1,0 +1,30 @@
+"""Pieces every workload's design space repeats: the backends a topology offers, and LSA's one-node rule."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from cuco.design_space import DesignSpace, Directives, Rule, Topology
+
+
+def backends_for(topology: Topology, offered: Sequence[str]) -> tuple[str, ...]:
+    """The workload's `offered` backends that `topology` can run: no GIN where it has no NIC, no NVSHMEM where the
+    library is absent, no LSA across nodes (GIN then, even unconfirmed)."""
+    backends = tuple(b for b in offered if not (b == "gin" and topology.gin_available is False)
+                     and not (b == "nvshmem" and topology.nvshmem_available is False))
+    if topology.nodes > 1:
+        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
+    return backends
+
+
+def lsa_one_node(name: str, how: str) -> Rule:
+    """A rule named `name` refusing backend=lsa on a topology of several nodes; `how` says what the workload does by
+    NVLink load/store (e.g. 'writes the decode pages by NVLink stores')."""
+
+    def check(d: Directives, s: DesignSpace) -> str | None:
+        if d.backend == "lsa" and s.topology.nodes > 1:
+            return (f"backend=lsa {how}, so all ranks must share one node (this topology has {s.topology.nodes} "
+                    "nodes); use backend=gin")
+        return None
+
+    return Rule(name, check)

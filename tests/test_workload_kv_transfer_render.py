@@ -35,7 +35,7 @@ def test_space_covers_every_placement_and_issuer():
     assert {p.placement for p in points} == {"deferred", "stream_overlap", "split_put_wait", "fused"}
     assert {p.issuer for p in points} == {"thread", "warp", "cta", "copy_engine"}
     assert {p.backend for p in points} == {"lsa", "gin"}
-    assert not list(WL.space(Topology(world=2, gin_available=False)).points()) == points
+    assert {p.backend for p in WL.space(Topology(world=2, gin_available=False)).points()} == {"lsa"}
 
 
 @pytest.mark.parametrize("label, wanted", [

@@ -11,10 +11,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cuco"
 PENDING_OWNERS = (
     "workloads/",
     "kit/",
-    "libraries.py",
-    "workload.py",
-    "export/",
-    "search/api.py",
 )
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -37,6 +37,7 @@ class Library:
     system_include: bool = False  # searched after every -I dir and the toolkit's (-isystem)
 
     def flags(self) -> list[str]:
+        """The nvcc flags that compile and link against this library: include dirs, library dir, rpath, name."""
         inc = "-isystem=" if self.system_include else "-I"
         flags = [f"{inc}{self.include}", *(f"{inc}{d}" for d in self.more_includes)]
         if self.link_name and self.libdir is not None:
@@ -128,6 +129,7 @@ def register(spec: LibrarySpec) -> LibrarySpec:
 
 
 def spec_of(name: str) -> LibrarySpec:
+    """The registered LibrarySpec of `name`; LibraryError naming the known ones and how to register another."""
     if name not in _REGISTRY:
         raise LibraryError(f"unknown library {name!r}; known: {', '.join(sorted(_REGISTRY))} (a workload may "
                            "register its own with cuco.libraries.register(LibrarySpec(...)))")

@@ -59,12 +59,15 @@ class Workload:
         default=None, eq=False, repr=False)
 
     def plugin_path(self) -> Path:
+        """The harness plugin's source file."""
         return self.folder / self.plugin_source
 
     def seed_path(self) -> Path:
+        """The host-driven seed's source file."""
         return self.folder / self.seed_source
 
     def seed_code(self) -> str:
+        """The host-driven seed's source text."""
         return self.seed_path().read_text()
 
     def shapes_for(self, world: int, which: str = "bench") -> list[Shape]:

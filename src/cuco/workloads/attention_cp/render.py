@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, IllegalPointError, Rule, Topology
 from cuco.kit.evolve import assemble
+from cuco.kit.space import backends_for, lsa_one_node
 from cuco.workloads.attention_cp import frozen
 from cuco.workloads.attention_cp.gin_block import render_gin
 from cuco.workloads.attention_cp.lsa_block import render_lsa
@@ -56,18 +57,11 @@ def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
-def _lsa_one_node(d: Directives, s: DesignSpace) -> str | None:
-    if d.backend == "lsa" and s.topology.nodes > 1:
-        return (f"backend=lsa moves KV blocks by NVLink load/store, so all ranks must share one node (this "
-                f"topology has {s.topology.nodes} nodes); use backend=gin")
-    return None
-
-
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("attention-cp-chunks-only-fused", _chunks_only_fused),
     Rule("attention-cp-copy-engine-barriers", _copy_engine_barriers),
     Rule("attention-cp-gin-subset", _gin_subset),
-    Rule("attention-cp-lsa-one-node", _lsa_one_node),
+    lsa_one_node("attention-cp-lsa-one-node", "moves KV blocks by NVLink load/store"),
 )
 #: Two default rules do not hold here. signal-needs-chunks: the signals are per ring step (one source's block),
 #: so sync_scope=signal at whole blocks is a barrier-free protocol of its own. copy-engine-transport's fused
@@ -79,11 +73,8 @@ RULES = tuple(r for r in DEFAULT_RULES if r.name not in ("signal-needs-chunks", 
 
 def space(topology: Topology) -> DesignSpace:
     """The ring-attention design space on `topology`: LSA on one node; GIN where a NIC may be present."""
-    backends = tuple(b for b in ("lsa", "gin") if not (b == "gin" and topology.gin_available is False))
-    if topology.nodes > 1:
-        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
-        backends=backends,
+        backends=backends_for(topology, ("lsa", "gin")),
         sync_scopes=("world", "team", "signal"),
         issuers=("thread", "warp", "cta", "copy_engine"),
         chunk_sizes=CHUNK_SIZES,

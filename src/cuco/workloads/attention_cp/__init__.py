@@ -34,6 +34,7 @@ class AttentionCpWorkload(Workload):
     """The ring-attention workload: shapes may also be given by name ('s8192-d64', 'llama3-8b', ...)."""
 
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
+        """A named shape ('s8192-d64', 'llama3-8b', ...) or five integers S,HQ,HKV,D,CAUSAL."""
         return shapes.parse(text)
 
     def shapes_for(self, world: int, which: str = "bench") -> list[Shape]:

@@ -116,4 +116,5 @@ extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return cuco::kit::teardo
 
 
 def head() -> str:
+    """The frozen head of every rendered candidate."""
     return HEAD

@@ -75,14 +75,17 @@ def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
     from cuco.workloads import get
 
     w = get("kv_transfer")
-    cascade = Evaluator(w, world=1, bench_shape=name, iters=iters, warmup=1, timeout_s=600.0)
+    # Verified at the verify shapes on two seeds (the cascade's L2); the plugin's own check at S = 32768 runs its SIMT
+    # reference attention over 32 layers (tens of seconds per candidate), so the timed run skips it.
+    cascade = Evaluator(w, world=1, bench_shape=name, iters=iters, warmup=1, timeout_s=600.0, verify_at_bench=False)
     cands = [Candidate(code=w.render(Directives.from_label(p)), workload="kv_transfer",
                        directives=Directives.from_label(p), mutation="manual") for p in labels]
     out = [c for c in cascade.evaluate(cands) if c.status == "passed" and c.metrics.get("time_ms")]
     row: dict[str, Any] = {"shape": name, "points_retimed": labels, "search": f"best points of {LONG_FROM}"}
     if out:
         best = min(out, key=lambda c: c.metrics["time_ms"])
-        row.update(verified=True, best_point=best.directives.label(), **_metrics(best), **_env(best))
+        row.update(verified=True, verified_at="the verify shapes (two seeds), not at S = 32768",
+                   best_point=best.directives.label(), **_metrics(best), **_env(best))
     return row
 
 

@@ -66,6 +66,7 @@ class BuiltCompute:
     cached: bool
 
     def link_flags(self) -> list[str]:
+        """nvcc flags that link this library, with an rpath to where it lies."""
         d = self.library.parent
         return [f"-L{d}", f"-l:{self.library.name}", f"-Xlinker=-rpath,{d}"]
 

@@ -44,11 +44,13 @@ def check_shape(shape: Shape, world: int) -> None:
 
 
 def flops(shape: Shape, world: int) -> float:
+    """Floating-point operations of one rank's GEMM."""
     m, k, n = shape.dims
     return 2.0 * m * k * n
 
 
 def comm_bytes(shape: Shape, world: int) -> float:
+    """Bytes of A each rank receives from its peers."""
     m, k, _n = shape.dims
     return float((world - 1) * (m // world) * k * 2)
 

@@ -108,10 +108,12 @@ BLOCK_SESSION_CLOSE = "bar.sync(ncclCoopCta(), cuda::memory_order_release);  // 
 
 
 def uses_barrier_kernel(point: Directives) -> bool:
+    """True when the point synchronises with a barrier kernel (world or team scope)."""
     return point.sync_scope in ("world", "team")
 
 
 def prologue(point: Directives) -> str:
+    """The block's opening text for `point`: its constants and, where it uses one, the barrier kernel."""
     barrier = ""
     if uses_barrier_kernel(point) and point.backend == "lsa":
         barrier = fill(BARRIER_KERNEL, {"SCOPE": point.sync_scope,

@@ -116,4 +116,5 @@ extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return cuco::kit::teardo
 
 
 def head() -> str:
+    """The frozen head of every candidate: includes and the inlined cuBLASLt plans."""
     return fill(HEAD, {"LT_GEMM": lt_gemm_text()}, what="GEMM+AllGather frozen head")

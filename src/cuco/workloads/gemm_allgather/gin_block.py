@@ -93,6 +93,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 
 
 def render_gin(point: Directives) -> str:
+    """The GIN block of `point` (split_put_wait with signals is the one GIN point); ValueError otherwise."""
     if point.placement != "split_put_wait" or point.sync_scope != "signal":
         raise ValueError(f"the GIN template covers split_put_wait/signal only, not {point.label()}")
     return GIN_SPLIT

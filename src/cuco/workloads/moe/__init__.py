@@ -32,6 +32,7 @@ class MoeWorkload(Workload):
     """The MoE workload: shapes may also be given by name ('paper-r3', 'dsv3-r1', ...)."""
 
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
+        """A shape by name ('paper-r3', ...) or as T,H,I,E,K,R."""
         return shapes.parse(text)
 
     def shapes_for(self, world: int, which: str = "bench") -> list[Shape]:

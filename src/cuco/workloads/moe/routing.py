@@ -25,6 +25,7 @@ class RoutingError(ValueError):
 
 
 def splitmix64(x: int) -> int:
+    """SplitMix64's output for state `x` (the same function as routing.h's, bit for bit)."""
     x = (x + GOLDEN) & MASK
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
@@ -32,10 +33,12 @@ def splitmix64(x: int) -> int:
 
 
 def stream_key(seed: int, rank: int, stream: int) -> int:
+    """The key of one random stream of `rank` under `seed`."""
     return splitmix64((seed * GOLDEN + rank * RANK_MUL + stream) & MASK)
 
 
 def rnd(key: int, i: int) -> int:
+    """The `i`-th 64-bit random number of stream `key`."""
     return splitmix64(key ^ ((i * INDEX_MUL) & MASK))
 
 
@@ -62,6 +65,7 @@ class RoutingSpec:
 
     @property
     def slots(self) -> int:
+        """Routed slots: tokens times top-k."""
         return self.tokens * self.topk
 
     def counts(self) -> list[int]:
@@ -87,6 +91,7 @@ def check(tokens: int, experts: int, topk: int, skew: int) -> None:
 
 
 def slot_counts(tokens: int, experts: int, topk: int, skew: int) -> list[int]:
+    """Slots per expert when expert 0 gets `skew` times the slots of each other expert; the remainder goes one each to experts 1, 2, ..."""
     slots = tokens * topk
     total = skew + experts - 1
     other = slots // total

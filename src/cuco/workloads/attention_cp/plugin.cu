@@ -32,6 +32,7 @@
 #include "cuco/compute/attention_cp.h"
 #include "cuco/gen.cuh"
 #include "cuco/kit/check.cuh"
+#include "cuco/kit/describe.cuh"
 
 namespace {
 
@@ -205,15 +206,7 @@ const char* describe_error(const int64_t* d, int world) {
 }  // namespace
 
 extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  memset(out, 0, sizeof(*out));
-  if (ndims != 5) {
-    snprintf(out->error, sizeof(out->error), "attention_cp takes 5 dims S,HQ,HKV,D,CAUSAL; got %d", ndims);
-    return 1;
-  }
-  if (const char* why = describe_error(dims, world)) {
-    snprintf(out->error, sizeof(out->error), "%s", why);
-    return 1;
-  }
+  if (cuco::kit::describe_refuses(out, "attention_cp takes 5 dims S,HQ,HKV,D,CAUSAL", 5, dims, ndims, world, describe_error)) return 1;
   const Geo g = cuco_attn::geo_of_dims(dims, world);
   const cuco_buffer_spec specs[NBUF] = {
       {"Q", obytes(g), 0, CUCO_BUF_INPUT},

@@ -34,6 +34,7 @@
 #include "cuco/abi.h"
 #include "cuco/compute/kv_transfer.h"
 #include "cuco/kit/compute/lt_gemm.cuh"
+#include "cuco/kit/describe.cuh"
 #include "kv_layout.cuh"
 #include "reference.cuh"
 
@@ -135,15 +136,7 @@ const char* describe_error(const int64_t* d, int world) {
 }  // namespace
 
 extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  memset(out, 0, sizeof(*out));
-  if (ndims != 3) {
-    snprintf(out->error, sizeof(out->error), "kv_transfer takes 3 dims S,KV,L; got %d", ndims);
-    return 1;
-  }
-  if (const char* why = describe_error(dims, world)) {
-    snprintf(out->error, sizeof(out->error), "%s", why);
-    return 1;
-  }
+  if (cuco::kit::describe_refuses(out, "kv_transfer takes 3 dims S,KV,L", 3, dims, ndims, world, describe_error)) return 1;
   const Geo g = geo_make(dims[0], dims[1], dims[2]);
   int64_t off[4], wtotal = 0;
   cuco_kvt_weight_offsets(g.D, off, &wtotal);

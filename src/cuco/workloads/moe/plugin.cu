@@ -28,6 +28,7 @@
 #include "cuco/abi.h"
 #include "cuco/compute/moe.h"
 #include "cuco/gen.cuh"
+#include "cuco/kit/describe.cuh"
 #include "moe_dev.cuh"
 #include "reference.cuh"
 #include "routing.h"
@@ -128,15 +129,7 @@ const char* describe_error(const int64_t* d, int world) {
 }  // namespace
 
 extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  memset(out, 0, sizeof(*out));
-  if (ndims != 6) {
-    snprintf(out->error, sizeof(out->error), "moe takes 6 dims T,H,I,E,K,R; got %d", ndims);
-    return 1;
-  }
-  if (const char* why = describe_error(dims, world)) {
-    snprintf(out->error, sizeof(out->error), "%s", why);
-    return 1;
-  }
+  if (cuco::kit::describe_refuses(out, "moe takes 6 dims T,H,I,E,K,R", 6, dims, ndims, world, describe_error)) return 1;
   const Geo g = geo_make(dims, world, 0);
   const cuco_buffer_spec specs[NBUF] = {
       {"X", (size_t)(g.T * g.H * 2), 1, CUCO_BUF_INPUT},

@@ -7,17 +7,14 @@
 #
 #   bash benchmarks/gpu_attention_cp_w1.sh OUT_DIR
 #
-# The package runs from source (PYTHONPATH=src). The nvidia-cutlass wheel's package folder is carried from the
-# development venv (.venv/lib/python3.11/site-packages/cutlass_library): its parent is appended to PYTHONPATH so
-# cuco.libraries finds the CUTLASS headers the compute library needs. Environment: EVALS (search evaluations per
+# The package runs from source (PYTHONPATH=src); the CUTLASS headers come from the nvidia-cutlass wheel carried in
+# .whl/ (benchmarks/gpu_env.sh says how). Environment: EVALS (search evaluations per
 # shape, default 6), SHAPES (comma list), BUILD_TIMEOUT / TEST_TIMEOUT (seconds), TOTAL_S (the whole budget).
 # NVLink multicast stays off (benchmarks/gpu_env.sh).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_attention_cp_w1.sh OUT_DIR}
 cd "$(dirname "$0")/.."
 source benchmarks/gpu_env.sh
-CARRIED_SITE="$PWD/.venv/lib/python3.11/site-packages"
-[ -d "$CARRIED_SITE/cutlass_library" ] && export PYTHONPATH="$PYTHONPATH:$CARRIED_SITE"
 TOTAL_S=${TOTAL_S:-570}
 mkdir -p "$OUT/results"
 { device_line

@@ -9,18 +9,13 @@
 # Each call merges its rows into the results file by shape, and call c reads s4096-kv1024's timed points from it, so
 # copy each call's results/kv_transfer_w1.{json,md} into benchmarks/results/ before the next. Logs and results go to $OUT
 # (or OUT_DIR): env.txt, kv_gpu_tests.log, kv_bench_<part>.log, results/kv_transfer_w1.{json,md}.
-# CUTLASS's headers come from the nvidia-cutlass wheel: carried in .whl/ (installed into /tmp/site here) unless the
-# machine already has the package. Environment: SHAPES (overrides the part's list), EVALS (search evaluations per
-# shape, default 6), TEST_TIMEOUT / BENCH_TIMEOUT (seconds; the results file is written after every shape). NVLink multicast stays off (gpu_env.sh).
+# CUTLASS's headers come from the nvidia-cutlass wheel carried in .whl/ (benchmarks/gpu_env.sh says how).
+# Environment: SHAPES (overrides the part's list), EVALS (search evaluations per shape, default 6), TEST_TIMEOUT /
+# BENCH_TIMEOUT (seconds; the results file is written after every shape). NVLink multicast stays off (gpu_env.sh).
 set -uo pipefail
 PART=${1:-a}
 cd "$(dirname "$0")/.."
 DEST=${OUT:-${OUT_DIR:-/tmp/kv-transfer-out}}
-if ! python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("cutlass_library") is None)'; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/nvidia_cutlass-*.whl || { echo "no CUTLASS: carry .whl/ with the nvidia-cutlass wheel"; exit 2; }
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
 source benchmarks/gpu_env.sh
 mkdir -p "$DEST/results"
 { device_line

@@ -29,6 +29,7 @@ from __future__ import annotations
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, IllegalPointError, Rule, Topology
 from cuco.extra_directives import ExtraDirective
 from cuco.kit.evolve import assemble
+from cuco.kit.space import backends_for, lsa_one_node
 from cuco.kit.template import fill
 from cuco.workloads.moe import frozen
 from cuco.workloads.moe.gin_block import COOP_OF, GIN_BLOCK, GIN_ENQUEUE, GIN_KERNELS
@@ -89,18 +90,11 @@ def _nvshmem_subset(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
-def _lsa_one_node(d: Directives, s: DesignSpace) -> str | None:
-    if d.backend == "lsa" and s.topology.nodes > 1:
-        return (f"backend=lsa pulls and pushes by NVLink load/store, so all ranks must share one node (this "
-                f"topology has {s.topology.nodes} nodes)")
-    return None
-
-
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("moe-chunks-only-fused", _chunks_only_fused),
     Rule("moe-copy-engine-subset", _copy_engine_subset),
     Rule("moe-fp8-pulls", _fp8_pulls),
-    Rule("moe-lsa-one-node", _lsa_one_node),
+    lsa_one_node("moe-lsa-one-node", "pulls and pushes by NVLink load/store"),
     Rule("moe-gin-subset", _gin_subset),
     Rule("moe-nvshmem-subset", _nvshmem_subset),
 )
@@ -111,13 +105,8 @@ RULES = tuple(r for r in DEFAULT_RULES if r.name != "signal-needs-chunks") + WOR
 
 def space(topology: Topology) -> DesignSpace:
     """The MoE design space on `topology`: LSA on one node; GIN where a NIC may be present (compiled here)."""
-    backends = tuple(b for b in ("lsa", "gin", "nvshmem")
-                     if not (b == "gin" and topology.gin_available is False)
-                     and not (b == "nvshmem" and topology.nvshmem_available is False))
-    if topology.nodes > 1:
-        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
-        backends=backends,
+        backends=backends_for(topology, ("lsa", "gin", "nvshmem")),
         sync_scopes=("world", "signal"),
         issuers=("thread", "warp", "cta", "copy_engine"),
         chunk_sizes=CHUNK_SIZES,

@@ -10,9 +10,7 @@ set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_suite.sh OUT_DIR [bench|tests|all]}
 WHAT=${2:-all}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+source benchmarks/gpu_env.sh   # the environment of every GPU run, and CUTLASS's headers from a carried .whl/
 mkdir -p "$OUT"
 
 environment() {

@@ -65,8 +65,9 @@ def check_tensor(what: str, x: Any, want: Any, built: str) -> None:
         raise ExportError(f"{what}: expected {tuple(want.shape)} {want.dtype} (what {built} was built for), got "
                           f"{tuple(x.shape)} {x.dtype}; export a candidate of a run at this shape and dtype")
     if x.device != want.device:
-        raise ExportError(f"{what} is on {x.device}, the op on {want.device}: move it with .to('{want.device}') or "
-                          f"open the op with device={x.device.index}")
+        other = f" or open the op with device={x.device.index}" if x.device.type == "cuda" else ""
+        raise ExportError(f"{what} is on {x.device}, the op on {want.device}: move it with .to('{want.device}')"
+                          f"{other}")
     if not x.is_contiguous():
         raise ExportError(f"{what} is not contiguous (strides {tuple(x.stride())}); pass {what.split()[-1]}"
                           ".contiguous()")

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
+
 RESULTS = HERE / "results"
 WORLD = 1
 
@@ -33,7 +36,6 @@ def anchor(dims: dict[str, int]) -> dict[str, Any]:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    sys.path.insert(0, str(HERE))
     from event_timing import event_times_ms
 
     s, hq, hkv, d, causal = (dims[k] for k in ("S", "HQ", "HKV", "D", "CAUSAL"))
@@ -57,9 +59,6 @@ def anchor(dims: dict[str, int]) -> dict[str, Any]:
 
 
 def run_shape(name: str, evals: int, runs: Path) -> dict[str, Any]:
-    sys.path.insert(0, str(HERE))
-    from search_rows import search_row
-
     row = search_row("attention_cp", name, WORLD, evals, runs)
     try:
         row.update(anchor(row["dims"]))
@@ -102,10 +101,6 @@ def main() -> None:
         _write(out, meta)
 
 
-def _fmt(v: Any, nd: int = 3) -> str:
-    return f"{v:.{nd}f}" if isinstance(v, (int, float)) else "—"
-
-
 def _write(out: Path, meta: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tag = f"attention_cp_w{meta['world']}"
@@ -119,9 +114,9 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
              "anchor/compute | best point |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         backend = f" ({r['anchor_backend']})" if r.get("anchor_backend") else ""
-        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {_fmt(r.get('host_ms'))} | "
-                     f"{_fmt(r.get('fastpath_ms'))} | {_fmt(r.get('best_ms'))} | {_fmt(r.get('compute_ms'))} | "
-                     f"{_fmt(r.get('anchor_ms'))}{backend} | {_fmt(r.get('anchor_over_compute'), 2)} | "
+        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
+                     f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('compute_ms'))} | "
+                     f"{fmt(r.get('anchor_ms'))}{backend} | {fmt(r.get('anchor_over_compute'), 2)} | "
                      f"`{r.get('best_point', '—')}` |")
     for e in meta["errors"]:
         lines.append(f"\nError ({e.get('shape')}): {e['error']}")

@@ -15,56 +15,24 @@ import argparse
 import datetime
 import json
 import os
-import time
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
+
+RESULTS = HERE / "results"
 SWEEP = [f"s{s}-kv{kv}" for s in (2048, 3072, 4096) for kv in (512, 768, 1024)]
 LONG_FROM = "s4096-kv1024"
 
 
-def _metrics(c: Any) -> dict[str, Any]:
-    m = c.metrics
-    return {"best_ms": m.get("time_ms"), "host_ms": m.get("host_ms"), "speedup": m.get("speedup"),
-            "compute_ms": m.get("compute_ms"), "comm_ms": m.get("comm_ms"), "bound_ms": m.get("bound_ms"),
-            "overlap_efficiency": m.get("overlap_efficiency"), "spread": m.get("spread")}
-
-
-def _env(c: Any) -> dict[str, Any]:
-    bench = c.results.get("bench")
-    data = dict(bench.data) if bench is not None else {}
-    return {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date",
-                                     "iters", "warmup")}
-
-
 def searched(name: str, evals: int, runs: Path) -> tuple[dict[str, Any], list[str]]:
     """The directive search at `name`: its row, and its timed points fastest first."""
-    from cuco.pipeline import RunOptions, run_workload
-
-    run_dir = runs / f"kv-{name}-{int(time.time())}"
-    start = time.monotonic()
-    summary = run_workload(RunOptions(workload="kv_transfer", world=1, shape=name, evaluations=evals,
-                                      run_dir=str(run_dir), progress=False, batch_size=8, islands=2),
-                           on_event=lambda s: print(s, flush=True))
-    row: dict[str, Any] = {"shape": name, "search_wall_s": round(time.monotonic() - start, 1),
-                           "evaluations": summary.evaluated, "measured": summary.measured, "run_dir": str(run_dir)}
-    best = summary.best
-    if best is not None:
-        row.update(verified=best.status == "passed", best_point=best.directives.label() if best.directives
-                   else best.mutation, **_metrics(best), **_env(best))
-    if summary.fastpath is not None:
-        row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"))
-    from cuco.db import CandidateDB
-
-    db = CandidateDB(run_dir / "candidates.db")
-    try:
-        timed = sorted((c for c in db.all("kv_transfer") if c.status == "passed" and c.directives
-                        and c.metrics.get("time_ms")), key=lambda c: c.metrics["time_ms"])
-    finally:
-        db.close()
-    return row, list(dict.fromkeys(c.directives.label() for c in timed))
+    row = search_row("kv_transfer", name, 1, evals, runs)
+    return row, timed_points(row)
 
 
 def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
@@ -83,9 +51,8 @@ def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
     out = [c for c in cascade.evaluate(cands) if c.status == "passed" and c.metrics.get("time_ms")]
     row: dict[str, Any] = {"shape": name, "points_retimed": labels, "search": f"best points of {LONG_FROM}"}
     if out:
-        best = min(out, key=lambda c: c.metrics["time_ms"])
-        row.update(verified=True, verified_at="the verify shapes (two seeds), not at S = 32768",
-                   best_point=best.directives.label(), **_metrics(best), **_env(best))
+        row.update(candidate_row(min(out, key=lambda c: c.metrics["time_ms"])),
+                   verified_at="the verify shapes (two seeds), not at S = 32768")
     return row
 
 
@@ -156,10 +123,6 @@ def main() -> None:
         write_md(out, meta)
 
 
-def _fmt(x: Any, nd: int = 3) -> str:
-    return "—" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
-
-
 def write_md(out: Path, meta: dict[str, Any]) -> None:
     rows = meta["rows"]
     env = next((r for r in rows if r.get("device")), {})
@@ -169,9 +132,9 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
              "| shape | verified | host | fast path | best | speedup | compute | comm | copy GB/s | best point |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {_fmt(r.get('host_ms'))} | "
-                     f"{_fmt(r.get('fastpath_ms'))} | {_fmt(r.get('best_ms'))} | {_fmt(r.get('speedup'))} | "
-                     f"{_fmt(r.get('compute_ms'))} | {_fmt(r.get('comm_ms'))} | {_fmt(r.get('copy_gbps'), 1)} | "
+        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
+                     f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
+                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('copy_gbps'), 1)} | "
                      f"`{r.get('best_point', '—')}` |")
     for e in meta.get("errors", []):
         lines.append(f"\nError ({e.get('shape')}): {e['error']}")

@@ -21,7 +21,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
+
+RESULTS = HERE / "results"
 SHAPES = ["paper-r3", "dsv3-r1", "dsv3-r3", "paper-r2", "paper-r4", "paper-r5"]
 ANCHOR_SEED = 1  # the harness fills with its first seed before timing the parts: the same routing
 
@@ -30,7 +34,6 @@ def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
     """torch's grouped GEMM FFN (torch._grouped_mm, SwiGLU between) on each rank's received rows, max over ranks."""
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from moe_compute import time_ms, torch_ffn  # the same FFN and timing as the compute check
 
     from cuco.workloads.moe import routing
@@ -54,9 +57,6 @@ def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
 
 def run_shape(name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
     """Search one MoE shape: the best point, its bound parts, the fast path and every evaluation."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from search_rows import search_row
-
     return search_row("moe", name, world, evals, runs)
 
 
@@ -145,10 +145,6 @@ def main() -> None:
             _write(out, meta)
 
 
-def _fmt(v: Any, nd: int = 3) -> str:
-    return f"{v:.{nd}f}" if isinstance(v, (int, float)) else "—"
-
-
 def _write(out: Path, meta: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tag = f"moe_w{meta['world']}"
@@ -160,15 +156,15 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
              "| shape | verified | host | fast path | best (cuco) | speedup | FFN alone | dispatch+combine | "
              "torch grouped FFN | anchor/FFN | best point |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {_fmt(r.get('host_ms'))} | "
-                     f"{_fmt(r.get('fastpath_ms'))} | {_fmt(r.get('best_ms'))} | {_fmt(r.get('speedup'))} | "
-                     f"{_fmt(r.get('compute_ms'))} | {_fmt(r.get('comm_ms'))} | {_fmt(r.get('anchor_compute_ms'))} | "
-                     f"{_fmt(r.get('anchor_over_compute'), 2)} | `{r.get('best_point', '—')}` |")
+        lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
+                     f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
+                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('anchor_compute_ms'))} | "
+                     f"{fmt(r.get('anchor_over_compute'), 2)} | `{r.get('best_point', '—')}` |")
     sw = meta.get("sweep")
     if sw:
         best = sw.get("best") or {}
         lines += ["", f"Exhaustive sweep at {sw['shape']}: {sw['passed']} of {sw['points']} legal points verified and "
-                  f"timed; best `{best.get('point', '—')}` {_fmt(best.get('ms'))} ms. The search was within 5% of it "
+                  f"timed; best `{best.get('point', '—')}` {fmt(best.get('ms'))} ms. The search was within 5% of it "
                   f"after {sw.get('search_within_5pct_after', '—')} of its {sw.get('search_evaluations', '—')} "
                   "evaluations."]
     for e in meta["errors"]:

@@ -1,5 +1,6 @@
 """One workload shape through `cuco run` (fast path + directive search), as a results row: shared by the
-benchmark scripts (benchmarks/moe.py, benchmarks/attention_cp.py)."""
+benchmark scripts (benchmarks/moe.py, benchmarks/attention_cp.py, benchmarks/kv_transfer.py), with the row fields
+of a timed candidate and the tables' number format."""
 
 from __future__ import annotations
 
@@ -17,9 +18,36 @@ def history(run_dir: Path, workload: str) -> list[dict[str, Any]]:
         cands = sorted(db.all(workload), key=lambda c: c.created_at)
     finally:
         db.close()
-    return [{"point": c.directives.label() if c.directives else c.mutation, "status": c.status,
-             "ms": c.metrics.get("time_ms"), "reason": "" if c.status == "passed" else
+    return [{"point": c.directives.label() if c.directives else c.mutation, "labelled": c.directives is not None,
+             "status": c.status, "ms": c.metrics.get("time_ms"), "reason": "" if c.status == "passed" else
              next((x.reason for x in c.results.values() if not x.passed), "")[:400]} for c in cands]
+
+
+def timed_points(row: dict[str, Any]) -> list[str]:
+    """The design points a search row timed, fastest first (each once)."""
+    timed = sorted((e for e in row.get("evaluations_in_order", []) if e["status"] == "passed" and e["ms"]
+                    and e.get("labelled", True)), key=lambda e: e["ms"])
+    return list(dict.fromkeys(e["point"] for e in timed))
+
+
+def candidate_row(c: Any) -> dict[str, Any]:
+    """A verified, timed candidate as row fields: its point, its times and bound parts, and the environment of the
+    harness run that timed it."""
+    m = c.metrics
+    bench = c.results.get("bench")
+    data = dict(bench.data) if bench is not None else {}
+    return {"verified": c.status == "passed", "best_point": c.directives.label() if c.directives else c.mutation,
+            "best_ms": m.get("time_ms"), "host_ms": m.get("host_ms"), "speedup": m.get("speedup"),
+            "compute_ms": m.get("compute_ms"), "comm_ms": m.get("comm_ms"), "bound_ms": m.get("bound_ms"),
+            "overlap_efficiency": m.get("overlap_efficiency"), "spread": m.get("spread"),
+            "bench_shape": data.get("shape"),
+            **{k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date",
+                                         "world", "iters", "warmup", "runs")}}
+
+
+def fmt(v: Any, nd: int = 3) -> str:
+    """A figure for a results table: `nd` decimals, or a dash where there is none."""
+    return f"{v:.{nd}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
 
 
 def search_row(workload: str, name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
@@ -38,15 +66,8 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path) -> 
     row: dict[str, Any] = {"shape": name, "dims": dict(zip(get(workload).dim_names, shape.dims)), "world": world,
                            "search_wall_s": round(time.monotonic() - start, 1), "evaluations": summary.evaluated,
                            "measured": summary.measured, "run_dir": str(run_dir)}
-    best = summary.best
-    if best is not None:
-        m = best.metrics
-        row.update(verified=best.status == "passed", best_point=best.directives.label() if best.directives
-                   else best.mutation, best_ms=m.get("time_ms"), host_ms=m.get("host_ms"),
-                   speedup=m.get("speedup"), compute_ms=m.get("compute_ms"), comm_ms=m.get("comm_ms"),
-                   bound_ms=m.get("bound_ms"), overlap_efficiency=m.get("overlap_efficiency"),
-                   spread=m.get("spread"), bench_shape=summary.environment.get("shape"),
-                   **{k: v for k, v in summary.environment.items() if k != "shape"})
+    if summary.best is not None:
+        row.update(candidate_row(summary.best))
     if summary.fastpath is not None:
         row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"),
                    fastpath_feedback=summary.fastpath.feedback[:400])

@@ -9,7 +9,9 @@
 #
 # The package runs from source (PYTHONPATH=src); the CUTLASS headers come from the nvidia-cutlass wheel carried in
 # .whl/ (benchmarks/gpu_env.sh says how). Environment: EVALS (search evaluations per
-# shape, default 6), SHAPES (comma list), BUILD_TIMEOUT / TEST_TIMEOUT (seconds), TOTAL_S (the whole budget).
+# shape, default 6), SHAPES (comma list), BUILD_TIMEOUT / TEST_TIMEOUT (seconds), TOTAL_S (the whole budget),
+# STEPS ("tests bench" by default; "tests" or "bench" alone splits the call, e.g. to run other untimed work beside
+# the tests and keep the GPU to the benchmark alone).
 # NVLink multicast stays off (benchmarks/gpu_env.sh).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_attention_cp_w1.sh OUT_DIR}
@@ -22,7 +24,8 @@ mkdir -p "$OUT/results"
   python3 -c 'import torch; print("# torch", torch.__version__, "cuda", torch.version.cuda)'
   python3 -c 'from cuco.libraries import spec_of, find; print("# cutlass:", find(spec_of("cutlass"), None).include)'
 } >"$OUT/env.txt" 2>&1
-{ timeout "${BUILD_TIMEOUT:-240}" python3 -c '
+STEPS=${STEPS:-tests bench}
+[[ $STEPS == *tests* ]] && { timeout "${BUILD_TIMEOUT:-240}" python3 -c '
 from concurrent.futures import ThreadPoolExecutor
 from cuco.harness.build import harness_binary
 from cuco.kit.compute import build_compute
@@ -38,8 +41,8 @@ print("compute library:", b.library, "cached" if b.cached else f"built in {b.sec
     tests/test_workload_attention_cp_gpu.py
   echo "gpu tests: exit $?"; } >"$OUT/attention_cp_gpu_tests.log" 2>&1
 left=$((TOTAL_S - SECONDS))
-{ echo "# benchmark budget: ${left} s"
+[[ $STEPS == *bench* ]] && { echo "# benchmark budget: ${left} s"
   timeout "$left" python3 benchmarks/attention_cp.py --evals "${EVALS:-6}" --out "$OUT/results" \
     ${SHAPES:+--shapes "$SHAPES"}
   echo "benchmark: exit $?"; } >"$OUT/attention_cp_bench.log" 2>&1
-tail -4 "$OUT/attention_cp_gpu_tests.log" "$OUT/attention_cp_bench.log"
+tail -4 "$OUT/attention_cp_gpu_tests.log" "$OUT/attention_cp_bench.log" 2>/dev/null

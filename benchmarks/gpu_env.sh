@@ -10,14 +10,18 @@ device_line() {
        "x$(nvidia-smi -L | wc -l); date: $(date -u +%FT%TZ)"
 }
 
-# CUTLASS's headers (the compute libraries of moe, kv_transfer and attention_cp) come from the nvidia-cutlass wheel,
-# carried in .whl/ (git-ignored: `mkdir -p .whl && pip download --no-deps -d .whl nvidia-cutlass==4.2.0.0` here,
-# then `carry: [".whl"]`) and unpacked into /tmp/site unless the machine already has the package.
-if ! python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("cutlass_library") is None)'; then
-  if ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile \
-       --no-cache-dir --upgrade --target /tmp/site .whl/nvidia_cutlass-*.whl; then
-    export PYTHONPATH="$PYTHONPATH:/tmp/site"
-  else
-    echo "# no CUTLASS headers: carry .whl/ with the nvidia-cutlass wheel (see benchmarks/gpu_env.sh)" >&2
+# Python packages the GPU machine lacks come from wheels carried in .whl/ (git-ignored), unpacked into /tmp/site:
+# CUTLASS's headers (the compute libraries of moe, kv_transfer and attention_cp) from nvidia-cutlass, and the fast
+# path's C++ parser from tree-sitter and tree-sitter-cpp (CPython 3.12 wheels). Here, once:
+#   mkdir -p .whl && pip download --no-deps -d .whl nvidia-cutlass==4.2.0.0 && pip download --no-deps -d .whl \
+#     --python-version 3.12 --only-binary=:all: --platform manylinux_2_28_x86_64 tree-sitter==0.26.1 tree-sitter-cpp==0.23.4
+# then `carry: [".whl"]`.
+export PYTHONPATH="$PYTHONPATH:/tmp/site"
+for need in cutlass_library:nvidia_cutlass tree_sitter:tree_sitter-0 tree_sitter_cpp:tree_sitter_cpp; do
+  module=${need%%:*} wheel=${need#*:}
+  python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)" && continue
+  if ! { ls .whl/$wheel*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile \
+           --no-cache-dir --upgrade --target /tmp/site .whl/$wheel*.whl; }; then
+    echo "# $module is missing: carry .whl/ with its wheel (see benchmarks/gpu_env.sh)" >&2
   fi
-fi
+done

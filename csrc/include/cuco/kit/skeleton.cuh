@@ -22,6 +22,7 @@ namespace cuco {
 namespace kit {
 
 constexpr int kMaxRanks = 72;  // one NVLink domain at most (NVL72)
+constexpr int kMaxOwnStreams = 2;
 
 // What a candidate asks of the harness (filled by the EVOLVE block).
 struct Needs {
@@ -31,6 +32,9 @@ struct Needs {
   int gin_signals = 0;
   int gin_required = 0;
   size_t nvshmem_bytes = 0;  // NVSHMEM symmetric workspace (ctx->nvshmem_workspace); > 0 makes it an NVSHMEM program
+  // Streams beside the harness's two, created and destroyed by the skeleton (a candidate never creates one): e.g.
+  // a second role on the same GPU at W = 1 that must not queue behind the first. At most kMaxOwnStreams.
+  int own_streams = 0;
 };
 
 struct Base {
@@ -38,6 +42,7 @@ struct Base {
   StreamOps ops;
   Needs needs;
   uint32_t epoch = 0;  // cuco::lsa::epoch_of(ctx->iteration) of the current launch
+  cudaStream_t own_stream[kMaxOwnStreams] = {};  // Needs::own_streams of them, non-blocking; forked by the block
   // Peers' symmetric buffers as this rank maps them (null for this rank and non-symmetric buffers), resolved
   // once at setup so host-issued copy-engine transfers can address them.
   char* peer[CUCO_MAX_BUFFERS][kMaxRanks] = {};
@@ -106,6 +111,9 @@ int setup(cuco_ctx* ctx) {
   if (st->needs.lsa_barriers && !ctx->has_devcomm) return 4;
   if (st->needs.nvshmem_bytes && (!ctx->nvshmem_workspace || ctx->nvshmem_workspace_bytes < st->needs.nvshmem_bytes))
     return 8;  // the harness did not bring NVSHMEM up for this candidate
+  if (st->needs.own_streams < 0 || st->needs.own_streams > kMaxOwnStreams) return 10;
+  for (int i = 0; i < st->needs.own_streams; ++i)
+    if (cudaStreamCreateWithFlags(&st->own_stream[i], cudaStreamNonBlocking) != cudaSuccess) return 10;
   int rc = W::setup(ctx, st);
   if (rc) return rc;
   if (cudaEventCreateWithFlags(&st->ev_start, cudaEventDisableTiming) != cudaSuccess) return 5;
@@ -134,6 +142,8 @@ int teardown(cuco_ctx* ctx) {
   W::teardown(st);
   if (st->ev_start) cudaEventDestroy(st->ev_start);
   if (st->ev_side) cudaEventDestroy(st->ev_side);
+  for (cudaStream_t s : st->own_stream)
+    if (s) cudaStreamDestroy(s);
   delete st;
   ctx->candidate_state = nullptr;
   return 0;

@@ -93,13 +93,16 @@ PREFILL = {"deferred": DEFERRED, "stream_overlap": STREAM_OVERLAP, "copy_engine"
 
 #: The wait half of split_put_wait with signals: each chunk is scattered into this rank's pages (its own table) as
 #: soon as its flag is up; then the prefill rank may write the staging area again.
-DECODE_STAGED = r"""    for (int64_t l = 0; l < g.L; ++l)
+DECODE_STAGED = r"""    cudaStream_t ds;  // the decode side's stream (decode_begin)
+    if ((rc = decode_begin(ctx, st, &ds))) return rc;
+    for (int64_t l = 0; l < g.L; ++l)
       for (int c = 0; c < f.nchunks; ++c) {
-        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, cs))) return rc;  // chunk c of layer l has landed
+        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, ds))) return rc;  // chunk c of layer l has landed
         const int64_t b0 = chunk_first_block(ch, c), b1 = chunk_end_block(ch, c);
         rc = cuco_kvt_copy_blocks(stage_of(own(ctx, BUF_STAGE), g, l),
                                   pages_of(own(ctx, BUF_DCACHE), dtab(ctx, st), g, l), g.D, b0, b1, 0,
-                                  2 * ctx->sm_count, cs);
+                                  2 * ctx->sm_count, ds);
         if (rc) return rc;
       }
-    if ((rc = signal_pair(ctx, st, f.done(), cs))) return rc;  // the staging area may be written again"""
+    if ((rc = signal_pair(ctx, st, f.done(), ds))) return rc;  // the staging area may be written again
+    if ((rc = decode_end(ctx, st, ds))) return rc;"""

@@ -8,7 +8,7 @@ from cuco.workloads.kv_transfer.render import render
 DIRECT = "lsa/deferred/world/cta/whole"
 STAGED = "lsa/split_put_wait/signal/warp/256KiB"
 _DIRECT_PUT = "pages_of(pair_buf(ctx, st, BUF_DCACHE), pair_dtab(ctx, st), g, l), g.D, 0, g.nblk,"
-_DECODE_WAIT = ("        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, cs))) return rc;  "
+_DECODE_WAIT = ("        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, ds))) return rc;  "
                 "// chunk c of layer l has landed\n")
 
 
@@ -35,8 +35,9 @@ def wrong_page() -> str:
 
 
 def never_waits() -> str:
-    """The decode rank scatters each staged chunk without waiting for its arrival flag: under delayed arrival it
-    reads the staging area before the puts land (poison, or a previous seed's layer), at any W."""
+    """The decode rank scatters each staged chunk without waiting for its arrival flag: it reads the staging area
+    before the puts land (poison, or a previous seed's layer), at any W (at W = 1 the decode side has its own
+    stream, started with the launch, as a separate decode rank would)."""
     return _edit(STAGED, _DECODE_WAIT, "        // fixture: never waits for chunk c of layer l\n")
 
 

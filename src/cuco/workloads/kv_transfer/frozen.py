@@ -56,6 +56,7 @@ struct State : cuco::kit::Base {
   cuco_kvt* plan = nullptr;        // the layer's plans and activations (created by block_setup)
   char* pair_sym = nullptr;        // the pair rank's symmetric workspace (its flags), as this rank maps it
   cudaEvent_t ev_join = nullptr;   // side stream -> main stream, inside a launch
+  cudaEvent_t ev_decode = nullptr;       // decode stream -> main stream, inside a launch
   uint32_t prev = 0;               // the previous launch's epoch (0: none)
 };
 
@@ -150,6 +151,24 @@ static int join_side(cuco_ctx* ctx, State* st, cudaStream_t s) {
   return cudaStreamWaitEvent(s, st->ev_join, 0) == cudaSuccess ? 0 : 67;
 }
 
+// W = 1 holds both roles on one GPU. Its decode side runs on a stream of its own, forked at the launch's start, so
+// it waits for arrivals as a separate decode rank would instead of queueing behind the prefill on the main stream: a
+// decode side that does not wait then reads the staging area early and fails verification at W = 1 too. At W >= 2
+// the decode side is the main stream.
+static bool both_roles(const cuco_ctx* ctx) {
+  return role_of(ctx->rank, ctx->world) == (ROLE_PREFILL | ROLE_DECODE);
+}
+static int decode_begin(cuco_ctx* ctx, State* st, cudaStream_t* ds) {
+  *ds = both_roles(ctx) ? st->own_stream[0] : ctx->stream;  // the skeleton's own stream (Needs::own_streams)
+  if (*ds == ctx->stream) return 0;
+  return cudaStreamWaitEvent(*ds, st->ev_start, 0) == cudaSuccess ? 0 : 68;
+}
+static int decode_end(cuco_ctx* ctx, State* st, cudaStream_t ds) {
+  if (ds == ctx->stream) return 0;
+  if (cudaEventRecord(st->ev_decode, ds) != cudaSuccess) return 68;
+  return cudaStreamWaitEvent(ctx->stream, st->ev_decode, 0) == cudaSuccess ? 0 : 68;
+}
+
 __global__ void pair_sym_kernel(ncclDevComm dc, ncclWindow_t win, int me, int pair, char** out) {
   *out = cuco::lsa::peer_ptr<char>(dc, win, 0, me, pair);
 }
@@ -161,6 +180,7 @@ static int frozen_setup(cuco_ctx* ctx, State* st) {
   st->role = role_of(ctx->rank, ctx->world);
   st->pair = pair_peer(ctx->rank, ctx->world);
   if (cudaEventCreateWithFlags(&st->ev_join, cudaEventDisableTiming) != cudaSuccess) return 21;
+  if (cudaEventCreateWithFlags(&st->ev_decode, cudaEventDisableTiming) != cudaSuccess) return 21;
   st->pair_sym = (char*)ctx->symmetric_workspace.ptr;
   if (st->pair == ctx->rank || !ctx->has_devcomm || !ctx->symmetric_workspace.window || ctx->world != ctx->local_world)
     return 0;  // W = 1, or no LSA path (GIN points address the pair by puts only)
@@ -184,7 +204,11 @@ namespace cuco_kv {
 struct Candidate {
   using State = cuco_kv::State;
   static constexpr size_t kLibWorkspaceBytes = 0;  // the layer plan owns its cuBLASLt workspace
-  static Needs needs(const cuco_ctx* ctx) { return block_needs(ctx); }
+  static Needs needs(const cuco_ctx* ctx) {
+    Needs n = block_needs(ctx);
+    n.own_streams = both_roles(ctx) ? 1 : 0;  // W = 1: the decode side's stream (decode_begin)
+    return n;
+  }
   static int setup(cuco_ctx* ctx, State* st) {
     if (int rc = frozen_setup(ctx, st)) return rc;
     return block_setup(ctx, st);  // the EVOLVE block's layer plan
@@ -197,6 +221,7 @@ struct Candidate {
   static void teardown(State* st) {
     cuco_kvt_destroy(st->plan);
     if (st->ev_join) cudaEventDestroy(st->ev_join);
+    if (st->ev_decode) cudaEventDestroy(st->ev_decode);
   }
 };
 }  // namespace cuco_kv

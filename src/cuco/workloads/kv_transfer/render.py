@@ -148,9 +148,12 @@ _STAGED_WORLD_DECODE = r"""    for (int64_t l = 0; l < g.L; ++l)  // staged laye
 _STAGED_WORLD_FINISH = "  if ((rc = barrier(ctx, cs))) return rc;  // the staging area may be written again"
 _DIRECT_WORLD_FINISH = ("  if ((rc = join_side(ctx, st, cs)) || (rc = barrier(ctx, cs))) return rc;  "
                         "// sync_scope=world: every page has landed")
-_DIRECT_SIGNAL_DECODE = r"""    for (int64_t l = 0; l < g.L; ++l)  // sync_scope=signal: every arrival flag
+_DIRECT_SIGNAL_DECODE = r"""    cudaStream_t ds;  // the decode side's stream (decode_begin)
+    if ((rc = decode_begin(ctx, st, &ds))) return rc;
+    for (int64_t l = 0; l < g.L; ++l)  // sync_scope=signal: every arrival flag
       for (int c = 0; c < f.nchunks; ++c)
-        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, cs))) return rc;"""
+        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, ds))) return rc;
+    if ((rc = decode_end(ctx, st, ds))) return rc;"""
 
 
 def _parts(point: Directives) -> dict[str, str]:

@@ -112,7 +112,7 @@ def test_request_argv_and_deadline() -> None:
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(dims=()), "dims"), (dict(dims=(0,)), "dims"), (dict(world=0), "world"),
+    (dict(dims=()), "dims"), (dict(dims=(-1,)), "dims"), (dict(dims=(1,) * 9), "dims"), (dict(world=0), "world"),
     (dict(devices=(0,)), "devices"), (dict(iters=0), "iters"), (dict(timeout_s=0), "timeout_s"),
     (dict(candidates=[]), "nothing to run"), (dict(candidates="a.so"), "list of paths"),
     (dict(delay_comm_us=-1), "delay_comm_us"), (dict(delay_comm_us=2e6), "delay_comm_us"),

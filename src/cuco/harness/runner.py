@@ -81,8 +81,9 @@ class HarnessRequest:
     nvshmem_lib: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
 
     def __attrs_post_init__(self) -> None:
-        if not self.dims or len(self.dims) > 8 or any(d <= 0 for d in self.dims):
-            raise HarnessRequestError(f"dims must be 1 to 8 positive sizes, got {self.dims}")
+        # Non-negative: a dim may be a flag (attention_cp's CAUSAL is 0 or 1); each workload checks its own ranges.
+        if not self.dims or len(self.dims) > 8 or any(d < 0 for d in self.dims):
+            raise HarnessRequestError(f"dims must be 1 to 8 non-negative values (sizes or flags), got {self.dims}")
         if self.world < 1:
             raise HarnessRequestError(f"world must be >= 1, got {self.world}")
         if self.devices is not None and (len(self.devices) != self.world or min(self.devices) < 0):

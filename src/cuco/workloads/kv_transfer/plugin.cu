@@ -191,6 +191,7 @@ namespace {
 // The reference layer stack of prefill rank p, comparing each layer's K/V with the decode pages as it goes.
 struct Ref {
   __nv_bfloat16 *x = nullptr, *w = nullptr, *qkv = nullptr, *o = nullptr, *h = nullptr, *a = nullptr;
+  __nv_bfloat16* xn = nullptr;  // the normalised rows a projection reads
   float* f = nullptr;  // fp32 GEMM output, [S x max(ld, 2F)]
   int32_t* dtab = nullptr;
   double *sse = nullptr, *ssr = nullptr;
@@ -200,7 +201,7 @@ struct Ref {
   void* ws = nullptr;
   ~Ref() {
     for (LtGemm* g : {&gq, &go, &ggu, &gd}) cuco_lt::lt_gemm_destroy(g);
-    for (void* p : {(void*)x, (void*)w, (void*)qkv, (void*)o, (void*)h, (void*)a, (void*)f, (void*)dtab, (void*)sse,
+    for (void* p : {(void*)x, (void*)w, (void*)qkv, (void*)o, (void*)h, (void*)a, (void*)xn, (void*)f, (void*)dtab, (void*)sse,
                     (void*)ssr, (void*)nnan, ws})
       if (p) cudaFree(p);
     if (lt) cublasLtDestroy(lt);
@@ -217,6 +218,7 @@ int reference_check(cuco_ctx* ctx, State* s, uint64_t seed, Ref& r, std::vector<
   PLUGIN_CUDA(cudaMalloc(&r.qkv, 2 * S * ld));
   PLUGIN_CUDA(cudaMalloc(&r.o, 2 * S * qw));
   PLUGIN_CUDA(cudaMalloc(&r.h, 2 * S * H));
+  PLUGIN_CUDA(cudaMalloc(&r.xn, 2 * S * H));
   PLUGIN_CUDA(cudaMalloc(&r.a, 2 * S * F));
   PLUGIN_CUDA(cudaMalloc(&r.f, 4 * S * (ld > 2 * F ? ld : 2 * F)));
   PLUGIN_CUDA(cudaMalloc(&r.dtab, 4 * g.nblk));
@@ -243,7 +245,8 @@ int reference_check(cuco_ctx* ctx, State* s, uint64_t seed, Ref& r, std::vector<
   PLUGIN_CUDA(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const __nv_bfloat16* pages = (const __nv_bfloat16*)buf(ctx, BUF_DCACHE);
   for (int64_t l = 0; l < g.L; ++l) {
-    if (cuco_lt::lt_gemm_run(r.lt, &r.gq, r.x, r.w + s->woff[0], r.f, r.ws, st)) return 420;
+    rms_norm<<<(unsigned)S, 256, 0, st>>>(r.x, H, r.xn);
+    if (cuco_lt::lt_gemm_run(r.lt, &r.gq, r.xn, r.w + s->woff[0], r.f, r.ws, st)) return 420;
     round_add<<<2048, 256, 0, st>>>(r.f, nullptr, S * ld, r.qkv);
     compare_blocks<<<dim3((unsigned)g.nblk, 2), 256, 0, st>>>(pages + layer_elem(g, l), r.dtab, g.pool, r.qkv, ld,
                                                               qw, g.D, r.sse + 2 * g.nblk * l, r.ssr + 2 * g.nblk * l,
@@ -251,7 +254,8 @@ int reference_check(cuco_ctx* ctx, State* s, uint64_t seed, Ref& r, std::vector<
     attention<<<dim3((unsigned)S, (unsigned)(qw / kHeadDim)), 128, smem, st>>>(r.qkv, ld, qw, g.D, group, r.o);
     if (cuco_lt::lt_gemm_run(r.lt, &r.go, r.o, r.w + s->woff[1], r.f, r.ws, st)) return 421;
     round_add<<<2048, 256, 0, st>>>(r.f, r.x, S * H, r.h);
-    if (cuco_lt::lt_gemm_run(r.lt, &r.ggu, r.h, r.w + s->woff[2], r.f, r.ws, st)) return 422;
+    rms_norm<<<(unsigned)S, 256, 0, st>>>(r.h, H, r.xn);
+    if (cuco_lt::lt_gemm_run(r.lt, &r.ggu, r.xn, r.w + s->woff[2], r.f, r.ws, st)) return 422;
     silu_mul<<<2048, 256, 0, st>>>(r.f, S, F, r.a);
     if (cuco_lt::lt_gemm_run(r.lt, &r.gd, r.a, r.w + s->woff[3], r.f, r.ws, st)) return 423;
     round_add<<<2048, 256, 0, st>>>(r.f, r.h, S * H, r.x);  // the next layer's input

@@ -25,6 +25,23 @@ __global__ void round_add(const float* a, const __nv_bfloat16* b, int64_t n, __n
     out[i] = __float2bfloat16(a[i] + (b ? __bfloat162float(b[i]) : 0.0f));
 }
 
+// y = bf16(x / sqrt(mean(x^2) + 1e-5)) per row of n values (RMSNorm, unit scale), one CTA per row.
+__global__ void rms_norm(const __nv_bfloat16* x, int64_t n, __nv_bfloat16* y) {
+  __shared__ float part[256];
+  const __nv_bfloat16* row = x + blockIdx.x * n;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) ss += __bfloat162float(row[c]) * __bfloat162float(row[c]);
+  part[threadIdx.x] = ss;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float scale = 1.0f / sqrtf(part[0] / (float)n + 1e-5f);
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    y[blockIdx.x * n + c] = __float2bfloat16(__bfloat162float(row[c]) * scale);
+}
+
 // a = bf16(silu(g) * u) from the fp32 gate/up GEMM, rounded to bf16 first as the candidates' GEMM output is.
 __global__ void silu_mul(const float* gu, int64_t rows, int64_t F, __nv_bfloat16* a) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * F; i += (int64_t)gridDim.x * blockDim.x) {

@@ -3,13 +3,14 @@
 //
 // Layer (S tokens, hidden H = 4096, MLP F = 14336, head dim 128, KV width D = 128 * kv_heads, query heads Hq =
 // the largest multiple of kv_heads <= 32, so Q width QW = 128 * Hq), bf16 row-major, fp32 accumulate:
-//   qkv = x . Wqkv                  [S x (QW + 2D)]: Q columns, then K (D), then V (D)      cuBLASLt
+//   qkv = rms(x) . Wqkv             [S x (QW + 2D)]: Q columns, then K (D), then V (D)      cuBLASLt
 //   o   = causal GQA attention(q, k, v) [S x QW]                                            CUTLASS Hopper FMHA
 //   h   = x + o . Wo                [S x H]   (residual in the GEMM epilogue, beta = 1)     cuBLASLt
-//   gu  = h . Wgu                   [S x 2F]  (gate columns, then up columns)                cuBLASLt
+//   gu  = rms(h) . Wgu              [S x 2F]  (gate columns, then up columns)                cuBLASLt
 //   a   = silu(gate) * up           [S x F]
 //   y   = h + a . Wd                [S x H]   (the next layer's x)                           cuBLASLt
-// Weights: one buffer, Wqkv [H x (QW+2D)] | Wo [QW x H] | Wgu [H x 2F] | Wd [F x H] (cuco_kvt_weight_offsets).
+// rms(v): RMSNorm of each row with unit scale and eps 1e-5 (Llama's pre-norm as initialised), so activations stay
+// O(1) through any number of layers. Weights: one buffer, Wqkv [H x (QW+2D)] | Wo [QW x H] | Wgu [H x 2F] | Wd [F x H] (cuco_kvt_weight_offsets).
 //
 // Paged caches (vLLM-style): per layer two planes (K, V) of `pool` pages of 16 tokens x D; page p of plane kv of
 // layer l starts at element ((l * 2 + kv) * pool + p) * 16 * D; a block table maps logical block b (tokens 16b ..

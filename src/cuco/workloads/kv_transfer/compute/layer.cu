@@ -26,6 +26,7 @@ struct cuco_kvt {
   __nv_bfloat16* qkv_buf[2] = {};
   __nv_bfloat16* act_buf[2] = {};
   __nv_bfloat16 *attn = nullptr, *h = nullptr, *gu_buf = nullptr, *a = nullptr;
+  __nv_bfloat16* xn = nullptr;            // the normalised rows a projection reads (x, then h)
   float* lse = nullptr;
 };
 
@@ -49,6 +50,43 @@ __global__ void silu_mul_kernel(const __nv_bfloat16* __restrict__ gu, __nv_bfloa
     }
     *reinterpret_cast<int4*>(a + r * F + c) = o4;
   }
+}
+
+// y = bf16(x * rsqrt(mean(x^2) + eps)) per row of H: RMSNorm with unit scale (Llama's pre-norm as initialised),
+// which keeps activations O(1) through any number of layers. One CTA of 256 threads per row, 16 bf16 each.
+constexpr int kNormThreads = 256;
+static_assert(H == kNormThreads * 16, "rmsnorm_kernel covers H with 256 threads x 16 values");
+__global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(const __nv_bfloat16* __restrict__ x,
+                                                               __nv_bfloat16* __restrict__ y) {
+  const int64_t r = blockIdx.x;
+  const int c = threadIdx.x * 16;
+  int4 v[2] = {*reinterpret_cast<const int4*>(x + r * H + c), *reinterpret_cast<const int4*>(x + r * H + c + 8)};
+  const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(v);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) ss += __bfloat162float(e[k]) * __bfloat162float(e[k]);
+#pragma unroll
+  for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ float warp_sum[kNormThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_sum[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / 32; ++w) total += warp_sum[w];
+  const float inv = rsqrtf(total / H + 1e-5f);
+  int4 out[2];
+  __nv_bfloat16* o = reinterpret_cast<__nv_bfloat16*>(out);
+#pragma unroll
+  for (int k = 0; k < 16; ++k) o[k] = __float2bfloat16(__bfloat162float(e[k]) * inv);
+  *reinterpret_cast<int4*>(y + r * H + c) = out[0];
+  *reinterpret_cast<int4*>(y + r * H + c + 8) = out[1];
+}
+
+// Rows [row0, row0 + rows) of x, normalised into the same rows of p->xn.
+int norm_rows(cuco_kvt* p, const void* x, int64_t row0, int64_t rows, cudaStream_t s) {
+  rmsnorm_kernel<<<(unsigned)rows, kNormThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(x) + row0 * H,
+                                                        p->xn + row0 * H);
+  return cudaGetLastError() == cudaSuccess ? 0 : 15;
 }
 
 template <typename T>
@@ -91,7 +129,8 @@ extern "C" int cuco_kvt_create(cuco_kvt** out, int64_t S, int64_t D, int sm_coun
   p->sm = sm_count;
   int rc = 0;
   for (int s = 0; s < 2 && !rc; ++s) rc = alloc(&p->qkv_buf[s], S * p->ld) | alloc(&p->act_buf[s], S * H);
-  if (!rc) rc = alloc(&p->attn, S * p->QW) | alloc(&p->h, S * H) | alloc(&p->gu_buf, S * 2 * F) | alloc(&p->a, S * F);
+  if (!rc) rc = alloc(&p->attn, S * p->QW) | alloc(&p->h, S * H) | alloc(&p->gu_buf, S * 2 * F) | alloc(&p->a, S * F) |
+              alloc(&p->xn, S * H);
   if (!rc) rc = alloc(&p->lse, (size_t)hq * S) | (cudaMalloc(&p->ws, kLtWorkspace) == cudaSuccess ? 0 : 2);
   if (rc) return rc;
   if (cublasLtCreate(&p->lt) != CUBLAS_STATUS_SUCCESS) return 3;
@@ -116,7 +155,7 @@ extern "C" int cuco_kvt_destroy(cuco_kvt* p) {
   if (!p) return 0;
   for (LtGemm* g : {&p->qkv, &p->q, &p->kv_chunk, &p->kv_tail, &p->o, &p->gu, &p->down}) cuco_lt::lt_gemm_destroy(g);
   for (void* b : {(void*)p->qkv_buf[0], (void*)p->qkv_buf[1], (void*)p->act_buf[0], (void*)p->act_buf[1],
-                  (void*)p->attn, (void*)p->h, (void*)p->gu_buf, (void*)p->a, (void*)p->lse, p->ws})
+                  (void*)p->attn, (void*)p->h, (void*)p->gu_buf, (void*)p->a, (void*)p->lse, (void*)p->xn, p->ws})
     if (b) cudaFree(b);
   if (p->lt) cublasLtDestroy(p->lt);
   delete p;
@@ -129,11 +168,14 @@ extern "C" int64_t cuco_kvt_qkv_ld(const cuco_kvt* p) { return p->ld; }
 extern "C" int64_t cuco_kvt_q_width(const cuco_kvt* p) { return p->QW; }
 
 extern "C" int cuco_kvt_project(cuco_kvt* p, const void* w, const void* x, int slot, cudaStream_t s) {
-  return cuco_lt::lt_gemm_run(p->lt, &p->qkv, x, wpart(w, p->D, 0), p->qkv_buf[slot & 1], p->ws, s) ? 10 : 0;
+  if (int rc = norm_rows(p, x, 0, p->S, s)) return rc;
+  return cuco_lt::lt_gemm_run(p->lt, &p->qkv, p->xn, wpart(w, p->D, 0), p->qkv_buf[slot & 1], p->ws, s) ? 10 : 0;
 }
 
+// Normalises every row again rather than trusting the K/V chunks to have covered them (a few microseconds).
 extern "C" int cuco_kvt_project_q(cuco_kvt* p, const void* w, const void* x, int slot, cudaStream_t s) {
-  return cuco_lt::lt_gemm_run(p->lt, &p->q, x, wpart(w, p->D, 0), p->qkv_buf[slot & 1], p->ws, s) ? 11 : 0;
+  if (int rc = norm_rows(p, x, 0, p->S, s)) return rc;
+  return cuco_lt::lt_gemm_run(p->lt, &p->q, p->xn, wpart(w, p->D, 0), p->qkv_buf[slot & 1], p->ws, s) ? 11 : 0;
 }
 
 extern "C" int cuco_kvt_project_kv_rows(cuco_kvt* p, const void* w, const void* x, int slot, int64_t row0,
@@ -141,7 +183,8 @@ extern "C" int cuco_kvt_project_kv_rows(cuco_kvt* p, const void* w, const void* 
   if (!p->chunk || row0 < 0 || rows <= 0 || row0 + rows > p->S) return 12;
   const LtGemm* g = rows == p->chunk ? &p->kv_chunk : (rows == p->S % p->chunk ? &p->kv_tail : nullptr);
   if (!g || !g->op) return 13;  // only the planned chunk and tail sizes
-  const __nv_bfloat16* a = static_cast<const __nv_bfloat16*>(x) + row0 * H;
+  if (int rc = norm_rows(p, x, row0, rows, s)) return rc;
+  const __nv_bfloat16* a = p->xn + row0 * H;
   __nv_bfloat16* c = p->qkv_buf[slot & 1] + row0 * p->ld + p->QW;
   return cuco_lt::lt_gemm_run(p->lt, g, a, wpart(w, p->D, 0) + p->QW, c, p->ws, s) ? 14 : 0;
 }
@@ -160,7 +203,8 @@ extern "C" int cuco_kvt_finish(cuco_kvt* p, const void* w, const void* x, int sl
   a.lse_head_stride = p->S, a.lse_batch_stride = (int64_t)p->hq * p->S;
   if (int st = cuco::kit::fmha::forward<CUCO_KVT_HEAD_DIM, true>(a, s)) return 30 + st;
   if (cuco_lt::lt_gemm_run_acc(p->lt, &p->o, p->attn, wpart(w, p->D, 1), x, p->h, p->ws, s)) return 21;
-  if (cuco_lt::lt_gemm_run(p->lt, &p->gu, p->h, wpart(w, p->D, 2), p->gu_buf, p->ws, s)) return 22;
+  if (int rc = norm_rows(p, p->h, 0, p->S, s)) return rc;
+  if (cuco_lt::lt_gemm_run(p->lt, &p->gu, p->xn, wpart(w, p->D, 2), p->gu_buf, p->ws, s)) return 22;
   silu_mul_kernel<<<1024, 256, 0, s>>>(p->gu_buf, p->a, p->S);
   if (cudaGetLastError() != cudaSuccess) return 23;
   if (cuco_lt::lt_gemm_run_acc(p->lt, &p->down, p->a, wpart(w, p->D, 3), p->h, y, p->ws, s)) return 24;

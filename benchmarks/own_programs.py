@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_rows import history  # noqa: E402  (a sibling script)
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "host_programs"
@@ -41,7 +45,8 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
     row.update(evaluated=s.evaluated, counts=s.counts, evaluation=s.evaluation, llm_calls=0,
                points=sorted({c.directives.label() for c in every if c.directives}),
                fastpath_status=fast.status if fast else None,
-               fastpath_ms=fast.metrics.get("time_ms") if fast else None, seconds=round(time.time() - t0, 1))
+               fastpath_ms=fast.metrics.get("time_ms") if fast else None, seconds=round(time.time() - t0, 1),
+               evaluations_in_order=history(s.run_dir, s.workload))
     if s.best is not None:
         m, data = s.best.metrics, s.best.results["bench"].data
         row.update(verified=True, best_point=s.best.directives.label() if s.best.directives else s.best.mutation,

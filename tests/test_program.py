@@ -338,3 +338,26 @@ def test_a_program_run_resumes_and_refuses_a_changed_program(tmp_path):
     prog.write_text(prog.read_text().replace("0.25f", "0.5f"))
     res = _cuco("run", str(prog), "--evals", "4", "--run-dir", str(run), "--resume", "--quiet", cwd=tmp_path)
     assert res.returncode != 0 and "cannot resume" in res.stderr
+
+
+def test_candidates_sharing_an_id_build_in_separate_folders(tmp_path, monkeypatch):
+    """Copies made with evolve() keep their id; compiled in one batch they must not share a source file."""
+    import shutil
+
+    from cuco.program.evaluator import ProgramEvaluator
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc (the evaluator detects its toolchain)")
+    w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
+    fast = w.fast_path(Topology(world=1))
+    ev = ProgramEvaluator(w.program, world=1, work_dir=tmp_path)
+    folders: list[str] = []
+
+    def recording_build(code: str, name: str):  # a test double for nvcc: records where each build would go
+        folders.append(name)
+        return None, "not built"
+
+    monkeypatch.setattr(ev, "_build", recording_build)
+    copies = [fast, fast.evolve(code=fast.code + "\n// another\n")]
+    ev._compile(list(copies), [0, 1])
+    assert len(set(folders)) == 2, folders

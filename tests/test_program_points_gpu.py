@@ -27,7 +27,7 @@ ENTRY_WAIT = "CUCOFP_CUDA(cudaStreamWaitEvent(s->copy[i], s->entered, 0));   // 
 
 def _candidates(w: ProgramWorkload, labels: tuple[str, ...]):
     fast = w.fast_path(Topology(world=1))
-    return [fast.evolve(code=w.render(p), directives=p, mutation="directive")
+    return [fast.child(w.render(p), p, "directive")
             for p in map(Directives.from_label, labels)]
 
 

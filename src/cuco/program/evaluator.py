@@ -130,7 +130,8 @@ class ProgramEvaluator:
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
         def one(i: int) -> tuple[int, Path | None, str, float]:
             t0 = time.monotonic()
-            binary, log = self._build(out[i].code, out[i].id)
+            # by position too: candidates copied with evolve() share an id, and one folder each keeps them apart
+            binary, log = self._build(out[i].code, f"{i}-{out[i].id}")
             return i, binary, log, time.monotonic() - t0
 
         workers = max(1, min(len(alive), (os.cpu_count() or 2)))

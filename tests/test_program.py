@@ -361,3 +361,27 @@ def test_candidates_sharing_an_id_build_in_separate_folders(tmp_path, monkeypatc
     copies = [fast, fast.evolve(code=fast.code + "\n// another\n")]
     ev._compile(list(copies), [0, 1])
     assert len(set(folders)) == 2, folders
+
+
+def test_the_runtimes_own_copies_are_not_recorded_as_the_programs_read_backs(tmp_path):
+    """observe.h records the program's device-to-host copies; the runtime's peer-base and copy-engine copies must
+    call the real cudaMemcpyAsync (else every copy-engine point reads back more buffers than the program)."""
+    import shutil
+
+    from cuco.fastpath.verify import host_toolchain
+    from cuco.toolchain import csrc_dir
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc's preprocessor")
+    w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
+    src = tmp_path / "program.cu"
+    src.write_text(w.render(Directives.from_label("lsa/stream_overlap/world/copy_engine/1MiB/comm_ctas=16")))
+    tc = host_toolchain()
+    out = subprocess.run([str(tc.nvcc), "-E", "-x", "cu", f"-I{CORPUS}", f"-I{csrc_dir() / 'include'}",
+                          f"-I{tc.nccl.include}", str(src)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    for runtime_copy in ("m.base.data(), s->peerScratch", "xs[t].dst + off"):  # the runtime: the real call
+        assert f"cuco_observed_memcpy_async({runtime_copy}" not in text
+        assert re.search(rf"\(cudaMemcpyAsync\({re.escape(runtime_copy)}", text)
+    assert re.search(r"cuco_observed_memcpy_async\(h\.data\(\), out_slice", text)  # the program: observed

@@ -67,6 +67,13 @@ def _cuda_file(name: str) -> str:
     return re.sub(r'^#include "[^"]+"\n', "", text, flags=re.M)
 
 
+#: The program harness (cuco/program/observe.h) records the program's device-to-host copies as its read-backs by
+#: redefining these names; the runtime's own copies (peer bases, copy-engine transfers) are not the program's
+#: outputs, so the runtime is compiled with the real functions.
+_UNOBSERVED = ("cudaMemcpy", "cudaMemcpyAsync")
+_UNOBSERVE_BEGIN = "".join(f'#pragma push_macro("{n}")\n#undef {n}\n' for n in _UNOBSERVED)
+_UNOBSERVE_END = "".join(f'#pragma pop_macro("{n}")\n' for n in reversed(_UNOBSERVED))
+
 #: The prelude's device code (an EVOLVE block) and host runtime, each file after the ones it includes.
 _KERNEL_FILES = ("lsa_layout.cuh", "lsa_kernels.cuh", "lsa_signal.cuh")
 _RUNTIME_FILES = ("lsa_point.cuh", "lsa_runtime.cuh", "lsa_warm.cuh", "lsa_copy.cuh")
@@ -82,7 +89,7 @@ def prelude(form: str) -> str:
     parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels")]
     if form != "candidate_abi":  # delayed arrival and tracing for the program harness (cuco.program)
         parts.append(_cuda_file("program_hooks.cuh").rstrip() + "\n")
-    parts.append(runtime.rstrip() + "\n")
+    parts.append(_UNOBSERVE_BEGIN + runtime.rstrip() + "\n" + _UNOBSERVE_END)
     if form == "candidate_abi":
         parts.append(_cuda_file("abi_bind.cuh").rstrip() + "\n")
     parts.append(PRELUDE_END + "\n")

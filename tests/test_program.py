@@ -294,7 +294,7 @@ def test_a_workload_folder_outside_the_package_is_run_by_path(tmp_path):
 
 
 def test_best_is_written_whole_with_its_point_timing_and_verification(tmp_path):
-    from cuco.candidate import Candidate, LevelResult
+    from cuco.candidate import LevelResult
     from cuco.run import write_best
 
     w = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu")

@@ -20,6 +20,15 @@ def _points(name: str):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_one_node_spaces_are_the_same_at_every_world_size(name):
+    """A point's source does not depend on W (the world size is a runtime dim), and within one node every W has the
+    same legal points: what the exhaustive compile builds at the default world is every point of W = 2, 4 and 8."""
+    wl = workloads.get(name)
+    at = {w: {p.label() for p in wl.space(Topology(world=w)).points()} for w in (1, 2, 4, 8)}
+    assert len({frozenset(v) for v in at.values()}) == 1, {w: len(v) for w, v in at.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_point_renders_with_one_block_and_shared_frozen_text(name):
     wl, points = _points(name)
     assert points, f"{name} has no legal point"

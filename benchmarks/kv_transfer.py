@@ -1,12 +1,13 @@
-"""KV-cache transfer (prefill -> decode) on the GPU machine, W = 1: per shape, the host baseline, the fast path and the
+"""KV-cache transfer (prefill -> decode) on the GPU machine at W ranks (default 1): per shape, the host baseline, the fast path and the
 best point of an offline directive search (every time from the harness, host and parts in the same process), then
 the best point's transfer path alone (its layer compute switched off) for copy_gbps.
 
-    PYTHONPATH=src python3 benchmarks/kv_transfer.py --shapes s2048-kv512,... --out benchmarks/results [--evals 6]
+    PYTHONPATH=src python3 benchmarks/kv_transfer.py --shapes s2048-kv512,... --out benchmarks/results [--evals 6] \
+        [--world 2]
 
 The long prompt ('long', S = 32768) is not searched: the best points of s4096-kv1024 from the same results file (or
 of this call) are re-timed there through the cascade with fewer iterations (one launch takes about a second).
-Rows are merged into benchmarks/results/kv_transfer_w1.json by shape, so the shapes may be measured in several calls.
+Rows are merged into benchmarks/results/kv_transfer_w<W>.json by shape, so the shapes may be measured in several calls.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ SWEEP = [f"s{s}-kv{kv}" for s in (2048, 3072, 4096) for kv in (512, 768, 1024)]
 LONG_FROM = "s4096-kv1024"
 
 
-def searched(name: str, evals: int, runs: Path) -> tuple[dict[str, Any], list[str]]:
+def searched(name: str, evals: int, runs: Path, world: int) -> tuple[dict[str, Any], list[str]]:
     """The directive search at `name`: its row, and its timed points fastest first."""
-    row = search_row("kv_transfer", name, 1, evals, runs)
+    row = search_row("kv_transfer", name, world, evals, runs)
     return row, timed_points(row)
 
 
-def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
+def retimed(name: str, labels: list[str], iters: int, world: int) -> dict[str, Any]:
     """`labels` through the cascade at `name` (verified, then timed with the host seed and the parts)."""
     from cuco.candidate import Candidate
     from cuco.design_space import Directives
@@ -45,7 +46,7 @@ def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
     w = get("kv_transfer")
     # Verified at the verify shapes on two seeds (the cascade's L2); the plugin's own check at S = 32768 runs its SIMT
     # reference attention over 32 layers (tens of seconds per candidate), so the timed run skips it.
-    cascade = Evaluator(w, world=1, bench_shape=name, iters=iters, warmup=1, timeout_s=600.0, verify_at_bench=False)
+    cascade = Evaluator(w, world=world, bench_shape=name, iters=iters, warmup=1, timeout_s=600.0, verify_at_bench=False)
     cands = [Candidate(code=w.render(Directives.from_label(p)), workload="kv_transfer",
                        directives=Directives.from_label(p), mutation="manual") for p in labels]
     out = [c for c in cascade.evaluate(cands) if c.status == "passed" and c.metrics.get("time_ms")]
@@ -56,7 +57,7 @@ def retimed(name: str, labels: list[str], iters: int) -> dict[str, Any]:
     return row
 
 
-def copy_gbps(name: str, label: str, iters: int) -> dict[str, Any]:
+def copy_gbps(name: str, label: str, iters: int, world: int) -> dict[str, Any]:
     """The best point's transfer path alone (render_transfer_path: compute off) at `name`: KV bytes / its time."""
     from cuco.design_space import Directives
     from cuco.evaluate.cascade import Evaluator
@@ -65,18 +66,18 @@ def copy_gbps(name: str, label: str, iters: int) -> dict[str, Any]:
     from cuco.workloads.kv_transfer import render_transfer_path
 
     w = get("kv_transfer")
-    cascade = Evaluator(w, world=1, bench_shape=name)  # only its build path: libraries, compute library, plugin
+    cascade = Evaluator(w, world=world, bench_shape=name)  # only its build path: libraries, compute library, plugin
     link = cascade.link()
     (built,) = cascade.compiler.compile_many([render_transfer_path(Directives.from_label(label))], link.libraries,
                                              link.include_dirs, link.extra)
     if not built.ok:
         raise RuntimeError(f"the transfer path of {label} did not compile: {built.log_excerpt}")
     shape = w.parse_shape(name)
-    res = run_harness(HarnessRequest(cascade.plugin(), [built.so_path], shape.dims, world=1, seeds=(1,), verify=False,
+    res = run_harness(HarnessRequest(cascade.plugin(), [built.so_path], shape.dims, world=world, seeds=(1,), verify=False,
                                      bench=True, warmup=3, iters=iters, timeout_s=300))
     run = res.candidates[0]
     ms = run.timing.max_median_ms if run.status == "ok" and run.timing else None  # max over ranks
-    nbytes = w.comm_bytes(shape, 1)
+    nbytes = w.comm_bytes(shape, world)
     return {"transfer_path_ms": ms, "transfer_bytes": nbytes,
             "copy_gbps": nbytes / (ms * 1e-3) / 1e9 if ms else None, "transfer_path_status": run.status,
             "transfer_path_iters": iters}
@@ -89,11 +90,12 @@ def main() -> None:
     ap.add_argument("--long-iters", type=int, default=5)
     ap.add_argument("--runs", default="/tmp/cuco-kv-runs")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--world", type=int, default=1, help="ranks = GPUs (1, or even: prefill -> decode pairs)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "kv_transfer_w1.json"
-    meta = json.loads(path.read_text()) if path.exists() else {"world": 1, "rows": [], "errors": []}
+    path = out / f"kv_transfer_w{a.world}.json"
+    meta = json.loads(path.read_text()) if path.exists() else {"world": a.world, "rows": [], "errors": []}
     rows = {r["shape"]: r for r in meta["rows"]}
     ranked: dict[str, list[str]] = {r["shape"]: r.get("timed_points", []) for r in meta["rows"]}
     meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") not in a.shapes.split(",")]
@@ -101,16 +103,16 @@ def main() -> None:
         try:
             if name == "long":
                 labels = ranked.get(LONG_FROM, [])[:3] or ["lsa/stream_overlap/world/copy_engine/whole"]
-                row = retimed(name, labels, a.long_iters)
+                row = retimed(name, labels, a.long_iters, a.world)
             else:
-                row, order = searched(name, a.evals, Path(a.runs))
+                row, order = searched(name, a.evals, Path(a.runs), a.world)
                 row["timed_points"] = order
                 ranked[name] = order
             # The transfer path of the best design point (the fast path's program has no directives to render).
             point = next((p for p in [row.get("best_point"), *ranked.get(name, [])] if p and "/" in p), None)
             if point:
                 try:
-                    row.update(copy_point=point, **copy_gbps(name, point, a.long_iters if name == "long" else 20))
+                    row.update(copy_point=point, **copy_gbps(name, point, a.long_iters if name == "long" else 20, a.world))
                 except Exception as exc:  # the shape's row stands without it
                     row["copy_error"] = f"{type(exc).__name__}: {exc}"[:1000]
             rows[name] = row
@@ -126,7 +128,8 @@ def main() -> None:
 def write_md(out: Path, meta: dict[str, Any]) -> None:
     rows = meta["rows"]
     env = next((r for r in rows if r.get("device")), {})
-    lines = [f"# KV-cache transfer, world 1 — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, CUDA "
+    world = meta.get("world", 1)
+    lines = [f"# KV-cache transfer, world {world} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, CUDA "
              f"runtime {env.get('cuda_runtime_version', '?')}, driver {env.get('driver_version', '?')}, "
              f"{meta.get('date', '?')}", "",
              "| shape | verified | host | fast path | best | speedup | compute | comm | copy GB/s | best point |",
@@ -140,12 +143,13 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
         lines.append(f"\nError ({e.get('shape')}): {e['error']}")
     lines += ["", "Times in ms: median of the timed iterations (max over ranks), host seed, fast path, best point and "
               "the parts (compute: the layer stack alone; comm: every layer's KV by ncclSend/ncclRecv alone) from the "
-              "same harness process. W = 1 holds both roles on one GPU, so the transfer is a local copy into a "
-              "separate paged cache. copy GB/s: the KV bytes (2 x S x KV x L x 2) over the transfer path of the best "
+              "same harness process. " + ("W = 1 holds both roles on one GPU, so the transfer is a local copy into "
+                                          "a separate paged cache. " if world == 1 else
+                                          "Rank 2p prefills, rank 2p + 1 decodes. ") + "copy GB/s: the KV bytes (2 x S x KV x L x 2) over the transfer path of the best "
               "design point (copy_point in the JSON; the fastest searched point where the fast path won) timed alone "
               "(its layer compute switched off). 'long' re-times the best points of "
               f"{LONG_FROM} (no search at S = 32768).", ""]
-    (out / "kv_transfer_w1.md").write_text("\n".join(lines))
+    (out / f"kv_transfer_w{world}.md").write_text("\n".join(lines))
 
 
 if __name__ == "__main__":

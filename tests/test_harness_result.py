@@ -228,3 +228,9 @@ def test_gpu_count_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch)
     assert gpu_count() == 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert gpu_count() == 0
+
+
+def test_a_zero_dim_is_a_flag_not_an_error() -> None:
+    """attention_cp's non-causal shapes pass CAUSAL = 0 as their last dim."""
+    req = HarnessRequest("w.so", ["a.so"], dims=(8192, 32, 8, 128, 0), world=1)
+    assert req.argv(Path("h"), Path("o"))[req.argv(Path("h"), Path("o")).index("--dims") + 1] == "8192,32,8,128,0"

@@ -8,6 +8,8 @@ candidate-ABI entry points, calling the kit's skeleton. The EVOLVE block between
 
 from __future__ import annotations
 
+from cuco.kit.entry_points import skeleton_entry_points
+
 HEAD = r"""
 // Ring attention (FlashAttention forward, context parallel), device-initiated.
 // O_r = softmax(Q_r K^T / sqrt(D)) V over the whole sequence on every rank r, with the log-sum-exp of every row;
@@ -102,17 +104,7 @@ struct Candidate {
 };
 }  // namespace cuco_cp
 
-extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirements* req) {
-  return cuco::kit::requirements<cuco_cp::Candidate>(ctx, req);
-}
-
-extern "C" int cuco_candidate_setup(cuco_ctx* ctx) { return cuco::kit::setup<cuco_cp::Candidate>(ctx); }
-
-// One operation: the skeleton forks the side stream off ctx->stream, enqueues the block's work, joins it back.
-extern "C" int cuco_candidate_launch(cuco_ctx* ctx) { return cuco::kit::launch<cuco_cp::Candidate>(ctx); }
-
-extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return cuco::kit::teardown<cuco_cp::Candidate>(ctx); }
-"""
+""" + skeleton_entry_points("cuco_cp::Candidate")
 
 
 def head() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuco.kit.template import fill
+from cuco.kit.entry_points import skeleton_entry_points
 
 _HERE = Path(__file__).resolve().parent
 
@@ -102,17 +103,7 @@ struct Candidate {
 };
 }  // namespace cuco_ag
 
-extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirements* req) {
-  return cuco::kit::requirements<cuco_ag::Candidate>(ctx, req);
-}
-
-extern "C" int cuco_candidate_setup(cuco_ctx* ctx) { return cuco::kit::setup<cuco_ag::Candidate>(ctx); }
-
-// One operation: the skeleton forks the side stream off ctx->stream, enqueues the block's work, joins it back.
-extern "C" int cuco_candidate_launch(cuco_ctx* ctx) { return cuco::kit::launch<cuco_ag::Candidate>(ctx); }
-
-extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return cuco::kit::teardown<cuco_ag::Candidate>(ctx); }
-"""
+""" + skeleton_entry_points("cuco_ag::Candidate")
 
 
 def head() -> str:

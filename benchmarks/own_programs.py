@@ -25,7 +25,6 @@ CORPUS = ROOT / "tests" / "fixtures" / "host_programs"
 
 
 def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]:
-    from cuco.db import CandidateDB
     from cuco.pipeline import RunOptions, run_workload
 
     path = CORPUS / f"{name}.cu"
@@ -39,14 +38,13 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
     except Exception as exc:  # a row says why, the next program still runs
         row.update(error=f"{type(exc).__name__}: {exc}", seconds=round(time.time() - t0, 1))
         return row
-    with CandidateDB(s.run_dir / "candidates.db", readonly=True) as db:
-        every = db.all(s.workload)
+    evaluations = history(s.run_dir, s.workload)
     fast = s.fastpath
     row.update(evaluated=s.evaluated, counts=s.counts, evaluation=s.evaluation, llm_calls=0,
-               points=sorted({c.directives.label() for c in every if c.directives}),
+               points=sorted({e["point"] for e in evaluations if e["labelled"]}),
                fastpath_status=fast.status if fast else None,
                fastpath_ms=fast.metrics.get("time_ms") if fast else None, seconds=round(time.time() - t0, 1),
-               evaluations_in_order=history(s.run_dir, s.workload))
+               evaluations_in_order=evaluations)
     if s.best is not None:
         m, data = s.best.metrics, s.best.results["bench"].data
         row.update(verified=True, best_point=s.best.directives.label() if s.best.directives else s.best.mutation,

@@ -31,6 +31,56 @@ def gpu_count() -> int:
     return n
 
 
+#: World sizes the `world` fixture is parametrized over; `--world` picks some, GPUs present bound the rest.
+WORLDS = (1, 2, 4, 8)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--world", default=None, metavar="W[,W...]",
+                     help="world sizes of the multi-GPU tests (tests taking the `world` fixture), e.g. 2 or 2,4; "
+                          "default: every W in 1, 2, 4, 8 that this machine has GPUs for")
+
+
+def selected_worlds(config: pytest.Config) -> tuple[int, ...] | None:
+    """The world sizes `--world` names (None: not given); a clear usage error for anything else."""
+    text = config.getoption("--world")
+    if text is None:
+        return None
+    try:
+        worlds = tuple(int(w) for w in str(text).split(",") if w.strip())
+    except ValueError:
+        raise pytest.UsageError(f"--world takes world sizes such as 2 or 2,4; got {text!r}") from None
+    bad = [w for w in worlds if w not in WORLDS]
+    if not worlds or bad:
+        raise pytest.UsageError(f"--world takes sizes among {', '.join(map(str, WORLDS))}; got {text!r}")
+    return worlds
+
+
+def world_skip_reason(world: int, selected: tuple[int, ...] | None, gpus: int) -> str | None:
+    """Why a test at `world` does not run here (None: it runs)."""
+    if selected is not None and world not in selected:
+        return f"world {world} not selected (--world {','.join(map(str, selected))})"
+    if gpus < world:
+        return f"world {world} needs {world} GPUs, found {gpus}"
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    selected_worlds(config)  # a bad --world is a usage error before collection
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "world" not in metafunc.fixturenames:
+        return
+    selected = selected_worlds(metafunc.config)
+    params = []
+    for w in WORLDS:
+        reason = world_skip_reason(w, selected, gpu_count())
+        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        params.append(pytest.param(w, id=f"w{w}", marks=marks))
+    metafunc.parametrize("world", params)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     n = gpu_count()
     if n > 0:

@@ -1,7 +1,8 @@
-"""GPU tests of the ring-attention workload at W = 1 (plain flash attention on one GPU): the compute library's
-attention and merge match torch's fp32 attention; the host seed, its fast-path transform and a covering sample of
-LSA points verify on two seeds under delayed arrival (the cascade's L2 mode) at every verify shape; every fixture
-(skipped ring step, merge without the LSE, never waits) fails. Run with `pytest -m gpu` on a GPU machine."""
+"""GPU tests of the ring-attention workload at every world size the machine has GPUs for (`--world` picks some):
+the compute library's attention and merge match torch's fp32 attention, on every GPU of one process; the host
+seed, its fast-path transform and a covering sample of LSA points verify on two seeds under delayed arrival (the
+cascade's L2 mode) at every verify shape; every fixture (skipped ring step, merge without the LSE, never waits)
+fails. Run with `pytest -m gpu` on a GPU machine."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ def _compile(codes: list[str]) -> list[Path]:
     return workload_gpu.compile_codes(WL, codes)
 
 
-def _verify(plugin: Path, sos: list[Path], shape: str):
-    return workload_gpu.verify(plugin, sos, WL.parse_shape(shape).dims, 1, timeout_s=120)
+def _verify(plugin: Path, sos: list[Path], shape: str, world: int):
+    return workload_gpu.verify(plugin, sos, WL.parse_shape(shape).dims, world, timeout_s=120)
 
 
 # ---- the compute library against torch ------------------------------------------------------------------
@@ -101,6 +102,28 @@ def test_compute_library_attention_matches_torch(gpus, case):
 
 
 @pytest.mark.gpu
+def test_compute_library_runs_on_every_gpu_of_one_process(gpus):
+    """One process, one call per GPU (the harness's thread mode): CUTLASS's example adapter raises the FMHA's
+    shared-memory limit once per process, but the limit is per device; every GPU after the first refused the
+    launch (status 4, the ring's `returned 104` at W >= 2)."""
+    if gpus < 2:
+        pytest.skip(f"needs 2 GPUs, found {gpus}")
+    import torch
+
+    lib = _lib()
+    sq, sk, hq, hkv, d, causal = CASES[0]
+    for dev in range(gpus):
+        with torch.cuda.device(dev):
+            torch.manual_seed(dev)
+            q = torch.randn(sq, hq, d, device="cuda").bfloat16()
+            k, v = (torch.randn(sk, hkv, d, device="cuda").bfloat16() for _ in range(2))
+            o, lse = _attend(torch, lib, q, k, v, causal)
+            ref, _ = _reference(torch, q, k, v, causal)
+            torch.cuda.synchronize()
+            assert (o.float() - ref).norm() / ref.norm() < 0.01, f"GPU {dev}"
+
+
+@pytest.mark.gpu
 def test_merge_of_two_key_halves_is_full_attention(gpus):
     _need_gpu(gpus)
     import torch
@@ -122,29 +145,27 @@ def test_merge_of_two_key_halves_is_full_attention(gpus):
 # ---- the workload through the harness -----------------------------------------------------------------------
 
 @pytest.mark.gpu
-def test_seed_fast_path_and_covering_points_verify(plugin, gpus):
-    _need_gpu(gpus)
+def test_seed_fast_path_and_covering_points_verify(plugin, world):
     from cuco.fastpath.agent import FastPathAgent
 
     fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
                          include_dirs=workload_gpu.link(WL).include_dirs).run(WL.seed_code()).code
-    points = [p for p in covering_points(WL.space(Topology(world=1, gin_available=False))) if p.backend == "lsa"]
+    points = [p for p in covering_points(WL.space(Topology(world=world, gin_available=False))) if p.backend == "lsa"]
     points += [Directives.from_label(label) for label in MORE_POINTS]
     labels = ["seed", "fast path", *(p.label() for p in points)]
     sos = _compile([WL.seed_code(), fast, *(WL.render(p) for p in points)])
-    for shape in VERIFY:
-        runs = _verify(plugin, sos, shape)
+    for shape in workload_gpu.verify_names(WL, VERIFY, world):
+        runs = _verify(plugin, sos, shape, world)
         failed = [(label, runs[so].status, runs[so].message) for label, so in zip(labels, sos)
                   if runs[so].status != "ok"]
         assert not failed, f"{shape}: {failed[:4]}"
 
 
 @pytest.mark.gpu
-def test_every_fixture_fails_under_delayed_arrival(plugin, gpus):
-    _need_gpu(gpus)
+def test_every_fixture_fails_under_delayed_arrival(plugin, world):
     made = {f.__name__: f() for f in (fixtures.skipped_step, fixtures.merge_without_lse, fixtures.never_waits)}
     sos = _compile(list(made.values()))
-    runs = _verify(plugin, sos, "verify-gqa-causal")
+    runs = _verify(plugin, sos, "verify-gqa-causal", world)
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(made, sos)
              if runs[so].status != "verify_failed"]
     assert not wrong, wrong

@@ -18,12 +18,6 @@ VERIFY_SHAPES = [(512, 256, 384), (1024, 512, 256)]
 WL = workloads.get("gemm_allgather")
 
 
-def _world(gpus: int) -> int:
-    if gpus < 1:
-        pytest.skip("needs a GPU")
-    return min(2, gpus)
-
-
 def _need_two(gpus: int) -> None:
     if gpus < 2:
         pytest.skip(f"needs 2 GPUs, found {gpus}")
@@ -43,8 +37,7 @@ def _verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], world: int = 2
 
 
 @pytest.mark.gpu
-def test_seed_and_fast_path_verify(plugin, gpus):
-    world = _world(gpus)
+def test_seed_and_fast_path_verify(plugin, world):
     from cuco.fastpath.agent import FastPathAgent
 
     fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(WL.seed_code()).code
@@ -56,8 +49,7 @@ def test_seed_and_fast_path_verify(plugin, gpus):
 
 
 @pytest.mark.gpu
-def test_every_lsa_point_verifies(plugin, gpus):
-    world = _world(gpus)
+def test_every_lsa_point_verifies(plugin, world):
     space = WL.space(Topology(world=world, gin_available=False))
     points = [p for p in space.points() if p.backend == "lsa"]
     sos = _compile([WL.render(p) for p in points])
@@ -102,11 +94,10 @@ NV_WAIT = "nv_wait_kernel<<<1, 32, 0, main>>>"
 
 
 @pytest.mark.gpu
-def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, gpus):
+def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, world):
     """backend=nvshmem (one PE per process: process mode at W >= 2, thread mode at W = 1): every point verifies
     under delayed arrival; without its signal waits the GEMM reads rows before they land and fails, at any W
     (its own block arrives through NVSHMEM too)."""
-    world = _world(gpus)
     mode = "process" if world > 1 else "thread"
     points = [p for p in WL.space(Topology(world=world, gin_available=False)).points() if p.backend == "nvshmem"]
     assert len(points) == 6

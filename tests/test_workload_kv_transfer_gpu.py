@@ -1,7 +1,8 @@
-"""GPU tests of the KV-transfer workload through the cuco harness at W = 1 (both roles on one GPU; min(2, GPUs) ranks
-where two are present): the host seed and its fast-path transform verify at the verify shapes on two seeds under
-delayed arrival (the cascade's L2 mode), so do the LSA points of the covering sample, and the fixtures (a skipped
-block, a block in the wrong page, a decode side that never waits) fail. Run with `pytest -m gpu` on a GPU machine.
+"""GPU tests of the KV-transfer workload through the cuco harness at every world size the machine has GPUs for
+(`--world` picks; W = 1 keeps both roles on one GPU): the host seed and its fast-path transform verify at the
+verify shapes on two seeds under delayed arrival (the cascade's L2 mode), so do the LSA points of the covering
+sample, and the fixtures (a skipped block, a block in the wrong page, a decode side that never waits) fail. Run
+with `pytest -m gpu` on a GPU machine.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import workload_gpu
+
 from cuco import workloads
 from cuco.design_space import Topology
 from cuco.kit.sample import covering_points
@@ -17,12 +20,6 @@ from cuco.workloads.kv_transfer import fixtures
 
 WL = workloads.get("kv_transfer")
 VERIFY = ["verify-kv512", "verify-kv768"]
-
-
-def _world(gpus: int) -> int:
-    if gpus < 1:
-        pytest.skip("needs a GPU")
-    return 2 if gpus >= 2 else 1
 
 
 @pytest.fixture(scope="module")
@@ -56,25 +53,23 @@ def _verify(plugin: Path, sos: list[Path], shape: str, world: int, seeds=(1, 2))
 
 
 @pytest.mark.gpu
-def test_seed_and_fast_path_verify(cascade, plugin, gpus):
-    world = _world(gpus)
+def test_seed_and_fast_path_verify(cascade, plugin, world):
     from cuco.fastpath.agent import FastPathAgent
     agent = FastPathAgent(llm=None, check_input=False, run_on_gpu=False, include_dirs=cascade.link().include_dirs)
     fast = agent.run(WL.seed_code()).code
     seed_so, fast_so = _compile(cascade, [WL.seed_code(), fast])
-    for shape in VERIFY:
+    for shape in workload_gpu.verify_names(WL, VERIFY, world):
         runs = _verify(plugin, [seed_so, fast_so], shape, world)
         assert runs[seed_so].status == "ok", (shape, runs[seed_so])
         assert runs[fast_so].status == "ok", (shape, runs[fast_so])
 
 
 @pytest.mark.gpu
-def test_searched_points_verify(cascade, plugin, gpus):
+def test_searched_points_verify(cascade, plugin, world):
     """The LSA points of the covering sample: every placement, issuer, scope and chunk size at least once."""
-    world = _world(gpus)
     points = [p for p in covering_points(WL.space(Topology(world=world, gin_available=False))) if p.backend == "lsa"]
     sos = _compile(cascade, [WL.render(p) for p in points])
-    for shape in VERIFY:
+    for shape in workload_gpu.verify_names(WL, VERIFY, world):
         runs = _verify(plugin, sos, shape, world)
         failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
                   if runs[so].status != "ok"]
@@ -82,8 +77,7 @@ def test_searched_points_verify(cascade, plugin, gpus):
 
 
 @pytest.mark.gpu
-def test_broken_candidates_fail_verification(cascade, plugin, gpus):
-    world = _world(gpus)
+def test_broken_candidates_fail_verification(cascade, plugin, world):
     sos = _compile(cascade, [make() for make in fixtures.FIXTURES.values()])
     runs = _verify(plugin, sos, "verify-kv512", world)
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(fixtures.FIXTURES, sos)

@@ -18,12 +18,6 @@ WL = workloads.get("moe")
 VERIFY = ["verify-top2", "verify-top1"]
 
 
-def _world(gpus: int) -> int:
-    if gpus < 1:
-        pytest.skip("needs a GPU")
-    return min(2, gpus)
-
-
 @pytest.fixture(scope="module")
 def plugin() -> Path:
     return workload_gpu.build_plugin(WL)
@@ -38,24 +32,22 @@ def _verify(plugin: Path, sos: list[Path], shape: str, world: int, seeds=(1, 2),
 
 
 @pytest.mark.gpu
-def test_seed_and_fast_path_verify(plugin, gpus):
-    world = _world(gpus)
+def test_seed_and_fast_path_verify(plugin, world):
     from cuco.fastpath.agent import FastPathAgent
 
     fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(WL.seed_code()).code
     seed_so, fast_so = _compile([WL.seed_code(), fast])
-    for shape in VERIFY:
+    for shape in workload_gpu.verify_names(WL, VERIFY, world):
         runs = _verify(plugin, [seed_so, fast_so], shape, world)
         assert runs[seed_so].status == "ok", runs[seed_so]
         assert runs[fast_so].status == "ok", runs[fast_so]
 
 
 @pytest.mark.gpu
-def test_every_lsa_point_verifies(plugin, gpus):
-    world = _world(gpus)
+def test_every_lsa_point_verifies(plugin, world):
     points = list(WL.space(Topology(world=world, nodes=1, gin_available=False, nvshmem_available=False)).points())
     sos = _compile([WL.render(p) for p in points])
-    for shape in VERIFY:
+    for shape in workload_gpu.verify_names(WL, VERIFY, world):
         runs = _verify(plugin, sos, shape, world)
         failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
                   if runs[so].status != "ok"]
@@ -81,8 +73,7 @@ FIXTURES = {
 
 
 @pytest.mark.gpu
-def test_broken_candidates_fail_verification(plugin, gpus):
-    world = _world(gpus)
+def test_broken_candidates_fail_verification(plugin, world):
     codes = []
     for name, (label, anchor, repl) in FIXTURES.items():
         code = WL.render(Directives.from_label(label))
@@ -99,10 +90,9 @@ NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
 
 
 @pytest.mark.gpu
-def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, gpus):
+def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, world):
     """backend=nvshmem (process mode at W >= 2: one PE per process): every point verifies under delayed arrival;
     without its own-rows wait the FFN reads rows before their put lands and fails, at any W."""
-    world = _world(gpus)
     mode = "process" if world > 1 else "thread"
     points = [p for p in WL.space(Topology(world=world, nodes=1, gin_available=False)).points()
               if p.backend == "nvshmem"]
@@ -111,7 +101,7 @@ def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, gpus):
     assert codes[-1].count(NV_WAIT_OWN) == 1
     never = codes[-1].replace(NV_WAIT_OWN, "  // fixture: the own-rows FFN never waits for its rows\n")
     sos = _compile(codes + [never])
-    for shape in VERIFY:
+    for shape in workload_gpu.verify_names(WL, VERIFY, world):
         runs = _verify(plugin, sos, shape, world, mode=mode)
         failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)
                   if runs[so].status != "ok"]

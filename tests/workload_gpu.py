@@ -42,3 +42,18 @@ def verify(plugin: Path, sos: list[Path], dims: tuple[int, ...], world: int, see
     res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=seeds, verify=True, bench=False,
                                      timeout_s=timeout_s, delay_comm_us=DEFAULT_VERIFY_DELAY_US, mode=mode))
     return {Path(r.path): r for r in res.candidates}
+
+
+def verify_names(wl: Any, names: list[str], world: int) -> list[str]:
+    """The named verify shapes of `wl` that world size `world` can split (a test needs at least one)."""
+    from cuco.workload import ShapeError
+
+    ok = []
+    for name in names:
+        try:
+            wl.check_shape(wl.parse_shape(name), world)
+        except ShapeError:
+            continue
+        ok.append(name)
+    assert ok, f"none of {names} runs at world {world}"
+    return ok

@@ -27,8 +27,13 @@
 //   seq_q a multiple of 8 (CUTLASS's 16-byte alignment check); every stride a multiple of 8 elements and every
 //   pointer 16-byte aligned (TMA); strides and heads * seq products within int32; heads_q % heads_kv == 0;
 //   batch >= 1.
-// Status: 0 enqueued, 1 bad arguments (see above), 2 CUTLASS can_implement refused, 3 initialize failed,
-//   4 launch failed.
+// Status: 0 enqueued, 1 bad arguments (see above), 2 CUTLASS can_implement refused, 3 initialize failed (or the
+//   kernel's shared-memory limit could not be set on this device), 4 launch failed, 5 a CUDA error was already
+//   pending on this thread before the launch (someone else's: CUTLASS would report it as its own).
+//
+// Several GPUs in one process (threads of the harness, one process driving every GPU) are supported: the example's
+// adapter raises the kernel's shared-memory limit once per process, but that limit is per device, so it is raised
+// here once per device (else every device but the first refuses the launch).
 //
 // How GQA maps onto the example's (B, H) modes: per batch element one launch whose "B" mode is the group member g
 // (K/V stride _0: a static zero stride, which cute drops from the TMA descriptor) and whose "H" mode is the KV head.
@@ -37,6 +42,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "cute/tensor.hpp"
@@ -108,6 +114,25 @@ using Op = cutlass::device::Universal<typename cutlass::fmha::kernel::FmhaBuilde
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 inline bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+/// Raise `Kernel`'s dynamic shared-memory limit on the current device, once per device; false if CUDA refused.
+template <class Kernel>
+bool smem_limit_set_here() {
+  static std::atomic<uint64_t> devices_done{0};  // bit d: device d has the limit (devices >= 64: every call)
+  constexpr int smem = Kernel::SharedStorageSize;
+  if (smem < (48 << 10)) return true;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
+  if (bit && (devices_done.load(std::memory_order_acquire) & bit)) return true;
+  if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the caller reports status 3
+    return false;
+  }
+  devices_done.fetch_or(bit, std::memory_order_acq_rel);
+  return true;
+}
+
 }  // namespace detail
 
 /// Check `p` against the requirements above for head dim D; 0 when it can run, else 1.
@@ -159,6 +184,8 @@ int forward(const Problem& p, cudaStream_t stream) {
     O op;
     if (op.can_implement(args) != cutlass::Status::kSuccess) return 2;
     if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return 3;
+    if (!detail::smem_limit_set_here<typename O::Kernel>()) return 3;
+    if (cudaPeekAtLastError() != cudaSuccess) return 5;
     if (op.run(stream) != cutlass::Status::kSuccess) return 4;
   }
   return 0;

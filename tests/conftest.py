@@ -72,6 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "world" not in metafunc.fixturenames:
         return
+    for mark in metafunc.definition.iter_markers("parametrize"):  # a test that lists its own world sizes keeps them
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if "world" in (names.replace(" ", "").split(",") if isinstance(names, str) else names):
+            return
     selected = selected_worlds(metafunc.config)
     params = []
     for w in WORLDS:

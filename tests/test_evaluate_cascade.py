@@ -337,3 +337,14 @@ def test_real_cascade_on_two_gpus(gpus):
     assert bad.status == "failed:verify" and "wrong result" in bad.results["verify"].reason
     assert broken.status == "failed:compile"
     print("\n" + good.feedback + "\n" + str(good.results["bench"].data))
+
+
+def test_feedback_headline_carries_the_reason_after_a_bare_heading():
+    from cuco.evaluate.cascade import feedback_headline
+
+    fb = "Verification at 2048x8x4x128x1 (seeds 1,2) failed:\nrank 1: the launch entry point returned 104\nmore"
+    assert feedback_headline(fb) == ("Verification at 2048x8x4x128x1 (seeds 1,2) failed: rank 1: the launch entry "
+                                     "point returned 104")
+    assert feedback_headline("Correct at 1x2 (seeds 1); at 3x4: 1.000 ms.") == "Correct at 1x2 (seeds 1); at 3x4: 1.000 ms."
+    assert feedback_headline("") == ""
+    assert len(feedback_headline("Does not compile:\n" + "x" * 1000)) == 300

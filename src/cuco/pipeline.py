@@ -80,10 +80,12 @@ class RunSummary:
 
     def text(self) -> str:
         """The summary as `cuco run` prints it: counts, fast path, best point and its times, run directory."""
+        from cuco.evaluate.cascade import feedback_headline
+
         lines = [f"cuco run {self.workload}: {self.evaluated} candidates evaluated "
                  f"({', '.join(f'{k} {v}' for k, v in sorted(self.counts.items()))})"]
         if self.fastpath is not None:
-            lines.append(f"fast path: {self.fastpath.status}; {self.fastpath.feedback.splitlines()[0] if self.fastpath.feedback else ''}")
+            lines.append(f"fast path: {self.fastpath.status}; {feedback_headline(self.fastpath.feedback)}")
         if not self.measured:
             lines.append("No GPU here: every candidate was statically checked and compiled, none was verified or "
                          "timed (status 'unmeasured'); run on a host with GPUs to measure.")

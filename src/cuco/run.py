@@ -216,8 +216,9 @@ class Run:
         if fast.status == "pending":
             fast = self.evaluator.evaluate([fast])[0]
             db.upsert(fast)
-            first = fast.feedback.splitlines()[0] if fast.feedback else ""
-            self.on_event(f"cuco: fast path candidate: {fast.status}. {first}")
+            from cuco.evaluate.cascade import feedback_headline
+
+            self.on_event(f"cuco: fast path candidate: {fast.status}. {feedback_headline(fast.feedback)}")
         self.fast = fast
         return fast
 

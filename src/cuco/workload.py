@@ -82,6 +82,39 @@ class Workload:
             ok.append(s)
         return ok
 
+    def runs_at(self, world: int, shape: Shape | None = None) -> bool:
+        """True when world size `world` can split `shape` (None: at least one of the verify and one of the bench
+        shapes)."""
+        if shape is not None:
+            try:
+                self.check_shape(shape, world)
+            except ShapeError:
+                return False
+            return True
+        return bool(self.shapes_for(world, "verify")) and bool(self.shapes_for(world, "bench"))
+
+    def world_refusal(self, world: int, shape: Shape | None = None) -> str | None:
+        """Why world size `world` cannot run `shape` (None: the workload's own shapes), naming the constraint and
+        the nearest world sizes that can; None when it can."""
+        if self.runs_at(world, shape):
+            return None
+        probe = shape if shape is not None else next(
+            (s for s in (*self.verify_shapes, *self.bench_shapes) if not self.runs_at(world, s)), None)
+        try:
+            if probe is None:
+                raise ShapeError("no verify or bench shape of its own fits")
+            self.check_shape(probe, world)
+            why = "no shape of its own fits"
+        except ShapeError as exc:
+            why = str(exc)
+        near = sorted((w for w in range(1, max(16, 2 * world) + 1) if w != world and self.runs_at(w, shape)),
+                      key=lambda w: (abs(w - world), w))
+        near = [w for w in near if abs(w - world) == abs(near[0] - world)]  # the nearest below and above
+        where = f" at {shape}" if shape is not None else ""
+        fix = (f"; nearest world size that can: {' or '.join(str(w) for w in near)} (--world {near[0]})" if near
+               else "; no world size up to 16 can, pick another shape (--shape)")
+        return f"{self.name} cannot run at world size {world}{where}: {why}{fix}"
+
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
         """'8192,8192,8192' or '8192x8192x8192' -> Shape, with a clear error naming the dims."""
         if isinstance(text, str):

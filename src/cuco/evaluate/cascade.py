@@ -106,6 +106,16 @@ def failure_feedback(c: Candidate, heads: Mapping[str, str]) -> str | None:
     return None
 
 
+def feedback_headline(feedback: str, limit: int = 300) -> str:
+    """One console line of `feedback`: its heading joined with the first line of the reason that follows it (a
+    heading alone, such as 'Does not compile:', tells a user nothing), cut at `limit` characters."""
+    lines = [line.strip() for line in feedback.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    text = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class Evaluator:
     """Evaluator with kind 'measured' for one workload and world size (see the module docstring).
 
@@ -176,11 +186,13 @@ class Evaluator:
         if given is None:
             shapes = self.workload.shapes_for(self.world, which)
             if not shapes:
-                raise ShapeError(f"{self.workload.name} has no {which} shape that world size {self.world} can run; "
-                                 f"pass {which}_shape=...")
+                raise ShapeError(self.workload.world_refusal(self.world) or
+                                 f"{self.workload.name} has no {which} shape that world size {self.world} can run")
             return shapes[0]
         shape = given if isinstance(given, Shape) else self.workload.parse_shape(given)
-        self.workload.check_shape(shape, self.world)
+        refusal = self.workload.world_refusal(self.world, shape)
+        if refusal:
+            raise ShapeError(refusal)
         return shape
 
     # -- the CandidateEvaluator protocol ------------------------------------------------------------------------

@@ -193,7 +193,8 @@ def test_mocks_match_the_real_harness_types():
     assert names(MockPart) <= names(result.PartRun)
     assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
     assert {"workload_plugin", "candidates", "dims", "world", "devices", "seeds", "verify", "bench", "warmup",
-            "iters", "parts", "timeout_s", "delay_comm_us", "mode", "trace_dir", "nvshmem_lib"} == names(runner.HarnessRequest)
+            "iters", "parts", "timeout_s", "delay_comm_us", "mode", "trace_dir", "nvshmem_lib",
+            "inputs"} == names(runner.HarnessRequest)
 
 
 def install_mock_harness(monkeypatch, behaviour):
@@ -218,6 +219,7 @@ def install_mock_harness(monkeypatch, behaviour):
         mode: str = "thread"
         trace_dir: Path | None = None
         nvshmem_lib: Path | None = None
+        inputs: str = "q256"
 
     def run_harness(request, toolchain=None):
         requests.append(request)
@@ -263,6 +265,8 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     assert verify_req.delay_comm_us == DEFAULT_VERIFY_DELAY_US > 0  # L2 verifies under delayed arrival
     assert bench_req.bench and bench_req.parts and bench_req.dims == (1 << 24,) and bench_req.iters == 20
     assert Path(bench_req.candidates[0]) == seed_so and len(bench_req.candidates) == 3   # host seed in the batch
+    # figures of record from full-entropy bf16 inputs (what torch's anchors see); L2 verifies on 256 levels
+    assert bench_req.inputs == "full" and verify_req.inputs == "q256"
 
     assert bad.status == "failed:verify" and bad.results["verify"].reason.startswith("wrong result: exact AllGather")
     assert "(seed 1, rank 1: 0 of 8200 elements outside tolerance, 4100 NaN/Inf" in bad.results["verify"].reason
@@ -278,7 +282,7 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     assert good.metrics["spread"] == 0.03
     data = quick.results["bench"].data
     assert data["device"] == "Mock H200" and data["nccl_version"] == "2.28.9" and data["date"]
-    assert data["host_timed_in_same_run"] and data["shape"] == str(1 << 24)
+    assert data["host_timed_in_same_run"] and data["shape"] == str(1 << 24) and data["inputs"] == "full"
     assert "1.000 ms vs host 2.000 ms (speedup 2.00x)" in quick.feedback
 
 
@@ -348,3 +352,4 @@ def test_feedback_headline_carries_the_reason_after_a_bare_heading():
     assert feedback_headline("Correct at 1x2 (seeds 1); at 3x4: 1.000 ms.") == "Correct at 1x2 (seeds 1); at 3x4: 1.000 ms."
     assert feedback_headline("") == ""
     assert len(feedback_headline("Does not compile:\n" + "x" * 1000)) == 300
+

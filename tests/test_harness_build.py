@@ -152,3 +152,21 @@ def test_compiles_against_another_nccl(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert harness_binary(tc).is_file()
     for name in ("copy_workload", "good_lsa", "deadlock", "needs_gin"):
         assert build_shared(FIXTURES / f"{name}.cu", ("cublasLt",), toolchain=tc).is_file()
+
+
+def test_full_entropy_seeds_cross_the_command_line_and_the_result_whole(toolchain: Toolchain) -> None:
+    """The top bit of a seed selects full-entropy inputs (cuco/gen.cuh): the harness parses the whole 64-bit seed
+    and writes it back unchanged (a signed parse or writer broke both at 2^63)."""
+    from cuco.harness.runner import FULL_ENTROPY_SEED
+
+    plugin = build_shared(FIXTURES / "copy_workload.cu", ("cublasLt",), toolchain=toolchain)
+    cand = build_shared(FIXTURES / "nccl_allgather.cu", toolchain=toolchain)
+    res = run_harness(HarnessRequest(plugin, [cand], dims=(1024,), world=1, seeds=(1, 2), inputs="full",
+                                     timeout_s=30), toolchain)
+    assert res.seeds == (FULL_ENTROPY_SEED | 1, FULL_ENTROPY_SEED | 2), res.seeds
+    binary = harness_binary(toolchain)
+    proc = subprocess.run([str(binary), "--workload", "w.so", "--dims", "4", "--seeds", "-1", "--out", "x.json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--seeds takes comma-separated non-negative integers" in proc.stderr
+    with pytest.raises(ValueError, match="inputs"):
+        HarnessRequest(plugin, [cand], dims=(1024,), inputs="randn")

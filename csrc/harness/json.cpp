@@ -100,6 +100,12 @@ JsonWriter& JsonWriter::value(long long i) {
   return *this;
 }
 
+JsonWriter& JsonWriter::value(unsigned long long i) {
+  comma();
+  out_ += std::to_string(i);
+  return *this;
+}
+
 JsonWriter& JsonWriter::value(bool b) {
   comma();
   out_ += b ? "true" : "false";

@@ -18,10 +18,13 @@ class JsonWriter {
   JsonWriter& value(const char* s) { return value(std::string(s)); }
   JsonWriter& value(double d);  // NaN/Inf become null (JSON has no such numbers)
   JsonWriter& value(long long i);
+  JsonWriter& value(unsigned long long i);  // seeds use the top bit (full-entropy inputs)
   template <typename I, typename std::enable_if<std::is_integral<I>::value && !std::is_same<I, bool>::value &&
-                                                    !std::is_same<I, long long>::value,
+                                                    !std::is_same<I, long long>::value &&
+                                                    !std::is_same<I, unsigned long long>::value,
                                                 int>::type = 0>
   JsonWriter& value(I i) {
+    if (std::is_unsigned<I>::value) return value(static_cast<unsigned long long>(i));
     return value(static_cast<long long>(i));
   }
   JsonWriter& value(bool b);

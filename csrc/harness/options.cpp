@@ -1,8 +1,11 @@
 #include "options.h"
 
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace cuco_harness {
 namespace {
@@ -15,8 +18,12 @@ std::vector<T> parse_list(const std::string& flag, const std::string& text) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     char* end = nullptr;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (end == item.c_str() || *end != '\0' || v < 0)
+    errno = 0;
+    // Unsigned lists (seeds) take the whole 64-bit range: the top bit of a seed selects full-entropy inputs.
+    const bool negative = item.find('-') != std::string::npos;
+    unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    const unsigned long long most = std::is_unsigned<T>::value ? ~0ull : (unsigned long long)LLONG_MAX;
+    if (end == item.c_str() || *end != '\0' || negative || errno == ERANGE || v > most)
       throw std::invalid_argument(flag + " takes comma-separated non-negative integers, got '" + text + "'");
     out.push_back(static_cast<T>(v));
   }

@@ -15,11 +15,27 @@ __host__ __device__ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Uniform in [-1, 1), exactly representable in bf16 (8 significant bits) so fill and reference agree bit for bit.
+// The input distribution is named by the seed's top bit, so it reaches every workload's fill and reference with
+// the seed itself (harness --seeds). Clear: 256 levels, uniform in [-1, 1). Set (kFullEntropySeed): full-entropy
+// bf16, bell-shaped on [-2, 2] with the same variance (1/3), every mantissa bit random as in randn-like data —
+// what torch's anchors see. Data changes a power-capped GPU's clock, so figures of record use full entropy.
+constexpr uint64_t kFullEntropySeed = 1ull << 63;
+
+__host__ __device__ inline bool full_entropy(uint64_t seed) { return (seed & kFullEntropySeed) != 0; }
+
+// Element i of buffer `buf` on `rank`, exactly representable in bf16 so fill and reference agree bit for bit
+// (integer arithmetic and one round-to-nearest-even: host and device give the same value).
 __host__ __device__ inline float gen_value(uint64_t seed, int rank, int buf, uint64_t i) {
   uint64_t h = splitmix64(seed * 0x100000001B3ull ^ splitmix64(((uint64_t)rank << 40) ^ ((uint64_t)buf << 32) ^ i));
-  int q = (int)(h >> 56) - 128;  // 256 levels
-  return (float)q / 128.0f;
+  if (!full_entropy(seed)) {
+    int q = (int)(h >> 56) - 128;  // 256 levels
+    return (float)q / 128.0f;
+  }
+  // Irwin-Hall of four 16-bit uniforms: (k0 + k1 + k2 + k3) / 2^16 - 2 is exact in fp32 (18 bits), variance 1/3.
+  const uint32_t k = (uint32_t)(h & 0xFFFF) + (uint32_t)((h >> 16) & 0xFFFF) + (uint32_t)((h >> 32) & 0xFFFF) +
+                     (uint32_t)(h >> 48);
+  const float v = (float)k * (1.0f / 65536.0f) - 2.0f;
+  return __bfloat162float(__float2bfloat16_rn(v));
 }
 
 __global__ void gen_fill_bf16_kernel(__nv_bfloat16* out, uint64_t n, uint64_t seed, int rank, int buf) {

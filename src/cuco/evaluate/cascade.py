@@ -134,7 +134,7 @@ class Evaluator:
                  bench_shape: Shape | str | Sequence[int] | None = None, seeds: Sequence[int] = (1, 2),
                  iters: int = 30, warmup: int = 5, timeout_s: float = 120.0, verify_timeout_s: float = 60.0,
                  parent_code: Callable[[Candidate], str | None] | None = None, verify_at_bench: bool = True,
-                 verify_delay_us: float = DEFAULT_VERIFY_DELAY_US):
+                 verify_delay_us: float = DEFAULT_VERIFY_DELAY_US, bench_inputs: str = "full"):
         if not seeds:
             raise ValueError("seeds must name at least one input seed, e.g. (1, 2)")
         if iters < 1 or warmup < 0:
@@ -153,6 +153,10 @@ class Evaluator:
         self.parent_code = parent_code
         self.verify_at_bench = verify_at_bench
         self.verify_delay_us = verify_delay_us
+        if bench_inputs not in ("q256", "full"):
+            raise ValueError(f"bench_inputs must be 'full' (full-entropy bf16, figures of record) or 'q256', "
+                             f"got {bench_inputs!r}")
+        self.bench_inputs = bench_inputs
         self._plugin_so: Path | None = None
         self._seed: str | None = None
         self._link_options: LinkOptions | None = None
@@ -266,7 +270,7 @@ class Evaluator:
         return self._plugin_so
 
     def _harness(self, sos: Sequence[Path], shape: Shape, *, bench: bool, verify: bool, seeds: Sequence[int],
-                 timeout_s: float, group: DeviceGroup) -> tuple[dict[str, Any], Any, float, str]:
+                 timeout_s: float, group: DeviceGroup, inputs: str = "q256") -> tuple[dict[str, Any], Any, float, str]:
         """One harness process: ({str(so): CandidateRun}, HarnessResult or None, seconds, error text)."""
         try:
             from cuco.harness.runner import HarnessRequest, run_harness  # only where a GPU exists
@@ -276,7 +280,7 @@ class Evaluator:
         # Thread mode (one CUDA/NCCL start-up, the same times) unless an NVSHMEM program needs one PE per process.
         mode = "process" if self.world > 1 and any(str(so) in self._one_pe_per_process for so in sos) else "thread"
         request = HarnessRequest(workload_plugin=self.plugin(), candidates=tuple(sos), dims=tuple(shape.dims),
-                                 world=self.world, devices=tuple(group.devices), seeds=tuple(seeds),
+                                 world=self.world, devices=tuple(group.devices), seeds=tuple(seeds), inputs=inputs,
                                  verify=verify, bench=bench, warmup=self.warmup, iters=self.iters, parts=bench,
                                  timeout_s=timeout_s, delay_comm_us=self.verify_delay_us if verify else 0.0,
                                  mode=mode)
@@ -332,7 +336,7 @@ class Evaluator:
         verify = self.verify_at_bench
         runs, result, seconds, error = self.executor.run(
             lambda g: self._harness(sos, self.bench_shape, bench=True, verify=verify, seeds=self.seeds[:1],
-                                    timeout_s=self.timeout_s, group=g), exclusive=True)
+                                    timeout_s=self.timeout_s, group=g, inputs=self.bench_inputs), exclusive=True)
         host_run = runs.get(str(seed.so_path))
         host_ms = _median_ms(host_run) if host_run is not None and host_run.status == "ok" else None
         context = self._context(result, host_run, host_ms)
@@ -356,6 +360,7 @@ class Evaluator:
         """What every figure of this run must carry: shape, device, versions, date, how the host was timed."""
         data: dict[str, Any] = {
             "shape": str(self.bench_shape), "world": self.world, "iters": self.iters, "warmup": self.warmup,
+            "inputs": self.bench_inputs,
             "date": getattr(result, "date", "") or datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds"),
             "host_timed_in_same_run": True,

@@ -43,6 +43,19 @@ def _paths(xs: Sequence[str | Path]) -> tuple[Path, ...]:
     return tuple(Path(x) for x in xs)
 
 
+#: Input distributions of the harness's fills: 256 levels (exact small products) or full-entropy bf16.
+INPUTS = ("q256", "full")
+#: The seed bit that selects full-entropy inputs in cuco/gen.cuh (kFullEntropySeed).
+FULL_ENTROPY_SEED = 1 << 63
+
+
+def seed_of(seed: int, inputs: str) -> int:
+    """The seed the harness receives for `seed` under input distribution `inputs` ('q256' or 'full')."""
+    if not 0 <= seed < FULL_ENTROPY_SEED:
+        raise HarnessRequestError(f"seeds must be in [0, 2^63), got {seed}")
+    return seed | FULL_ENTROPY_SEED if inputs == "full" else seed
+
+
 def _ints(xs: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(x) for x in xs)
 
@@ -61,6 +74,9 @@ class HarnessRequest:
     world: int = 2
     devices: tuple[int, ...] | None = attrs.field(default=None, converter=_opt_ints)
     seeds: tuple[int, ...] = attrs.field(default=(1, 2), converter=_ints)
+    # The input distribution of every fill (cuco/gen.cuh): "q256", 256 levels in [-1, 1), or "full", full-entropy
+    # bf16 of the same variance (what torch's randn-fed anchors see; the data moves a power-capped GPU's clock).
+    inputs: str = attrs.field(default="q256", validator=attrs.validators.in_(INPUTS))
     verify: bool = True
     bench: bool = True
     warmup: int = 5
@@ -113,7 +129,8 @@ class HarnessRequest:
         argv += ["--dims", ",".join(map(str, self.dims)), "--world", str(self.world)]
         if self.devices is not None:
             argv += ["--devices", ",".join(map(str, self.devices))]
-        argv += ["--seeds", ",".join(map(str, self.seeds or (1,))), "--verify", str(int(self.verify)),
+        argv += ["--seeds", ",".join(str(seed_of(s, self.inputs)) for s in (self.seeds or (1,))),
+                 "--verify", str(int(self.verify)),
                  "--bench", str(int(self.bench)), "--warmup", str(self.warmup), "--iters", str(self.iters),
                  "--parts", str(int(self.parts)), "--timeout-s", f"{self.timeout_s:g}",
                  "--total-timeout-s", f"{self.total_timeout_s():g}", "--out", str(out)]

@@ -43,3 +43,8 @@ def __getattr__(name: str) -> Any:
     if name == "workloads":
         return importlib.import_module("cuco.workloads")
     raise AttributeError(f"module 'cuco' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The lazy names are module attributes too: dir() and tab completion list them before their first use.
+    return sorted(set(globals()) | set(__all__))

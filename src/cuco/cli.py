@@ -106,7 +106,10 @@ def _price(text: str) -> tuple[float, float]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `cuco` argument parser, with its run, transform, report, space, workloads and doctor commands."""
+    from cuco import __version__
+
     p = argparse.ArgumentParser(prog="cuco", description=__doc__)
+    p.add_argument("--version", action="version", version=f"cuco {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="fast path + search on a workload or your own program; writes the best "

@@ -85,7 +85,6 @@ class Search:
                  islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
                  seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
                  meta: MetaSummarizer | None = None, progress: Any = None, **overrides: Any):
-        cfg = config or SearchConfig()
         changes = dict(overrides)
         if islands is not None:
             changes["islands"] = islands
@@ -93,10 +92,9 @@ class Search:
             changes["schedule"] = schedule
         if seed is not None:
             changes["seed"] = seed
-        self.config = attrs.evolve(cfg, **changes) if changes else cfg
+        self.config = (config or SearchConfig()).with_settings(**changes)
         self.workload, self.space, self.evaluator, self.db = workload, space, evaluator, db
-        for i in range(self.config.islands):
-            self.config.spec(i).check(i, space)
+        self.config.check_space(space)
         self._spaces = [self.config.spec(i).space(space) for i in range(self.config.islands)]
         self.mutators = mutators or Mutators()
         self.novelty = novelty or self.config.novelty

@@ -14,7 +14,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
     for name in workloads.available():
         wl = workloads.get(name)
-        print(f"{name}: {wl.description.splitlines()[0]}")
+        print(f"{name}: {wl.summary()}")
     return 0
 
 

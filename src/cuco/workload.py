@@ -7,6 +7,7 @@ the search consume only this object.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -15,6 +16,9 @@ import attrs
 from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.errors import CucoError
 from cuco.kit.compute import ComputeLibrary
+
+#: A sentence ends at a full stop followed by a capital (not inside "e.g." or a dims list "S,HQ,D").
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z])")
 
 
 class ShapeError(CucoError, ValueError):
@@ -57,6 +61,12 @@ class Workload:
     # for (shape, world). None: the workload cannot be exported.
     tensors: Callable[[Shape, int], dict[str, tuple[tuple[int, ...], str]]] | None = attrs.field(
         default=None, eq=False, repr=False)
+
+    def summary(self) -> str:
+        """The description's first sentence, whole (the description is wrapped, so its first line may stop
+        mid-sentence)."""
+        text = " ".join(self.description.split())
+        return _SENTENCE_END.split(text, maxsplit=1)[0]
 
     def plugin_path(self) -> Path:
         """The harness plugin's source file."""

@@ -23,6 +23,7 @@ import attrs
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.errors import CucoError
+from cuco.evaluate.base import StageFn, tell
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_static
@@ -117,6 +118,7 @@ class Evaluator:
     """
 
     kind = "measured"
+    on_stage: StageFn | None = None  # set by the search to follow candidates through the levels
 
     def __init__(self, workload: Workload, world: int | None = None, toolchain: Toolchain | None = None,
                  executor: Executor | None = None, compiler: Compiler | None = None,
@@ -189,14 +191,22 @@ class Evaluator:
         returned copies (same order). Never raises for a bad candidate."""
         out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
         alive = self._static(out)
+        self._tell(out, set(range(len(out))) - set(alive), "done")
         alive = self._compile(out, alive)
         if alive and not self.has_gpu:
             mark_not_run_here(out, alive, self.executor)
         elif alive:
-            alive = self._verify(out, alive)
-            if alive:
-                self._bench(out, alive)
+            self._tell(out, alive, "verify")
+            verified = self._verify(out, alive)
+            self._tell(out, set(alive) - set(verified), "done")
+            if verified:
+                self._tell(out, verified, "bench")
+                self._bench(out, verified)
+                self._tell(out, verified, "done")
         return [c.evolve(feedback=self._feedback(c)) for c in out]
+
+    def _tell(self, out: Sequence[Candidate], indices: Any, stage: str) -> None:
+        tell(self.on_stage, (out[i] for i in sorted(indices)), stage)
 
     def prepare(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """L0 and L1 only (static check, compile into the content-addressed cache): what a CPU worker does
@@ -224,8 +234,14 @@ class Evaluator:
 
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
         link = self.link()
+        self._tell(out, alive, "compile")
+
+        def compiled(k: int, outcome: Any) -> None:  # final for a failure, and without GPUs for a success too
+            if not outcome.ok or not self.has_gpu:
+                self._tell(out, [alive[k]], "done")
+
         outcomes = self.compiler.compile_many([out[i].code for i in alive], link.libraries, link.include_dirs,
-                                              link.extra)
+                                              link.extra, on_done=compiled)
         from cuco.libraries import libraries_for  # noqa: PLC0415
 
         survivors = []

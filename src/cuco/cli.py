@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
 
@@ -47,8 +48,34 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+class _BarSafeHandler(logging.Handler):
+    """Writes records to the current stderr through tqdm, which clears a progress bar first and redraws it after."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm  # noqa: PLC0415 (loaded with the first message, not with the command)
+
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # a logging handler must never raise into the run
+            self.handleError(record)
+
+
+def _show_log(quiet: bool) -> None:
+    """Show the "cuco" logger's messages on stderr, only warnings and errors with --quiet (one handler, however
+    many commands run in this process)."""
+    log = logging.getLogger("cuco")
+    if not any(isinstance(h, _BarSafeHandler) for h in log.handlers):
+        handler = _BarSafeHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False  # shown once, here, not again by a root handler
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from cuco.pipeline import RunOptions, run_workload
+
+    _show_log(args.quiet)
 
     opts = RunOptions(
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
@@ -134,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where candidates are evaluated: this host's GPUs (default) or a Ray cluster")
     r.add_argument("--address", default=None,
                    help="with --executor ray: the head node (host:port); default: a new local Ray instance")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", action="store_true", help="no progress and no messages but warnings and errors "
+                   "(progress is a bar on a terminal, one line per candidate when redirected)")
     r.set_defaults(fn=_cmd_run)
 
     t = sub.add_parser("transform", help="host-driven CUDA+NCCL program -> device-initiated program",

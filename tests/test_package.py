@@ -119,3 +119,17 @@ def test_sdist_and_wheel_hold_the_harness_sources_license_and_type_marker(tmp_pa
 
     assert f"Version: {cuco.__version__}\n" in metadata and "License-Expression: Apache-2.0\n" in metadata
     assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+
+
+def test_ci_installs_torch_as_the_readme_says_and_falls_back_to_pypi() -> None:
+    readme = (ROOT / "README.md").read_text()
+    said = re.search(r"`(pip install torch==[^`]+)`", " ".join(readme.split())).group(1)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in said  # PyPI's torch is the CUDA build
+    line = next(ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.startswith("pip install torch"))
+    first, fallback = (part.strip() for part in line.split("||"))
+    assert first == said and fallback == said.split(" --index-url")[0]
+
+
+def test_readme_says_nvcc_must_be_installed() -> None:
+    setup = (ROOT / "README.md").read_text().split("## Set up\n", 1)[1].split("\n## ", 1)[0]
+    assert "nvcc" in setup and "must be installed" in setup

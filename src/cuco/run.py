@@ -33,6 +33,9 @@ from cuco.pipeline import (
 )
 
 BEST_DIR = "best"
+#: What summary.json's "environment" takes from the best candidate's timing run (docs/run_dir.md).
+ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date", "shape", "world",
+                    "iters", "runs")
 log = logging.getLogger("cuco")
 
 
@@ -241,8 +244,7 @@ class Run:
         env: dict[str, Any] = {}
         if best is not None and "bench" in best.results:
             data = best.results["bench"].data
-            env = {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version",
-                                            "date", "shape", "world", "iters", "runs")}
+            env = {k: data.get(k) for k in ENVIRONMENT_KEYS}
         summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env)
         _write_json(self.run_dir / "summary.json", summary.to_dict())
         if best is not None:

@@ -92,6 +92,19 @@ class Workload:
             ok.append(s)
         return ok
 
+    def resolve_shape(self, given: Shape | str | Sequence[int] | None, world: int, which: str = "bench") -> Shape:
+        """`given` (a Shape, a text such as "8192,8192,8192", or sizes) checked for `world`; None: the first
+        `which` shape ('bench' or 'verify') that `world` can run. ShapeError when there is none."""
+        if given is None:
+            shapes = self.shapes_for(world, which)
+            if not shapes:
+                raise ShapeError(f"{self.name} has no {which} shape that world size {world} can run; "
+                                 f"pass {which}_shape=...")
+            return shapes[0]
+        shape = given if isinstance(given, Shape) else self.parse_shape(given)
+        self.check_shape(shape, world)
+        return shape
+
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
         """'8192,8192,8192' or '8192x8192x8192' -> Shape, with a clear error naming the dims."""
         if isinstance(text, str):

@@ -29,7 +29,7 @@ from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_static
 from cuco.kit.compute import LinkOptions, link_options
 from cuco.toolchain import Toolchain
-from cuco.workload import Shape, ShapeError, Workload
+from cuco.workload import Shape, Workload
 
 NO_GPU_REASON = "no GPU: not verified or timed"
 _STATUS_TEXT = {"verify_failed": "wrong result", "hang": "hang (killed at the timeout)", "crash": "crashed",
@@ -133,8 +133,8 @@ class Evaluator:
             raise ValueError(f"iters must be >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
         self.workload = workload
         self.world = world if world is not None else workload.default_world
-        self.verify_shape = self._shape(verify_shape, "verify")
-        self.bench_shape = self._shape(bench_shape, "bench")
+        self.verify_shape = workload.resolve_shape(verify_shape, self.world, "verify")
+        self.bench_shape = workload.resolve_shape(bench_shape, self.world, "bench")
         self.compiler = compiler if compiler is not None else Compiler(toolchain)
         self.executor = executor if executor is not None else Executor(world=self.world)
         if self.executor.world != self.world:
@@ -173,17 +173,6 @@ class Evaluator:
     def toolchain(self) -> Toolchain:
         """The toolchain candidates are compiled with."""
         return self.compiler.toolchain
-
-    def _shape(self, given: Shape | str | Sequence[int] | None, which: str) -> Shape:
-        if given is None:
-            shapes = self.workload.shapes_for(self.world, which)
-            if not shapes:
-                raise ShapeError(f"{self.workload.name} has no {which} shape that world size {self.world} can run; "
-                                 f"pass {which}_shape=...")
-            return shapes[0]
-        shape = given if isinstance(given, Shape) else self.workload.parse_shape(given)
-        self.workload.check_shape(shape, self.world)
-        return shape
 
     # -- the CandidateEvaluator protocol ------------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:

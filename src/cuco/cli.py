@@ -194,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["transform"]:  # its own parser (flags such as -h, -o, -I belong to it)
         from cuco.fastpath.cli import transform_main
 
+        _show_log(quiet=False)  # the fast path's steps: nvcc builds take tens of seconds
+
         return transform_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:

@@ -60,22 +60,22 @@ class _BarSafeHandler(logging.Handler):
             self.handleError(record)
 
 
-def _show_log(quiet: bool) -> None:
-    """Show the "cuco" logger's messages on stderr, only warnings and errors with --quiet (one handler, however
-    many commands run in this process)."""
+def _show_log() -> None:
+    """Show the "cuco" logger's messages (INFO and up) on stderr, with one handler however many commands run in
+    this process."""
     log = logging.getLogger("cuco")
     if not any(isinstance(h, _BarSafeHandler) for h in log.handlers):
         handler = _BarSafeHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         log.addHandler(handler)
-    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.setLevel(logging.INFO)
     log.propagate = False  # shown once, here, not again by a root handler
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from cuco.pipeline import RunOptions, run_workload
 
-    _show_log(args.quiet)
+    _show_log()
 
     opts = RunOptions(
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
@@ -161,8 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where candidates are evaluated: this host's GPUs (default) or a Ray cluster")
     r.add_argument("--address", default=None,
                    help="with --executor ray: the head node (host:port); default: a new local Ray instance")
-    r.add_argument("--quiet", action="store_true", help="no progress and no messages but warnings and errors "
-                   "(progress is a bar on a terminal, one line per candidate when redirected)")
+    r.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, one line per candidate "
+                   "when redirected); the run's messages still go to stderr")
     r.set_defaults(fn=_cmd_run)
 
     t = sub.add_parser("transform", help="host-driven CUDA+NCCL program -> device-initiated program",
@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["transform"]:  # its own parser (flags such as -h, -o, -I belong to it)
         from cuco.fastpath.cli import transform_main
 
-        _show_log(quiet=False)  # the fast path's steps: nvcc builds take tens of seconds
+        _show_log()  # the fast path's steps: nvcc builds take tens of seconds
 
         return transform_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -11,7 +11,9 @@ shape) and sets up a one-rank job itself.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -40,7 +42,12 @@ def main() -> int:
     ap.add_argument("--shape", default="2048,1024,1024", help="with --search: M,K,N")
     ap.add_argument("--evals", type=int, default=4, help="with --search: candidates to evaluate")
     args = ap.parse_args()
+    if not torch.cuda.is_available():  # before a search that could not be used, and before torch's CUDA calls fail
+        print("torch_module_export.py needs an NVIDIA GPU (torch sees none: a CPU build of torch, no GPU, or "
+              "CUDA_VISIBLE_DEVICES hides them); run it on a GPU machine", file=sys.stderr)
+        return 2
     if args.search:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")  # the run's messages (the "cuco" logger)
         from cuco.pipeline import RunOptions, run_workload
 
         summary = run_workload(RunOptions("gemm_allgather", world=1, shape=args.shape, evaluations=args.evals,

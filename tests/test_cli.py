@@ -130,3 +130,16 @@ def test_the_installed_command_prints_one_line(tmp_path: Path) -> None:
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("cuco: error: unknown workload 'no_such_workload'; available: ")
     assert "gemm_allgather" in lines[0]
+
+
+def test_workloads_lists_each_with_its_first_sentence_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    from cuco import workloads
+
+    assert main(["workloads"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split(":", 1)[0] for ln in lines] == workloads.available()
+    for line in lines:
+        name, said = line.split(": ", 1)
+        text = " ".join(workloads.get(name).description.split())
+        assert said.endswith(".") and text.startswith(said)  # a sentence, cut at its end
+        assert text == said or text[len(said)] == " " and text[len(said) + 1].isupper()

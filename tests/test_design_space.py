@@ -353,3 +353,11 @@ def test_design_space_bad_json_raises_directive_error(text: str) -> None:
 def test_topology_rejects_more_nodes_than_ranks() -> None:
     with pytest.raises(DirectiveError, match="nodes must be <= world"):
         Topology(world=2, nodes=4)
+
+
+def test_sample_takes_a_seed_a_random_stream_or_nothing() -> None:
+    space = DesignSpace()
+    assert space.sample(0) == space.sample(0) == space.sample(random.Random(0))
+    assert space.is_legal(space.sample(0)) and space.is_legal(space.sample())
+    with pytest.raises(TypeError, match="random.Random, an int seed or None"):
+        space.sample("0")  # type: ignore[arg-type]

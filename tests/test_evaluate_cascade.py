@@ -104,6 +104,19 @@ def test_compile_failure_stops_before_verify_and_reports_the_line(compiler):
     assert broken.feedback.startswith("Does not compile:") and "scale_factor_that_does_not_exist" in broken.feedback
 
 
+def test_each_candidate_reports_its_stage_and_is_done_as_soon_as_its_result_is_final(compiler):
+    cascade = cpu_cascade(compiler)
+    events: list[tuple[str, str]] = []
+    cascade.on_stage = lambda cid, stage: events.append((cid, stage))
+    good, broken, static = cand(GOOD), cand(BROKEN), cand("int main() { return 0; }")
+    cascade.evaluate([good, broken, static])
+    assert [s for c, s in events if c == static.id] == ["done"]  # refused before any compile
+    assert events[0] == (static.id, "done")
+    # no GPU here: a compiled candidate is final after its compile, the broken one too
+    for c in (good, broken):
+        assert [s for cid, s in events if cid == c.id] == ["compile", "done"]
+
+
 def test_frozen_regions_are_checked_against_the_parent(compiler):
     parent = cand(GOOD)
     edited = GOOD.replace("req->lsa_barrier_count = kBlocks;", "req->lsa_barrier_count = 1;")

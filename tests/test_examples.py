@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -28,3 +30,12 @@ def test_the_torch_module_example_documents_its_use():
     assert "torchrun --nproc-per-node 2 examples/torch_module_export.py runs/ag" in ast.get_docstring(tree)
     assert "--search" in ast.get_docstring(tree)
     assert any(isinstance(n, ast.ClassDef) and n.name == "GatherLinear" for n in tree.body)
+
+
+def test_the_torch_module_example_on_a_machine_without_gpu_says_it_needs_one(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the example would run")
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "torch_module_export.py"), str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "needs an NVIDIA GPU" in proc.stderr and "Traceback" not in proc.stderr

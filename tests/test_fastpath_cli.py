@@ -62,3 +62,22 @@ def test_unwritable_output_is_refused_before_the_compile(tmp_path, capsys, monke
         rc = transform_main([str(FIX / "ring_threads.cu"), "-o", str(out), "--no-run"])
         err = capsys.readouterr().err
         assert rc == 2 and why in err and "-o" in err, err
+
+
+def test_cuco_transform_shows_the_fast_paths_steps_on_stderr(tmp_path, capsys):
+    import logging
+
+    from cuco.cli import main
+
+    log = logging.getLogger("cuco")
+    saved = (list(log.handlers), log.level, log.propagate)
+    seed = tmp_path / "ring.cu"
+    shutil.copy(FIX / "ring_threads.cu", seed)
+    shutil.copy(FIX / "common_checks.h", tmp_path / "common_checks.h")
+    try:
+        rc = main(["transform", str(seed), "-o", str(tmp_path / "out.cu"), "--no-input-check", "--no-run"])
+    finally:
+        log.handlers, log.level, log.propagate = saved
+    err = capsys.readouterr().err
+    assert rc == 0 and "fast path: compiling the device-initiated program (nvcc) ..." in err
+    assert "fast path: compiling the device-initiated program (nvcc): done in " in err

@@ -15,6 +15,7 @@ from cuco.workload import Shape, ShapeError
 W = make_workload()
 SPACE = W.space(TOPOLOGY)
 EV = ModelledEvaluator(W, SHAPE, 2)
+POINT = next(iter(SPACE.points()))
 
 
 def cand(point: Directives, code: str | None = None) -> Candidate:
@@ -63,3 +64,34 @@ def test_the_model_encodes_overlap_chunking_and_sync_costs():
 def test_bad_shape_is_refused():
     with pytest.raises(ShapeError):
         ModelledEvaluator(W, Shape((8191, 8192, 8192)), 2)
+
+
+def test_takes_the_measured_evaluators_arguments_and_a_shape_as_text():
+    import inspect
+
+    from cuco import workloads
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.evaluate.modelled import MEASURED_ONLY
+
+    wl = workloads.get("gemm_allgather")
+    want = wl.parse_shape("8192,8192,8192")
+    for ev in (ModelledEvaluator(wl, "8192,8192,8192", 2), ModelledEvaluator(wl, world=2, bench_shape="8192,8192,8192"),
+               ModelledEvaluator(wl, 2, bench_shape=[8192, 8192, 8192], iters=10, seeds=(1,))):
+        assert ev.world == 2 and ev.shape == ev.bench_shape == want
+    assert ModelledEvaluator(wl).world == wl.default_world and ModelledEvaluator(wl).shape == wl.bench_shapes[0]
+    measured = set(inspect.signature(Evaluator.__init__).parameters) - {"self"}
+    mine = set(inspect.signature(ModelledEvaluator.__init__).parameters) - {"self", "measured_only"}
+    assert measured <= mine | set(MEASURED_ONLY)  # every argument of the measured Evaluator is accepted
+    with pytest.raises(TypeError, match="iter"):
+        ModelledEvaluator(wl, world=2, iter=10)
+    with pytest.raises(TypeError, match="once"):
+        ModelledEvaluator(wl, "8192,8192,8192", 2, bench_shape="8192,8192,8192")
+
+
+def test_the_static_check_gets_the_parent_candidate_as_the_measured_one_does():
+    parent = Candidate(code=render(POINT), workload=W.name, directives=POINT)
+    child = parent.child(render(POINT), POINT, "directive")
+    asked = []
+    ev = ModelledEvaluator(W, SHAPE, 2, parent_code=lambda c: asked.append(c) or parent.code)
+    ev.evaluate([child])
+    assert asked == [child]

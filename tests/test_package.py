@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("litellm", "cupy", "nccl", "nvidia", "torch", "tree_sitter")
@@ -63,3 +68,68 @@ def test_ci_installs_and_tests_exactly_as_the_readme_says() -> None:
     assert install.startswith("pip install -e ") and install in ci
     assert main_job == "cuco run gemm_allgather"
     assert _fenced(readme, "Test") == [ci[-1]] == ["python -m pytest"]
+
+
+def test_cuco_dir_lists_the_lazily_loaded_names() -> None:
+    out = _python("import json, cuco; print(json.dumps(dir(cuco)))")
+    names = set(json.loads(out.stdout))
+    assert {"DesignSpace", "FastPathAgent", "Evaluator", "CandidateDB", "workloads", "__version__"} <= names
+
+
+def test_cuco_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import cuco
+    from cuco.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"cuco {cuco.__version__}"
+
+
+def _build(tmp_path: Path) -> tuple[set[str], set[str], str]:
+    """sdist then wheel from that sdist (as pip does from PyPI), from a clean copy of the tree; returns the
+    sdist's names (without the top folder), the wheel's names and the wheel's METADATA."""
+    pytest.importorskip("build")
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "runs", "*.egg-info", "__pycache__", ".pytest_cache", ".cuco-cache"))
+    out = tmp_path / "dist"
+    # --no-isolation: the test needs no network; setuptools comes from the environment under test
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
+                   capture_output=True, text=True, timeout=300, check=True)
+    (sdist,), (wheel,) = out.glob("*.tar.gz"), out.glob("*.whl")
+    with tarfile.open(sdist) as tar:
+        sdist_names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    with zipfile.ZipFile(wheel) as whl:
+        wheel_names = set(whl.namelist())
+        metadata = whl.read(next(n for n in wheel_names if n.endswith(".dist-info/METADATA"))).decode()
+    return sdist_names, wheel_names, metadata
+
+
+def test_sdist_and_wheel_hold_the_harness_sources_license_and_type_marker(tmp_path: Path) -> None:
+    sdist, wheel, metadata = _build(tmp_path)
+    csrc = {p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc").rglob("*") if p.is_file()
+            and "__pycache__" not in p.parts}
+    assert csrc and csrc <= sdist, sorted(csrc - sdist)[:5]
+    assert {"LICENSE", "src/cuco/py.typed"} <= sdist
+    assert {f"cuco/_{name}" for name in csrc} <= wheel  # the harness sources ship as cuco/_csrc
+    assert "cuco/py.typed" in wheel
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in wheel)
+    import cuco
+
+    assert f"Version: {cuco.__version__}\n" in metadata and "License-Expression: Apache-2.0\n" in metadata
+    assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+
+
+def test_ci_installs_torch_as_the_readme_says_and_falls_back_to_pypi() -> None:
+    readme = (ROOT / "README.md").read_text()
+    said = re.search(r"`(pip install torch==[^`]+)`", " ".join(readme.split())).group(1)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in said  # PyPI's torch is the CUDA build
+    line = next(ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.startswith("pip install torch"))
+    first, fallback = (part.strip() for part in line.split("||"))
+    assert first == said and fallback == said.split(" --index-url")[0]
+
+
+def test_readme_says_nvcc_must_be_installed() -> None:
+    setup = (ROOT / "README.md").read_text().split("## Set up\n", 1)[1].split("\n## ", 1)[0]
+    assert "nvcc" in setup and "must be installed" in setup

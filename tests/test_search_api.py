@@ -1,5 +1,6 @@
 """The Python API around a run: a workload's own validity rules survive a resume; islands with their own
-backend, seed point and prompt note (an LSA island beside a GIN island)."""
+backend, seed point and prompt note (an LSA island beside a GIN island); a mutator set given to start() survives a
+resume; a wrong setting is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from cuco.evaluate.modelled import ModelledEvaluator
 from cuco.search import api
 from cuco.search.config import SearchConfig, SearchConfigError
 from cuco.search.island import IslandError, IslandSpec
-from cuco.search.loop import Search
+from cuco.llm import LLMConfig
+from cuco.search.loop import Mutators, Search
+from cuco.search.mutators.directive import DirectiveMutator
+from cuco.search.mutators.llm import LLMMutator
 
 
 def _no_thread_issuer(d, _s):
@@ -103,3 +107,29 @@ def test_the_island_note_and_space_reach_the_llm_prompt():
         m.full(parent, ctx, random.Random(0))
     user = seen[0][1]["content"]
     assert "## Focus of this island\nuse GIN puts with signals" in user
+
+
+def test_start_takes_a_mutator_set_and_resume_keeps_it(tmp_path):
+    mine = Mutators(directive=DirectiveMutator(far_steps=5, greed=0.2))
+    search = api.start(tmp_path / "run", W, EV, topology=TOPOLOGY, seed=1, islands=2, mutators=mine)
+    assert search.mutators == mine
+    assert search.run(4).evaluated == 4
+    again = api.resume(tmp_path / "run", W, EV)
+    assert again.mutators.directive == mine.directive
+    assert again.run(8).evaluated == 8
+
+
+def test_start_refuses_a_mutator_set_with_an_llm_and_an_llm_argument(tmp_path):
+    client = object()
+    with pytest.raises(SearchConfigError, match="llm"):
+        api.start(tmp_path / "run", W, EV, llm=LLMConfig(models="openai/gpt-4o-mini"),
+                  mutators=Mutators(llm=LLMMutator(client)))  # type: ignore[arg-type]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("settings, named", [({"islnds": 2}, "islands"), ({"islands": 0}, "islands"),
+                                             ({"batch_size": 8, "max_in_flight": 2}, "max_in_flight")])
+def test_a_wrong_setting_is_refused_before_anything_is_written(tmp_path, settings, named):
+    with pytest.raises(SearchConfigError, match=named):
+        api.start(tmp_path / "run", W, EV, topology=TOPOLOGY, **settings)
+    assert not (tmp_path / "run").exists()  # no directory, database or lock: a retry starts clean

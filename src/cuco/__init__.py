@@ -6,9 +6,14 @@ Importing cuco is cheap: heavy modules (the harness, the search, litellm, cupy) 
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
 
 __version__ = "0.1.0"
+
+# The library's messages go to the "cuco" logger; an application decides where they are shown (the `cuco`
+# command shows them on stderr). Without a handler of the application's, nothing is printed.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # The five first-class objects (DesignSpace, FastPathAgent, Island, Evaluator, CandidateDB), the run entry points
 # and the value types, each loaded on first use.
@@ -43,3 +48,8 @@ def __getattr__(name: str) -> Any:
     if name == "workloads":
         return importlib.import_module("cuco.workloads")
     raise AttributeError(f"module 'cuco' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The lazy names are module attributes too: dir() and tab completion list them before their first use.
+    return sorted(set(globals()) | set(__all__))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
 
@@ -14,7 +15,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
     for name in workloads.available():
         wl = workloads.get(name)
-        print(f"{name}: {wl.description.splitlines()[0]}")
+        print(f"{name}: {wl.summary()}")
     return 0
 
 
@@ -47,8 +48,34 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+class _BarSafeHandler(logging.Handler):
+    """Writes records to the current stderr through tqdm, which clears a progress bar first and redraws it after."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm  # noqa: PLC0415 (loaded with the first message, not with the command)
+
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # a logging handler must never raise into the run
+            self.handleError(record)
+
+
+def _show_log() -> None:
+    """Show the "cuco" logger's messages (INFO and up) on stderr, with one handler however many commands run in
+    this process."""
+    log = logging.getLogger("cuco")
+    if not any(isinstance(h, _BarSafeHandler) for h in log.handlers):
+        handler = _BarSafeHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False  # shown once, here, not again by a root handler
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from cuco.pipeline import RunOptions, run_workload
+
+    _show_log()
 
     opts = RunOptions(
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
@@ -106,7 +133,10 @@ def _price(text: str) -> tuple[float, float]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `cuco` argument parser, with its run, transform, report, space, workloads and doctor commands."""
+    from cuco import __version__
+
     p = argparse.ArgumentParser(prog="cuco", description=__doc__)
+    p.add_argument("--version", action="version", version=f"cuco {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="fast path + search on a workload or your own program; writes the best "
@@ -131,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where candidates are evaluated: this host's GPUs (default) or a Ray cluster")
     r.add_argument("--address", default=None,
                    help="with --executor ray: the head node (host:port); default: a new local Ray instance")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, one line per candidate "
+                   "when redirected); the run's messages still go to stderr")
     r.set_defaults(fn=_cmd_run)
 
     t = sub.add_parser("transform", help="host-driven CUDA+NCCL program -> device-initiated program",
@@ -162,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["transform"]:  # its own parser (flags such as -h, -o, -I belong to it)
         from cuco.fastpath.cli import transform_main
+
+        _show_log()  # the fast path's steps: nvcc builds take tens of seconds
 
         return transform_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -23,10 +23,13 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cuco.candidate import Candidate
 from cuco.errors import CucoError
+
+if TYPE_CHECKING:
+    import pandas
 
 #: Version of the table layout written by this cuco (stored as PRAGMA user_version).
 SCHEMA_VERSION = 1
@@ -312,6 +315,13 @@ class CandidateDB:
     def all(self, workload: str | None = None) -> list[Candidate]:
         """Every stored candidate (of `workload`, if given), in insertion order."""
         return self._select(*self._filter(workload))
+
+    def to_pandas(self, workload: str | None = None, *, code: bool = False) -> "pandas.DataFrame":
+        """Every stored candidate (of `workload`, if given) as a pandas DataFrame, one row each in insertion order
+        (columns: cuco.frame.candidates_frame). Needs pandas; CucoError saying how to install it otherwise."""
+        from cuco.frame import candidates_frame
+
+        return candidates_frame(self.all(workload), code=code)
 
     def top_k(self, k: int, workload: str | None = None, island: int | None = None) -> list[Candidate]:
         """The k passed candidates of highest fitness, best first (ties: earliest stored first)."""

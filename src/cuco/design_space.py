@@ -426,8 +426,13 @@ class DesignSpace:
         """The number of legal points."""
         return sum(1 for _ in self.points())
 
-    def sample(self, rng: random.Random, attempts: int = 10_000) -> Directives:
-        """A uniformly drawn legal point (rejection sampling, then enumeration as a fallback)."""
+    def sample(self, rng: random.Random | int | None = None, attempts: int = 10_000) -> Directives:
+        """A uniformly drawn legal point (rejection sampling, then enumeration as a fallback). `rng`: a
+        random.Random, an int seed (the same seed, the same point), or None for a fresh random stream."""
+        if rng is None or (isinstance(rng, int) and not isinstance(rng, bool)):
+            rng = random.Random(rng)
+        elif not isinstance(rng, random.Random):
+            raise TypeError(f"sample() takes a random.Random, an int seed or None, got {type(rng).__name__}")
         for _ in range(attempts):
             p = self._make([rng.choice(self.values(n)) for n in self.names])
             if self.is_legal(p):

@@ -190,9 +190,10 @@ def _check_resume(stored: RunManifest, now: RunManifest, opts: RunOptions, evalu
                         f"pass --evals {evaluated} or more, or drop --evals to finish the run's {stored.evaluations}")
 
 
-def run_workload(opts: RunOptions, on_event: Callable[[str], None] = print) -> RunSummary:
+def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None) -> RunSummary:
     """Run (or resume) the main job through its owner (cuco.run.Run) and return its summary; also writes
-    summary.json and, when a candidate was verified and timed, best/ in the run directory."""
+    summary.json and, when a candidate was verified and timed, best/ in the run directory. Messages go to
+    `on_event`, by default the "cuco" logger (logging.getLogger("cuco")) at INFO."""
     from cuco.run import Run
 
     with Run.open(opts, on_event) as run:

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import sys
@@ -32,6 +33,10 @@ from cuco.pipeline import (
 )
 
 BEST_DIR = "best"
+#: What summary.json's "environment" takes from the best candidate's timing run (docs/run_dir.md).
+ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date", "shape", "world",
+                    "iters", "runs")
+log = logging.getLogger("cuco")
 
 
 def resolve(target: str) -> Any:
@@ -80,8 +85,8 @@ class Run:
     """One run in its directory. Use `Run.open(opts)` as a context manager, then `seed()`, `search()`,
     `summary()`; `close()` (or leaving the `with`) releases the database and the lock."""
 
-    def __init__(self, opts: RunOptions, on_event: Callable[[str], None] = print):
-        self.opts, self.on_event = opts, on_event
+    def __init__(self, opts: RunOptions, on_event: Callable[[str], None] | None = None):
+        self.opts, self.on_event = opts, on_event or log.info
         self._stack = contextlib.ExitStack()
         self.workload: Any = None
         self.evaluator: Any = None
@@ -90,8 +95,9 @@ class Run:
 
     # -- open ------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, opts: RunOptions, on_event: Callable[[str], None] = print) -> "Run":
-        """The run of `opts`, opened (workload, run directory, lock, database); closed again if opening fails."""
+    def open(cls, opts: RunOptions, on_event: Callable[[str], None] | None = None) -> "Run":
+        """The run of `opts`, opened (workload, run directory, lock, database); closed again if opening fails.
+        Its messages go to `on_event`, by default the "cuco" logger at INFO."""
         run = cls(opts, on_event)
         try:
             run._open()
@@ -239,8 +245,7 @@ class Run:
         env: dict[str, Any] = {}
         if best is not None and "bench" in best.results:
             data = best.results["bench"].data
-            env = {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version",
-                                            "date", "shape", "world", "iters", "runs")}
+            env = {k: data.get(k) for k in ENVIRONMENT_KEYS}
         summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env)
         _write_json(self.run_dir / "summary.json", summary.to_dict())
         if best is not None:

@@ -7,6 +7,7 @@ the search consume only this object.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -15,6 +16,9 @@ import attrs
 from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.errors import CucoError
 from cuco.kit.compute import ComputeLibrary
+
+#: A sentence ends at a full stop followed by a capital (not inside "e.g." or a dims list "S,HQ,D").
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z])")
 
 
 class ShapeError(CucoError, ValueError):
@@ -57,6 +61,12 @@ class Workload:
     # for (shape, world). None: the workload cannot be exported.
     tensors: Callable[[Shape, int], dict[str, tuple[tuple[int, ...], str]]] | None = attrs.field(
         default=None, eq=False, repr=False)
+
+    def summary(self) -> str:
+        """The description's first sentence, whole (the description is wrapped, so its first line may stop
+        mid-sentence)."""
+        text = " ".join(self.description.split())
+        return _SENTENCE_END.split(text, maxsplit=1)[0]
 
     def plugin_path(self) -> Path:
         """The harness plugin's source file."""
@@ -114,6 +124,21 @@ class Workload:
         fix = (f"; nearest world size that can: {' or '.join(str(w) for w in near)} (--world {near[0]})" if near
                else "; no world size up to 16 can, pick another shape (--shape)")
         return f"{self.name} cannot run at world size {world}{where}: {why}{fix}"
+
+    def resolve_shape(self, given: Shape | str | Sequence[int] | None, world: int, which: str = "bench") -> Shape:
+        """`given` (a Shape, a text such as "8192,8192,8192", or sizes) checked for `world`; None: the first
+        `which` shape ('bench' or 'verify') that `world` can run. ShapeError when there is none."""
+        if given is None:
+            shapes = self.shapes_for(world, which)
+            if not shapes:
+                raise ShapeError(self.world_refusal(world) or
+                                 f"{self.name} has no {which} shape that world size {world} can run")
+            return shapes[0]
+        shape = given if isinstance(given, Shape) else self.parse_shape(given)
+        refusal = self.world_refusal(world, shape)
+        if refusal:
+            raise ShapeError(refusal)
+        return shape
 
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
         """'8192,8192,8192' or '8192x8192x8192' -> Shape, with a clear error naming the dims."""

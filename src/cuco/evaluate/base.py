@@ -1,10 +1,15 @@
-"""The CandidateEvaluator interface the search talks to."""
+"""The CandidateEvaluator interface the search talks to, and the stage events evaluators may report."""
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from cuco.candidate import Candidate
+
+#: Called as a candidate enters a stage: (candidate id, stage), stage one of STAGES.
+StageFn = Callable[[str, str], None]
+#: "done": the candidate's result is final (it failed a level, or passed the last level this machine runs).
+STAGES = ("compile", "verify", "bench", "done")
 
 
 @runtime_checkable
@@ -13,9 +18,18 @@ class CandidateEvaluator(Protocol):
 
     `kind` is 'measured' for the GPU cascade and 'modelled' for a CPU cost model; reports must show it.
     Evaluators never raise for a bad candidate: the failure is recorded on the candidate.
+    An evaluator may also have an `on_stage` attribute (a StageFn or None); the search sets it to follow each
+    candidate through compile, verify and bench while a batch is evaluated.
     """
 
     kind: str
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """The candidates with their level results, metrics and fitness, in the order given."""
+
+
+def tell(hook: StageFn | None, candidates: Iterable[Candidate], stage: str) -> None:
+    """Report that `candidates` entered `stage` to `hook` (nothing when no one listens)."""
+    if hook is not None:
+        for c in candidates:
+            hook(c.id, stage)

@@ -23,12 +23,13 @@ import attrs
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.errors import CucoError
+from cuco.evaluate.base import StageFn, tell
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_static
 from cuco.kit.compute import LinkOptions, link_options
 from cuco.toolchain import Toolchain
-from cuco.workload import Shape, ShapeError, Workload
+from cuco.workload import Shape, Workload
 
 NO_GPU_REASON = "no GPU: not verified or timed"
 _STATUS_TEXT = {"verify_failed": "wrong result", "hang": "hang (killed at the timeout)", "crash": "crashed",
@@ -127,6 +128,7 @@ class Evaluator:
     """
 
     kind = "measured"
+    on_stage: StageFn | None = None  # set by the search to follow candidates through the levels
 
     def __init__(self, workload: Workload, world: int | None = None, toolchain: Toolchain | None = None,
                  executor: Executor | None = None, compiler: Compiler | None = None,
@@ -141,8 +143,8 @@ class Evaluator:
             raise ValueError(f"iters must be >= 1 and warmup >= 0, got iters={iters}, warmup={warmup}")
         self.workload = workload
         self.world = world if world is not None else workload.default_world
-        self.verify_shape = self._shape(verify_shape, "verify")
-        self.bench_shape = self._shape(bench_shape, "bench")
+        self.verify_shape = workload.resolve_shape(verify_shape, self.world, "verify")
+        self.bench_shape = workload.resolve_shape(bench_shape, self.world, "bench")
         self.compiler = compiler if compiler is not None else Compiler(toolchain)
         self.executor = executor if executor is not None else Executor(world=self.world)
         if self.executor.world != self.world:
@@ -186,33 +188,28 @@ class Evaluator:
         """The toolchain candidates are compiled with."""
         return self.compiler.toolchain
 
-    def _shape(self, given: Shape | str | Sequence[int] | None, which: str) -> Shape:
-        if given is None:
-            shapes = self.workload.shapes_for(self.world, which)
-            if not shapes:
-                raise ShapeError(self.workload.world_refusal(self.world) or
-                                 f"{self.workload.name} has no {which} shape that world size {self.world} can run")
-            return shapes[0]
-        shape = given if isinstance(given, Shape) else self.workload.parse_shape(given)
-        refusal = self.workload.world_refusal(self.world, shape)
-        if refusal:
-            raise ShapeError(refusal)
-        return shape
-
     # -- the CandidateEvaluator protocol ------------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """Run every level each candidate survives; results, metrics, fitness and feedback are set on the
         returned copies (same order). Never raises for a bad candidate."""
         out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
         alive = self._static(out)
+        self._tell(out, set(range(len(out))) - set(alive), "done")
         alive = self._compile(out, alive)
         if alive and not self.has_gpu:
             mark_not_run_here(out, alive, self.executor)
         elif alive:
-            alive = self._verify(out, alive)
-            if alive:
-                self._bench(out, alive)
+            self._tell(out, alive, "verify")
+            verified = self._verify(out, alive)
+            self._tell(out, set(alive) - set(verified), "done")
+            if verified:
+                self._tell(out, verified, "bench")
+                self._bench(out, verified)
+                self._tell(out, verified, "done")
         return [c.evolve(feedback=self._feedback(c)) for c in out]
+
+    def _tell(self, out: Sequence[Candidate], indices: Any, stage: str) -> None:
+        tell(self.on_stage, (out[i] for i in sorted(indices)), stage)
 
     def prepare(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """L0 and L1 only (static check, compile into the content-addressed cache): what a CPU worker does
@@ -240,8 +237,14 @@ class Evaluator:
 
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
         link = self.link()
+        self._tell(out, alive, "compile")
+
+        def compiled(k: int, outcome: Any) -> None:  # final for a failure, and without GPUs for a success too
+            if not outcome.ok or not self.has_gpu:
+                self._tell(out, [alive[k]], "done")
+
         outcomes = self.compiler.compile_many([out[i].code for i in alive], link.libraries, link.include_dirs,
-                                              link.extra)
+                                              link.extra, on_done=compiled)
         from cuco.libraries import libraries_for  # noqa: PLC0415
 
         survivors = []

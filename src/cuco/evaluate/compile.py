@@ -14,7 +14,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import attrs
 
@@ -266,10 +266,20 @@ class Compiler:
         return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
 
     def compile_many(self, codes: Sequence[str], libraries: Sequence[str] = (),
-                     include_dirs: Sequence[Path] = (), extra: Sequence[str] = ()) -> list[CompileOutcome]:
+                     include_dirs: Sequence[Path] = (), extra: Sequence[str] = (),
+                     on_done: Callable[[int, CompileOutcome], None] | None = None) -> list[CompileOutcome]:
         """Compile several programs in parallel (at most `jobs` nvcc at once); results in input order.
-        Identical programs are compiled once."""
+        Identical programs are compiled once. `on_done(index, outcome)` is called, in this thread, as each
+        program finishes (for progress: a compile takes seconds)."""
         unique = list(dict.fromkeys(codes))
+        outcomes: dict[str, CompileOutcome] = {}
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(self.jobs, max(1, len(unique)))) as pool:
-            outcomes = dict(zip(unique, pool.map(lambda c: self.compile(c, libraries, include_dirs, extra), unique)))
+            futures = {pool.submit(self.compile, c, libraries, include_dirs, extra): c for c in unique}
+            for fut in concurrent.futures.as_completed(futures):
+                code = futures[fut]
+                outcomes[code] = fut.result()
+                if on_done is not None:
+                    for i, c in enumerate(codes):
+                        if c == code:
+                            on_done(i, outcomes[code])
         return [outcomes[c] for c in codes]

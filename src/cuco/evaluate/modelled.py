@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -102,23 +102,50 @@ def _static_check() -> Callable[..., LevelResult] | None:
     return check_static
 
 
+#: The measured Evaluator's settings of running candidates: accepted so that the two evaluators take the same
+#: arguments and swap for each other; the model runs nothing, so they change nothing here.
+MEASURED_ONLY = ("toolchain", "executor", "compiler", "seeds", "iters", "warmup", "timeout_s", "verify_timeout_s",
+                 "verify_at_bench", "verify_delay_us", "bench_inputs")
+
+
 class ModelledEvaluator:
     """CandidateEvaluator of kind 'modelled': real static check, then the analytic model in place of compile/verify/bench.
 
-    parent_code(id) -> code, if given, lets the static check compare frozen regions with the parent's.
+    Takes the measured Evaluator's arguments (`ModelledEvaluator(wl, world=2, bench_shape="8192,8192,8192")`, or
+    `ModelledEvaluator(wl, 2, bench_shape=...)`) as well as its own order `(workload, shape, world)`; a shape is a
+    Shape, a text such as "8192,8192,8192" or a sequence of sizes, and defaults to the workload's first.
+    parent_code(candidate) -> code, if given, lets the static check compare frozen regions with the parent's.
     """
 
     kind = "modelled"
 
-    def __init__(self, workload: Workload, shape: Shape, world: int = 2, hardware: Hardware | None = None,
-                 parent_code: Callable[[str], str | None] | None = None):
-        workload.check_shape(shape, world)
+    def __init__(self, workload: Workload, shape: Shape | str | Sequence[int] | int | None = None,
+                 world: int | None = None, hardware: Hardware | None = None,
+                 parent_code: Callable[[Candidate], str | None] | None = None, *,
+                 bench_shape: Shape | str | Sequence[int] | None = None,
+                 verify_shape: Shape | str | Sequence[int] | None = None, **measured_only: Any):
+        unknown = sorted(set(measured_only) - set(MEASURED_ONLY))
+        if unknown:
+            raise TypeError(f"ModelledEvaluator got unexpected keyword argument(s) {', '.join(unknown)}")
+        if isinstance(shape, int) and not isinstance(shape, bool):  # the measured order: (workload, world, ...)
+            if world is not None:
+                raise TypeError("ModelledEvaluator(workload, world, ...) takes the shape as bench_shape=")
+            shape, world = None, shape
+        if shape is not None and bench_shape is not None:
+            raise TypeError("give the shape once: shape or bench_shape")
         self.workload = workload
-        self.shape = shape
-        self.world = world
+        self.world = world if world is not None else workload.default_world
+        self.shape = workload.resolve_shape(shape if shape is not None else bench_shape, self.world, "bench")
+        if verify_shape is not None:  # not used by the model, but as wrong as it would be on a GPU
+            workload.resolve_shape(verify_shape, self.world, "verify")
         self.hardware = hardware or Hardware()
         self.parent_code = parent_code
         self._check_static = _static_check()
+
+    @property
+    def bench_shape(self) -> Shape:
+        """The shape modelled (the measured Evaluator's name for it)."""
+        return self.shape
 
     def time_of(self, d: Directives) -> ModelledTime:
         """The modelled time of design point `d` for this workload, shape, world size and hardware."""
@@ -137,7 +164,7 @@ class ModelledEvaluator:
     def _one(self, c: Candidate) -> Candidate:
         start = time.perf_counter()
         if self._check_static is not None:
-            parent = self.parent_code(c.parent_id) if (self.parent_code and c.parent_id) else None
+            parent = self.parent_code(c) if self.parent_code else None
             static = self._check_static(c.code, parent)
         else:
             static = LevelResult("static", True, "static checker unavailable in this install; not checked",

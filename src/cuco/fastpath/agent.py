@@ -3,9 +3,13 @@ through the rules (no LLM); anything else goes to the two-stage LLM loop when an
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import attrs
 
@@ -32,6 +36,11 @@ class FastPathResult:
     directives = CONSERVATIVE
 
 
+#: What each build is, as progress says it.
+_BUILDS = {"original": "original program", "device": "device-initiated program",
+           "llm_A": "LLM's first-stage program", "llm_B": "LLM's device-initiated program"}
+
+
 def _load(source: str | Path) -> tuple[str, str, Path | None]:
     """(text, display path, directory for relative includes)."""
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
@@ -48,11 +57,21 @@ def _load(source: str | Path) -> tuple[str, str, Path | None]:
     return str(source), "<code>", None
 
 
+log = logging.getLogger("cuco.fastpath")
+
+
 class FastPathAgent:
-    """`run(source_path | code)` -> FastPathResult. `llm`: any object with complete(messages, temperature)."""
+    """`run(source_path | code)` -> FastPathResult. `llm`: any object with complete(messages, temperature).
+
+    `progress` receives a sentence as each step starts and ends, and every `heartbeat_s` seconds while one runs
+    (an nvcc build takes tens of seconds); by default the sentences go to the "cuco.fastpath" logger at INFO.
+    """
 
     def __init__(self, llm: Any = None, *, check_input: bool = True, run_on_gpu: bool = True,
-                 include_dirs: tuple[Path, ...] = (), max_llm_iterations: int = 3, workdir: Path | None = None):
+                 include_dirs: tuple[Path, ...] = (), max_llm_iterations: int = 3, workdir: Path | None = None,
+                 progress: Callable[[str], None] | None = None, heartbeat_s: float = 10.0):
+        self.progress = progress or log.info
+        self.heartbeat_s = heartbeat_s
         self.llm = llm
         self.check_input = check_input
         self.run_on_gpu = run_on_gpu
@@ -65,10 +84,30 @@ class FastPathAgent:
     def _dirs(self, base: Path | None) -> list[Path]:
         return ([base] if base else []) + list(self.include_dirs)
 
+    @contextlib.contextmanager
+    def _step(self, what: str) -> Iterator[None]:
+        """Say that `what` starts, that it still runs every heartbeat_s seconds, and how long it took."""
+        self.progress(f"fast path: {what} ...")
+        start, stop = time.monotonic(), threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.heartbeat_s):
+                self.progress(f"fast path: {what}: {time.monotonic() - start:.0f} s so far")
+
+        ticker = threading.Thread(target=beat, name="cuco-fastpath-progress", daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+        self.progress(f"fast path: {what}: done in {time.monotonic() - start:.1f} s")
+
     def _build(self, code: str, analysis: Analysis, base: Path | None, name: str) -> verify.BuildOutcome:
         work = self._work / name
-        return verify.build(code, workdir=work, include_dirs=self._dirs(base),
-                            shared=analysis.form == "candidate_abi", name=name)
+        with self._step(f"compiling the {_BUILDS.get(name, name)} (nvcc)"):
+            return verify.build(code, workdir=work, include_dirs=self._dirs(base),
+                                shared=analysis.form == "candidate_abi", name=name)
 
     def _check_input(self, text: str, analysis: Analysis, base: Path | None) -> verify.BuildOutcome:
         out = self._build(text, analysis, base, "original")
@@ -90,7 +129,8 @@ class FastPathAgent:
             return True, "compiled only (no GPU)"
         if original is None or original.binary is None:
             original = self._check_input(text, analysis, base)
-        ok, detail = verify.compare_runs(original.binary, built.binary)  # type: ignore[arg-type]
+        with self._step("running the original and the device-initiated program to compare their outputs"):
+            ok, detail = verify.compare_runs(original.binary, built.binary)  # type: ignore[arg-type]
         return ok, f"verified on {n} GPUs" if ok else detail
 
     # -- entry point ---------------------------------------------------------------------------------
@@ -107,6 +147,7 @@ class FastPathAgent:
     def _run(self, source: str | Path) -> FastPathResult:
         text, path, base = _load(source)
         analysis = analyze(text, path)
+        self.progress(f"fast path: {path}: {len(analysis.collectives)} host collective call(s) to rewrite")
         # every refusal of the rules (each names its line and construct) goes to the LLM loop when there is one
         rule_problems = list(plan(analysis).problems)
         if not analysis.collectives and not any(p.line for p in rule_problems):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from cuco.candidate import Candidate, LevelResult
+from cuco.evaluate.base import StageFn, tell
 from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, failure_feedback, mark_not_run_here
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_program
@@ -41,6 +42,7 @@ class ProgramEvaluator:
     """CandidateEvaluator (kind 'measured') for one program at world size `world`."""
 
     kind = "measured"
+    on_stage: StageFn | None = None  # set by the search to follow candidates through the levels
     bench_shape = "program"
 
     def __init__(self, program: HostProgram, world: int = 1, executor: Executor | None = None,
@@ -116,15 +118,21 @@ class ProgramEvaluator:
             out[i] = c.with_result(res)
             if res.passed:
                 alive.append(i)
+            else:
+                tell(self.on_stage, [c], "done")
         alive = self._compile(out, alive)
         binaries = {i: Path(out[i].results["compile"].data["binary"]) for i in alive}
         if alive and not self.has_gpu:
             mark_not_run_here(out, alive, self.executor)
         elif alive:
             reference = self.reference()
-            alive = self.executor.run(lambda g: self._verify(out, alive, binaries, reference, g), exclusive=True)
-            if alive:
-                self.executor.run(lambda g: self._bench(out, alive, binaries, reference, g), exclusive=True)
+            tell(self.on_stage, (out[i] for i in alive), "verify")
+            verified = self.executor.run(lambda g: self._verify(out, alive, binaries, reference, g), exclusive=True)
+            tell(self.on_stage, (out[i] for i in alive if i not in verified), "done")
+            if verified:
+                tell(self.on_stage, (out[i] for i in verified), "bench")
+                self.executor.run(lambda g: self._bench(out, verified, binaries, reference, g), exclusive=True)
+                tell(self.on_stage, (out[i] for i in verified), "done")
         return [c.evolve(feedback=_feedback(c)) for c in out]
 
     def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
@@ -135,10 +143,15 @@ class ProgramEvaluator:
             return i, binary, log, time.monotonic() - t0
 
         workers = max(1, min(len(alive), (os.cpu_count() or 2)))
+        tell(self.on_stage, (out[i] for i in alive), "compile")
+        done = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(one, alive))
+            for fut in concurrent.futures.as_completed([pool.submit(one, i) for i in alive]):
+                done.append(fut.result())
+                if done[-1][1] is None or not self.has_gpu:  # its result is final now
+                    tell(self.on_stage, [out[done[-1][0]]], "done")
         ok = []
-        for i, binary, log, seconds in done:
+        for i, binary, log, seconds in sorted(done, key=lambda d: d[0]):
             if binary is None:
                 out[i] = out[i].with_result(LevelResult("compile", False, log, seconds))
             else:

@@ -22,8 +22,9 @@ from cuco.errors import CucoError
 from cuco.evaluate.base import CandidateEvaluator
 from cuco.llm import LLMClient, LLMConfig
 from cuco.spend import LEDGER_FILE, SpendLedger
-from cuco.search.config import SearchConfig
+from cuco.search.config import SearchConfig, SearchConfigError
 from cuco.search.loop import Mutators, Search, SearchResult
+from cuco.search.mutators.directive import DirectiveMutator
 from cuco.search.mutators.llm import LLMMutator
 from cuco.search.run_state import PREFIX, RunMismatchError, stored_identity
 from cuco.workload import Workload
@@ -48,16 +49,51 @@ def holds_search(run_dir: str | Path) -> bool:
         return False  # no tables yet: a start killed before its first write
 
 
-def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, **llm_kwargs: Any) -> Mutators:
-    """The directive mutator, plus an LLM mutator when `llm` is given (its replay cache defaults into run_dir)."""
+def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, given: Mutators | None = None,
+              fix_attempts: int | None = None) -> Mutators:
+    """The mutator set `given` (default: the directive mutator), plus an LLM mutator when `llm` is given (its
+    replay cache defaults into run_dir). Every LLM client is checked here, before anything is written: a model
+    that cannot work leaves no half-made run behind."""
+    _check_one_llm(llm, given)
+    base = given or Mutators()
     if llm is None:
-        return Mutators()
+        check = getattr(base.llm.client, "check", None) if base.llm is not None else None
+        if check is not None:
+            check()
+        return base
     if isinstance(llm, LLMConfig) and llm.cache_mode != "off" and not llm.cache_path:
         llm = attrs.evolve(llm, cache_path=str(run_dir / LLM_CACHE_FILE))
     # the spend is the run's, not the process's: the cap holds across resumes
     client = llm if isinstance(llm, LLMClient) else LLMClient(llm, ledger=SpendLedger(run_dir / LEDGER_FILE))
-    client.check()  # before anything is written: a model that cannot work leaves no half-made run behind
-    return Mutators(llm=LLMMutator(client, **llm_kwargs))
+    client.check()
+    extra = {} if fix_attempts is None else {"fix_attempts": fix_attempts}
+    return attrs.evolve(base, llm=LLMMutator(client, **extra))
+
+
+def _check_one_llm(llm: LLMConfig | LLMClient | None, mutators: Mutators | None) -> None:
+    if llm is not None and mutators is not None and mutators.llm is not None:
+        raise SearchConfigError("the LLM is given twice (llm= and mutators=Mutators(llm=...)); pass one of them")
+
+
+def _store_mutators(db: CandidateDB, mutators: Mutators) -> None:
+    """What resume needs to rebuild the same set: the directive mutator's settings, the LLM's config and retries.
+    An LLM mutator's completion_kwargs are not stored (they may hold keys): pass `mutators=` to resume for them."""
+    db.meta_set(PREFIX + "mutators", {"directive": attrs.asdict(mutators.directive),
+                                     "llm_fix_attempts": mutators.llm.fix_attempts if mutators.llm else None})
+    client = mutators.llm.client if mutators.llm is not None else None
+    if isinstance(client, LLMClient):
+        db.meta_set(PREFIX + "llm", client.config.to_dict())
+
+
+def _stored_mutators(db: CandidateDB) -> tuple[Mutators | None, int | None]:
+    """The directive mutator and LLM retries stored by _store_mutators (None, None for a run from before)."""
+    data = db.meta_get(PREFIX + "mutators")
+    if not data:
+        return None, None
+    try:
+        return Mutators(directive=DirectiveMutator(**data["directive"])), data.get("llm_fix_attempts")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunMismatchError(f"the stored mutator set does not load ({exc}); resume with mutators=") from None
 
 
 def _stored_space(data: dict, workload: Workload) -> DesignSpace:
@@ -75,18 +111,25 @@ def _stored_space(data: dict, workload: Workload) -> DesignSpace:
 
 def start(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace | None = None,
           topology: Topology | None = None, llm: LLMConfig | LLMClient | None = None,
-          config: SearchConfig | None = None, progress: Any = None, **settings: Any) -> Search:
-    """A new run in `run_dir` (created). `settings` override SearchConfig fields (islands=, seed=, ...)."""
+          mutators: Mutators | None = None, config: SearchConfig | None = None, progress: Any = None,
+          **settings: Any) -> Search:
+    """A new run in `run_dir` (created). `settings` override SearchConfig fields (islands=, seed=, ...);
+    `mutators` is the operator set (default: the directive mutator), `llm` adds an LLM mutator to it."""
     run_dir = Path(run_dir)
+    search_kwargs = {k: settings.pop(k) for k in ("novelty", "meta") if k in settings}  # Search's, not stored
+    # every setting is checked before the directory, its lock or its database exist: a typo leaves nothing behind
+    config = (config or SearchConfig()).with_settings(**settings)
+    space = space or workload.space(topology or Topology(world=workload.default_world))
+    config.check_space(space)
+    _check_one_llm(llm, mutators)
     run_dir.mkdir(parents=True, exist_ok=True)
     with runlock.held(run_dir):  # the look at the directory and the first writes are one writer's
-        return _start(run_dir, workload, evaluator, space=space, topology=topology, llm=llm, config=config,
-                      progress=progress, **settings)
+        return _start(run_dir, workload, evaluator, space, llm, mutators, config, progress, search_kwargs)
 
 
-def _start(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace | None,
-           topology: Topology | None, llm: LLMConfig | LLMClient | None, config: SearchConfig | None,
-           progress: Any, **settings: Any) -> Search:
+def _start(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, space: DesignSpace,
+           llm: LLMConfig | LLMClient | None, mutators: Mutators | None, config: SearchConfig, progress: Any,
+           search_kwargs: dict[str, Any]) -> Search:
     path = run_dir / DB_FILE
     if path.exists():
         db = CandidateDB(path)
@@ -94,30 +137,30 @@ def _start(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *, 
             db.close()
             raise RunDirError(f"{run_dir} already holds a run; resume it (cuco.search.api.resume) or pick a new directory")
         db.close()
-    space = space or workload.space(topology or Topology(world=workload.default_world))
-    mutators = _mutators(llm, run_dir)
+    mutators = _mutators(llm, run_dir, mutators)
     db = CandidateDB(path)
-    if llm is not None:
-        db.meta_set(PREFIX + "llm", (llm.config if isinstance(llm, LLMClient) else llm).to_dict())
-    return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress, **settings)
+    _store_mutators(db, mutators)
+    return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress,
+                  **search_kwargs)
 
 
 def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, llm: LLMConfig | LLMClient | None = None,
-           progress: Any = None) -> Search:
-    """The run stored in `run_dir`, with its stored space and config. The workload must be the run's workload.
+           mutators: Mutators | None = None, progress: Any = None) -> Search:
+    """The run stored in `run_dir`, with its stored space, config and mutator set. The workload must be the run's.
 
     llm: the client to continue with; None reuses the stored LLMConfig (if the run had one).
+    mutators: the operator set to continue with; None rebuilds the stored one.
     """
     run_dir = Path(run_dir)
     path = run_dir / DB_FILE
     if not path.exists():
         raise RunDirError(f"{run_dir} has no {DB_FILE}; it is not a cuco search run (start one with api.start)")
     with runlock.held(run_dir):  # a writer mid-start is refused here, not read half-written
-        return _resume(run_dir, workload, evaluator, llm=llm, progress=progress)
+        return _resume(run_dir, workload, evaluator, llm=llm, mutators=mutators, progress=progress)
 
 
 def _resume(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *,
-            llm: LLMConfig | LLMClient | None, progress: Any) -> Search:
+            llm: LLMConfig | LLMClient | None, mutators: Mutators | None, progress: Any) -> Search:
     db = CandidateDB(run_dir / DB_FILE)
     ident = stored_identity(db)
     if ident["workload"] is None or ident["config"] is None or ident["space"] is None:
@@ -130,9 +173,12 @@ def _resume(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *,
     try:  # a space or LLM that cannot load leaves the database closed and untouched
         space = _stored_space(ident["space"], workload)
         config = SearchConfig.from_dict(ident["config"])
-        if llm is None and db.meta_get(PREFIX + "llm") is not None:
-            llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
-        mutators = _mutators(llm, run_dir)
+        fix_attempts = None
+        if mutators is None:
+            mutators, fix_attempts = _stored_mutators(db)
+            if llm is None and db.meta_get(PREFIX + "llm") is not None:
+                llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
+        mutators = _mutators(llm, run_dir, mutators, fix_attempts)
     except CucoError:
         db.close()
         raise
@@ -155,6 +201,6 @@ def _run(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, n_eva
         exists = stored_identity(db)["workload"] is not None
         db.close()
         if exists:
-            llm = kwargs.get("llm")
-            return resume(run_dir, workload, evaluator, llm=llm, progress=kwargs.get("progress")).run(n_evaluations)
+            return resume(run_dir, workload, evaluator, llm=kwargs.get("llm"), mutators=kwargs.get("mutators"),
+                          progress=kwargs.get("progress")).run(n_evaluations)
     return start(run_dir, workload, evaluator, **kwargs).run(n_evaluations)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Mapping
 
 import attrs
@@ -68,6 +69,21 @@ class SearchConfig:
             "batch_size": self.batch_size, "max_in_flight": self.max_in_flight, "meta_every": self.meta_every,
             "seed": self.seed,
         } | ({"island_specs": [s.to_dict() for s in self.island_specs]} if self.island_specs else {})
+
+    def with_settings(self, **settings: Any) -> "SearchConfig":
+        """This configuration with `settings` (field=value) changed; SearchConfigError names an unknown field."""
+        fields = attrs.fields_dict(type(self))
+        unknown = sorted(set(settings) - set(fields))
+        if unknown:
+            near = {n: difflib.get_close_matches(n, fields, n=1) for n in unknown}
+            said = ", ".join(f"{n!r}" + (f" (did you mean {m[0]!r}?)" if m else "") for n, m in near.items())
+            raise SearchConfigError(f"unknown search setting {said}; the settings are {', '.join(fields)}")
+        return attrs.evolve(self, **settings) if settings else self
+
+    def check_space(self, space: Any) -> None:
+        """Raise IslandError when an island's spec does not fit `space` (a DesignSpace)."""
+        for i in range(self.islands):
+            self.spec(i).check(i, space)
 
     def spec(self, island: int) -> IslandSpec:
         """The spec of island `island` (a plain one when none were given)."""

@@ -9,6 +9,7 @@ stream of proposal i is derived from (seed, i), never from a process-wide state.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import random
 import threading
 import warnings
@@ -33,7 +34,7 @@ from cuco.search.meta import MetaSummarizer, MetaSummary
 from cuco.search.mutators.base import MutationContext, MutationError
 from cuco.search.mutators.directive import DirectiveMutator
 from cuco.search.mutators.llm import LLMMutator
-from cuco.search.progress import Progress, make_progress
+from cuco.search.progress import Tracker, following, make_progress
 from cuco.search.run_state import GenerationStats, RunState, write_run_meta
 from cuco.search.schedule import Step
 from cuco.workload import Workload
@@ -85,7 +86,6 @@ class Search:
                  islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
                  seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
                  meta: MetaSummarizer | None = None, progress: Any = None, **overrides: Any):
-        cfg = config or SearchConfig()
         changes = dict(overrides)
         if islands is not None:
             changes["islands"] = islands
@@ -93,15 +93,15 @@ class Search:
             changes["schedule"] = schedule
         if seed is not None:
             changes["seed"] = seed
-        self.config = attrs.evolve(cfg, **changes) if changes else cfg
+        self.config = (config or SearchConfig()).with_settings(**changes)
         self.workload, self.space, self.evaluator, self.db = workload, space, evaluator, db
-        for i in range(self.config.islands):
-            self.config.spec(i).check(i, space)
+        self.config.check_space(space)
         self._spaces = [self.config.spec(i).space(space) for i in range(self.config.islands)]
         self.mutators = mutators or Mutators()
         self.novelty = novelty or self.config.novelty
         self.summarizer = meta or MetaSummarizer(every=self.config.meta_every)
         self.progress = make_progress(progress)
+        self._tracker: Tracker | None = None
         self._llm_off = threading.Event()
         self._llm_note = ""
         self._llm_warned = False
@@ -234,18 +234,22 @@ class Search:
         if n_evaluations < 1:
             raise CucoError(f"n_evaluations must be >= 1, got {n_evaluations}")
         path = getattr(self.db, "path", None)
-        if path is None:
-            return self._run(n_evaluations)
-        with runlock.held(Path(path).parent):  # one writer per run directory; readers take no lock
-            return self._run(n_evaluations)
+        lock = runlock.held(Path(path).parent) if path is not None else contextlib.nullcontext()
+        with lock:  # one writer per run directory; readers take no lock
+            self._restore()
+            evaluated = sum(1 for c in self.all if c.status != "pending")
+            if n_evaluations < evaluated:
+                raise CucoError(f"asked for {n_evaluations} evaluations but the run already holds {evaluated}; ask "
+                                f"for {evaluated} or more (the run was started for {self.state.total or n_evaluations})")
+            self._tracker = Tracker(self.progress, n_evaluations, evaluated) if self.progress is not None else None
+            try:
+                with following(self.evaluator, self._tracker):
+                    return self._run(n_evaluations)
+            finally:
+                if self.progress is not None and hasattr(self.progress, "close"):
+                    self.progress.close()
 
-    def _run(self, n_evaluations: int) -> SearchResult:
-        self._restore()
-        evaluated = sum(1 for c in self.all if c.status != "pending")
-        if n_evaluations < evaluated:
-            raise CucoError(f"asked for {n_evaluations} evaluations but the run already holds {evaluated}; ask for "
-                            f"{evaluated} or more (the run was started for {self.state.total or n_evaluations})")
-        total = n_evaluations
+    def _run(self, total: int) -> SearchResult:
         self.state = attrs.evolve(self.state, total=total)
         pending = [c for c in self.all if c.status == "pending"]
         for i in range(0, len(pending), self.config.batch_size):  # stored before a kill: evaluate, never redo
@@ -279,8 +283,6 @@ class Search:
                     next_index = len(self.all)
             for _plan, fut in futures.values():
                 fut.cancel()
-        if self.progress is not None and hasattr(self.progress, "close"):
-            self.progress.close()
         return self.result()
 
     def _collect(self, items: list[tuple[_Plan, cf.Future]], total: int) -> tuple[list[Candidate], dict[str, int]]:
@@ -304,6 +306,9 @@ class Search:
         if not batch:
             return
         before = sum(1 for c in self.all if c.status != "pending")
+        if self._tracker is not None:
+            phase = self.config.schedule.phase(before, total).name
+            self._tracker.begin(batch, self.state.generation + 1, phase, self._best())
         done = {c.id: c for c in self.evaluator.evaluate(batch)}
         missing = [c.id for c in batch if c.id not in done]
         if missing:
@@ -315,6 +320,8 @@ class Search:
             self.db.upsert(out)
             self.all[index[c.id]] = out
             self._absorb_evaluated(out)
+        if self._tracker is not None:
+            self._tracker.finish(batch, self._best())
         self._after_generation(batch, done, ops, before, total)
 
     def _absorb_evaluated(self, c: Candidate) -> None:
@@ -347,9 +354,8 @@ class Search:
                                   llm_note=self._llm_note)
         self.state.save(self.db)
         self._warn_if_llm_useless()
-        if self.progress is not None:
-            label = best.directives.label() if best and best.directives else "-"
-            self.progress(Progress(evaluated, total, gen, phase, best.fitness if best else None, label))
+        if self._tracker is not None:
+            self._tracker.generation(evaluated, gen, phase, best)
 
     def _warn_if_llm_useless(self) -> None:
         usable, failed = self.state.llm_counts()

@@ -24,6 +24,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from record import machine, record_lines  # noqa: E402  (a sibling script)
 from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -86,7 +87,7 @@ def main() -> None:
     for s in shapes:  # bad names and shapes fail here, before anything builds
         w.check_shape(w.parse_shape(s), a.world)
     meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "world": a.world, "rows": [], "errors": []}
+                            "world": a.world, "rows": [], "errors": [], "machine": machine(a.world)}
     try:
         from cuco.kit.compute import build_compute
         from cuco.toolchain import default_toolchain
@@ -127,7 +128,7 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
               "'compute' part) come from one harness process per shape (median of the timed iterations); torch's "
               "scaled_dot_product_attention on the same shape, flash and cuDNN backends, the faster one shown, in the "
               "same device session.", ""]
-    (out / f"{tag}.md").write_text("\n".join(lines))
+    (out / f"{tag}.md").write_text("\n".join(lines + record_lines(meta)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """GEMM+AllGather on the GPU machine: per shape, the host baseline, the best point the offline search finds,
-the bound, and torch's fused_all_gather_matmul; writes benchmarks/results/gemm_allgather.{json,md} and the
-search summary benchmarks/results/search_gemm_allgather.json.
+the bound, and torch's fused_all_gather_matmul; writes benchmarks/results/gemm_allgather_w<W>.{json,md} and the
+search summary benchmarks/results/search_gemm_allgather_w<W>.json, figures of record as benchmarks/record.py says.
 
     PYTHONPATH=src python3 benchmarks/gemm_allgather.py --evals 32 --torch-json torch_anchor.json
 
@@ -20,6 +20,8 @@ from typing import Any
 
 from cuco.db import CandidateDB
 from cuco.pipeline import RunOptions, run_workload
+from record import machine, record_lines, search_costs  # sibling scripts
+from search_rows import of_record
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHAPES = ["8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,8192", "12288,5120,5120",
@@ -69,8 +71,11 @@ def main() -> None:
     ap.add_argument("--torch-json", default=None, help="output of benchmarks/torch_anchor.py")
     ap.add_argument("--runs", default="/tmp/cuco-bench-runs")
     ap.add_argument("--out", default=str(RESULTS), help="folder for the results files")
+    ap.add_argument("--no-record", dest="record", action="store_false",
+                    help="keep the search's own times (no re-timed figures of record)")
     args = ap.parse_args()
     torch_rows = _torch_rows(args.torch_json)
+    env = machine(args.world)
     rows, searches = [], []
     for shape in args.shapes.split(";"):
         run_dir = Path(args.runs) / f"gemm_allgather-{shape.replace(',', 'x')}-{int(time.time())}"
@@ -94,6 +99,10 @@ def main() -> None:
         if summary.fastpath is not None:
             row["fastpath_status"] = summary.fastpath.status
             row["fastpath_ms"] = summary.fastpath.metrics.get("time_ms")
+        row["shape"] = shape
+        row.update(search_costs(run_dir, "gemm_allgather", wall))
+        if summary.measured and best is not None and args.record:
+            row.update(of_record("gemm_allgather", shape, args.world, summary))
         t = torch_rows.get((m, k, n))
         if t:
             row.update(torch_fused_ms=t["torch_fused_ms"], torch_host_ms=t["torch_host_ms"],
@@ -102,18 +111,19 @@ def main() -> None:
                 row["faster_than_torch_fused"] = row["best_ms"] < t["torch_fused_ms"]
         rows.append(row)
         searches.append({"shape": shape, **_history(run_dir, "gemm_allgather"), "search_wall_s": round(wall, 1)})
-        _write(Path(args.out), rows, searches)  # after every shape: a cut-off run still leaves its results
+        _write(Path(args.out), rows, searches, args.world, env)  # after every shape: a cut-off run keeps the rest
 
 
-def _write(out: Path, rows: list[dict[str, Any]], searches: list[dict[str, Any]]) -> None:
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+def _write(out: Path, rows: list[dict[str, Any]], searches: list[dict[str, Any]], world: int,
+           env: dict[str, Any]) -> None:
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "world": world,
             "note": "times in ms: median over timed iterations, max over ranks; host, best and parts from the same "
-                    "harness run", "rows": rows}
+                    "harness run", "rows": rows, "machine": env}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gemm_allgather.json").write_text(json.dumps(meta, indent=2))
-    (out / "search_gemm_allgather.json").write_text(json.dumps({"date": meta["date"], "searches": searches},
-                                                               indent=2))
-    (out / "gemm_allgather.md").write_text(_table(meta))
+    tag = f"gemm_allgather_w{world}"   # one file per world size: W = 2 and W = 4 never overwrite each other
+    (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
+    (out / f"search_{tag}.json").write_text(json.dumps({"date": meta["date"], "searches": searches}, indent=2))
+    (out / f"{tag}.md").write_text(_table(meta) + "\n".join(record_lines(meta)) + "\n")
     print(_table(meta), flush=True)
 
 

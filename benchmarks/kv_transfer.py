@@ -23,6 +23,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from record import machine, record_lines  # noqa: E402  (a sibling script)
 from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -99,6 +100,7 @@ def main() -> None:
     rows = {r["shape"]: r for r in meta["rows"]}
     ranked: dict[str, list[str]] = {r["shape"]: r.get("timed_points", []) for r in meta["rows"]}
     meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") not in a.shapes.split(",")]
+    meta["machine"] = machine(a.world)
     for name in a.shapes.split(","):
         try:
             if name == "long":
@@ -119,7 +121,9 @@ def main() -> None:
         except Exception as exc:  # a failed shape is reported, the others still run
             traceback.print_exc()
             meta["errors"].append({"shape": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
-        meta.update(rows=[rows[k] for k in [*SWEEP, "long"] if k in rows],
+        # Sweep order first, then every other shape named on a command line (none is dropped).
+        order = [k for k in [*SWEEP, "long"] if k in rows] + [k for k in rows if k not in (*SWEEP, "long")]
+        meta.update(rows=[rows[k] for k in order],
                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         path.write_text(json.dumps(meta, indent=2, default=str))  # after every shape: a cut-off call keeps the rest
         write_md(out, meta)
@@ -149,7 +153,7 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
               "design point (copy_point in the JSON; the fastest searched point where the fast path won) timed alone "
               "(its layer compute switched off). 'long' re-times the best points of "
               f"{LONG_FROM} (no search at S = 32768).", ""]
-    (out / f"kv_transfer_w{world}.md").write_text("\n".join(lines))
+    (out / f"kv_transfer_w{world}.md").write_text("\n".join(lines + record_lines(meta)))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from record import machine, record_lines  # noqa: E402  (a sibling script)
 from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -117,7 +118,7 @@ def main() -> None:
     for s in shapes:  # bad names and shapes fail here, before anything builds
         w.check_shape(w.parse_shape(s), world)
     meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "world": world, "rows": [], "errors": []}
+                            "world": world, "rows": [], "errors": [], "machine": machine(world)}
     out = Path(a.out)
     for name in shapes:
         try:
@@ -173,7 +174,7 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
               "(FFN alone on the received rows through the compute library; dispatch+combine alone through NCCL "
               "grouped send/recv) come from the same harness process; torch's grouped-GEMM FFN (torch._grouped_mm) "
               "on the same rows in the same device session.", ""]
-    (out / f"{tag}.md").write_text("\n".join(lines))
+    (out / f"{tag}.md").write_text("\n".join(lines + record_lines(meta)))
 
 
 if __name__ == "__main__":

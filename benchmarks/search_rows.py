@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from record import search_costs
+
 
 def history(run_dir: Path, workload: str) -> list[dict[str, Any]]:
     """Evaluations of a run in order: point, status, time."""
@@ -50,9 +52,10 @@ def fmt(v: Any, nd: int = 3) -> str:
     return f"{v:.{nd}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
 
 
-def search_row(workload: str, name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
+def search_row(workload: str, name: str, world: int, evals: int, runs: Path, record: bool = True) -> dict[str, Any]:
     """Search shape `name` of `workload` at `world` ranks with `evals` evaluations; the row holds the best
-    candidate's times and the bound parts (all from one harness process), the fast path and every evaluation."""
+    candidate's figures of record (`of_record`; record=False: the search's own times), the fast path, what the
+    search cost and every evaluation."""
     from cuco.pipeline import RunOptions, run_workload
     from cuco.workloads import get
 
@@ -66,10 +69,29 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path) -> 
     row: dict[str, Any] = {"shape": name, "dims": dict(zip(get(workload).dim_names, shape.dims)), "world": world,
                            "search_wall_s": round(time.monotonic() - start, 1), "evaluations": summary.evaluated,
                            "measured": summary.measured, "run_dir": str(run_dir)}
+    row.update(search_costs(run_dir, workload, row["search_wall_s"]))
     if summary.best is not None:
         row.update(candidate_row(summary.best))
     if summary.fastpath is not None:
         row.update(fastpath_status=summary.fastpath.status, fastpath_ms=summary.fastpath.metrics.get("time_ms"),
                    fastpath_feedback=summary.fastpath.feedback[:400])
     row["evaluations_in_order"] = history(run_dir, workload)
+    if record and summary.measured and summary.best is not None:
+        row.update(of_record(workload, name, world, summary))
     return row
+
+
+def of_record(workload: str, name: str, world: int, summary: Any) -> dict[str, Any]:
+    """The row's figures of record (benchmarks/record.py): best point, fast path and host seed re-timed together
+    on full-entropy inputs in interleaved repeats; the search's own times stay as `search_*` fields."""
+    from record import retime
+
+    codes = {"best": summary.best.code}
+    if summary.fastpath is not None and summary.fastpath.status == "passed":
+        codes["fastpath"] = summary.fastpath.code
+    m = summary.best.metrics
+    searched = {"search_best_ms": m.get("time_ms"), "search_host_ms": m.get("host_ms"),
+                "search_speedup": m.get("speedup")}
+    rec = retime(workload, name, world, codes)
+    rec["verified"] = summary.best.status == "passed" and rec["verified_full_entropy"]
+    return {**searched, **rec}

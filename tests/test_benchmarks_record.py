@@ -1,0 +1,38 @@
+"""The figures-of-record arithmetic of benchmarks/record.py: medians over repeats, the spread that decides a
+re-run, and the derived speedup, bound and overlap efficiency."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import record  # noqa: E402
+
+
+def test_derived_figures_follow_the_bound_definition():
+    d = record.derived({"host_ms": 2.0, "best_ms": 1.2, "compute_ms": 1.0, "comm_ms": 0.5})
+    assert d["bound_ms"] == 1.0 and d["speedup"] == pytest.approx(2.0 / 1.2)
+    assert d["overlap_efficiency"] == pytest.approx((2.0 - 1.2) / (2.0 - 1.0))
+    assert record.derived({"host_ms": 1.0, "best_ms": 1.0, "compute_ms": 1.0, "comm_ms": 0.2})["overlap_efficiency"] is None
+    assert record.derived({"host_ms": None, "best_ms": 1.0})["speedup"] is None
+
+
+def test_spread_is_the_widest_figure_and_medians_skip_missing_values():
+    runs = [{"host_ms": 1.0, "best_ms": 0.50}, {"host_ms": 1.02, "best_ms": 0.56}, {"host_ms": 1.01, "best_ms": None}]
+    spread, by = record._spread(runs)
+    assert by["host_ms"] == pytest.approx(0.02 / 1.01) and by["best_ms"] == pytest.approx(0.06 / 0.53)
+    assert spread == by["best_ms"] > record.SPREAD_LIMIT
+    assert record._median(runs, "best_ms") == pytest.approx(0.53) and record._median(runs, "comm_ms") is None
+
+
+def test_results_lines_carry_repeats_spread_and_search_costs():
+    meta = {"rows": [{"shape": "s1", "repeats": 4, "spread": 0.021, "verified_full_entropy": True, "host_ms_q": 1.5,
+                      "best_ms_q": 1.1, "search_wall_s": 60.0, "compile_s": 20.0, "seconds_per_evaluation": 5.0}],
+            "machine": {"p2p": {"one_peer_median_gbps": 375.3, "ring_all_at_once_gbps_per_rank": 327.7,
+                                "all_pairs_at_once_gbps_per_rank_in": 225.3}}}
+    text = "\n".join(record.record_lines(meta))
+    assert "| s1 | 4 | 0.021 | True | 1.500 | 1.100 | 60.0 | 20.0 | 5.00 |" in text
+    assert "375 GB/s one peer at a time" in text and "full-entropy" in text

@@ -77,7 +77,10 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
                    fastpath_feedback=summary.fastpath.feedback[:400])
     row["evaluations_in_order"] = history(run_dir, workload)
     if record and summary.measured and summary.best is not None:
-        row.update(of_record(workload, name, world, summary))
+        try:
+            row.update(of_record(workload, name, world, summary))
+        except Exception as exc:  # the search's row stands; the missing record is said, not hidden
+            row["record_error"] = f"{type(exc).__name__}: {exc}"[:1000]
     return row
 
 

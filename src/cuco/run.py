@@ -142,7 +142,8 @@ class Run:
         self.evaluator = self._remote if self._remote is not None else evaluator
         self.search_loop = self._open_search(space, llm, seed)
         self._stack.callback(self.search_loop.db.close)
-        evaluator.parent_code = parent_code_from(self.search_loop.db)  # L0 compares frozen regions with the parent's
+        # L0 compares frozen regions with the parent's, wherever the evaluation runs (here or on a Ray worker)
+        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.search_loop.db)
 
     def _evaluator(self, world: int, stored: Any) -> tuple[str, Any]:
         from cuco.evaluate.executor import Executor

@@ -198,11 +198,13 @@ class Evaluator:
                 self._bench(out, alive)
         return [c.evolve(feedback=self._feedback(c)) for c in out]
 
-    def prepare(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """L0 and L1 only (static check, compile into the content-addressed cache): what a CPU worker does
-        before a GPU evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
+    def prepare(self, candidates: Sequence[Candidate], compile: bool = True) -> list[Candidate]:
+        """L0 and L1 only (static check, then with `compile` the compile into the content-addressed cache): what
+        a CPU worker does before a GPU evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
         out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
-        self._compile(out, self._static(out))
+        alive = self._static(out)
+        if compile:
+            self._compile(out, alive)
         return out
 
     # -- L0 and L1 ---------------------------------------------------------------------------------------

@@ -105,13 +105,13 @@ def _static_check() -> Callable[..., LevelResult] | None:
 class ModelledEvaluator:
     """CandidateEvaluator of kind 'modelled': real static check, then the analytic model in place of compile/verify/bench.
 
-    parent_code(id) -> code, if given, lets the static check compare frozen regions with the parent's.
+    parent_code(candidate) -> code, if given, lets the static check compare frozen regions with the parent's.
     """
 
     kind = "modelled"
 
     def __init__(self, workload: Workload, shape: Shape, world: int = 2, hardware: Hardware | None = None,
-                 parent_code: Callable[[str], str | None] | None = None):
+                 parent_code: Callable[[Candidate], str | None] | None = None):
         workload.check_shape(shape, world)
         self.workload = workload
         self.shape = shape
@@ -137,7 +137,7 @@ class ModelledEvaluator:
     def _one(self, c: Candidate) -> Candidate:
         start = time.perf_counter()
         if self._check_static is not None:
-            parent = self.parent_code(c.parent_id) if (self.parent_code and c.parent_id) else None
+            parent = self.parent_code(c) if self.parent_code else None
             static = self._check_static(c.code, parent)
         else:
             static = LevelResult("static", True, "static checker unavailable in this install; not checked",

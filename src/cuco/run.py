@@ -240,7 +240,7 @@ class Run:
         if best is not None and "bench" in best.results:
             data = best.results["bench"].data
             env = {k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version",
-                                            "date", "shape", "world", "iters", "runs")}
+                                            "driver_release", "date", "shape", "world", "iters", "runs")}
         summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env)
         _write_json(self.run_dir / "summary.json", summary.to_dict())
         if best is not None:

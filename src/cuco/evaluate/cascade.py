@@ -350,7 +350,7 @@ class Evaluator:
                 timespec="seconds"),
             "host_timed_in_same_run": True,
         }
-        for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "hostname"):
+        for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "driver_release", "hostname"):
             data[key] = _plain(getattr(result, key, None))
         if host_ms is None:
             data["host_error"] = _run_reason(host_run) if host_run is not None else "host seed was not timed"

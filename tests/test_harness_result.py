@@ -234,3 +234,13 @@ def test_a_zero_dim_is_a_flag_not_an_error() -> None:
     """attention_cp's non-causal shapes pass CAUSAL = 0 as their last dim."""
     req = HarnessRequest("w.so", ["a.so"], dims=(8192, 32, 8, 128, 0), world=1)
     assert req.argv(Path("h"), Path("o"))[req.argv(Path("h"), Path("o")).index("--dims") + 1] == "8192,32,8,128,0"
+
+
+def test_a_candidates_figures_carry_the_driver_release_not_only_the_cuda_version_it_supports() -> None:
+    from cuco import workloads
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.evaluate.executor import Executor
+
+    evaluator = Evaluator(workloads.get("gemm_allgather"), world=2, executor=Executor(world=2, devices=[]))
+    context = evaluator._context(HarnessResult.from_dict(sample()), None, None)
+    assert context["driver_release"] == "580.159.04" and context["driver_version"] == "13.0"

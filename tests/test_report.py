@@ -102,7 +102,7 @@ def test_a_real_small_search_run_is_reported_with_phases_and_islands(tmp_path):
     page = write_report(tmp_path / "run").read_text()
     assert page.count("<polyline") == len({c.island for c in data.candidates if c.fitness is not None})
     assert "modelled (a CPU cost model" in page
-    assert "Partial report: missing summary.json" in page  # api runs write no summary: said, not hidden
+    assert "started through the Python API, which writes no summary.json" in page  # said, not called partial
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -135,7 +135,8 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Candidate":
-        """The candidate stored by `to_dict`."""
+        """The candidate stored by `to_dict`. A metric that is not a number (a user's evaluator wrote text) is kept
+        as stored: one odd value must not make the whole run unreadable."""
         return cls(
             code=d["code"], workload=d["workload"],
             directives=Directives.from_dict(d["directives"]) if d.get("directives") else None,
@@ -143,7 +144,14 @@ class Candidate:
             island=int(d.get("island", 0)), generation=int(d.get("generation", 0)),
             mutation=d.get("mutation", "seed"),
             results={k: LevelResult.from_dict(v) for k, v in d.get("results", {}).items()},
-            metrics={k: float(v) for k, v in d.get("metrics", {}).items()},
+            metrics={k: _number_or_as_is(v) for k, v in d.get("metrics", {}).items()},
             fitness=d.get("fitness"), feedback=d.get("feedback", ""),
             llm_cost_usd=float(d.get("llm_cost_usd", 0.0)), created_at=float(d.get("created_at", 0.0)),
         )
+
+
+def _number_or_as_is(value: Any) -> Any:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value

@@ -34,8 +34,8 @@ from cuco.pipeline import (
 
 BEST_DIR = "best"
 #: What summary.json's "environment" takes from the best candidate's timing run (docs/run_dir.md).
-ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date", "shape", "world",
-                    "iters", "runs")
+ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_version", "driver_release", "date",
+                    "shape", "world", "iters", "runs")
 log = logging.getLogger("cuco")
 
 
@@ -148,7 +148,8 @@ class Run:
         self.evaluator = self._remote if self._remote is not None else evaluator
         self.search_loop = self._open_search(space, llm, seed)
         self._stack.callback(self.search_loop.db.close)
-        evaluator.parent_code = parent_code_from(self.search_loop.db)  # L0 compares frozen regions with the parent's
+        # L0 compares frozen regions with the parent's, wherever the evaluation runs (here or on a Ray worker)
+        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.search_loop.db)
 
     def _evaluator(self, world: int, stored: Any) -> tuple[str, Any]:
         from cuco.evaluate.executor import Executor

@@ -80,3 +80,19 @@ def held(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         release(run_dir)
+
+
+def is_held(run_dir: Path) -> bool | None:
+    """Whether some process holds the run's write lock (a run is writing), read from /proc/locks without taking
+    the lock (a reader that took it, even for an instant, could make a starting writer fail); None where the
+    kernel does not say (no /proc/locks)."""
+    try:
+        st = os.stat(Path(run_dir) / LOCK_FILE)
+    except FileNotFoundError:
+        return False  # no writer ever locked it
+    try:
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(f.split()[1:2] == ["FLOCK"] and inode in f.split() for f in locks.splitlines())

@@ -211,11 +211,13 @@ class Evaluator:
     def _tell(self, out: Sequence[Candidate], indices: Any, stage: str) -> None:
         tell(self.on_stage, (out[i] for i in sorted(indices)), stage)
 
-    def prepare(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """L0 and L1 only (static check, compile into the content-addressed cache): what a CPU worker does
-        before a GPU evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
+    def prepare(self, candidates: Sequence[Candidate], compile: bool = True) -> list[Candidate]:
+        """L0 and L1 only (static check, then with `compile` the compile into the content-addressed cache): what
+        a CPU worker does before a GPU evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
         out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
-        self._compile(out, self._static(out))
+        alive = self._static(out)
+        if compile:
+            self._compile(out, alive)
         return out
 
     # -- L0 and L1 ---------------------------------------------------------------------------------------
@@ -368,7 +370,7 @@ class Evaluator:
                 timespec="seconds"),
             "host_timed_in_same_run": True,
         }
-        for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "hostname"):
+        for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "driver_release", "hostname"):
             data[key] = _plain(getattr(result, key, None))
         if host_ms is None:
             data["host_error"] = _run_reason(host_run) if host_run is not None else "host seed was not timed"

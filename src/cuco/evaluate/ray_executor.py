@@ -8,11 +8,16 @@
 - only the driver sees the results: it returns them to the search, which is the one writer of the run's database,
   so every candidate is recorded exactly once;
 - a task whose worker or node is lost is retried by Ray (`max_retries`); when retries run out the candidate is
-  recorded as an infrastructure failure (status 'unmeasured', the reason naming the loss), never as its own failure.
+  recorded as an infrastructure failure (status 'unmeasured', the reason naming the loss), never as its own failure;
+  so is a candidate given GPUs its node declares but lacks;
+- the driver sends each candidate's parent source with it, so L0's frozen-region check runs on the worker as it
+  does locally (`parent_code`, set by the run like the local evaluator's).
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any, Callable, Sequence
 
 from cuco.candidate import LEVELS, NOT_RUN_HERE, Candidate, LevelResult
@@ -52,11 +57,16 @@ def measured_evaluator(workload: str, shape: str, world: int) -> Any:
     return Evaluator(get(workload), world=world, bench_shape=shape)
 
 
-def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
-    """RayUnavailableError when `address` (host:port or ray://host:port) does not accept a connection: Ray itself
-    waits minutes for an unreachable head."""
-    import socket  # noqa: PLC0415
+# An HTTP/2 client's opening (the preface, then an empty SETTINGS frame): a Ray head's GCS (or Ray Client server)
+# speaks gRPC and answers with its own SETTINGS frame; anything else answers otherwise or not at all.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_H2_SETTINGS = 4
 
+
+def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """RayUnavailableError when `address` (host:port or ray://host:port) does not accept a connection, or accepts
+    one but does not answer as a gRPC server (a Ray head's GCS does) within `timeout_s`: Ray itself waits minutes
+    for either."""
     if not address or address in ("auto", "local"):
         return
     hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
@@ -65,19 +75,97 @@ def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
         raise RayUnavailableError(f"--address {address!r}: write host:port (the head node's GCS address, e.g. "
                                   "10.0.0.1:6379) or ray://host:10001")
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        conn = socket.create_connection((host, int(port)), timeout=timeout_s)
     except OSError as exc:
         raise RayUnavailableError(f"the Ray head at {address} does not answer ({exc.strerror or exc}): start it "
                                   "(ray start --head) or fix --address") from None
+    with conn:
+        try:
+            conn.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except OSError:  # a timeout or a reset: no gRPC server there either way
+            head = b""
+    if len(head) < 9 or head[3] != _H2_SETTINGS:
+        raise RayUnavailableError(
+            f"{address} accepts connections but is not a Ray head (no gRPC answer in {timeout_s:g} s): give the "
+            "address `ray start --head` printed (host:6379 by default), or ray://host:10001 for Ray Client")
 
 
-def _evaluate_here(factory: EvaluatorFactory, candidates: list[Candidate]) -> list[Candidate]:
-    return factory().evaluate(candidates)
+def enable_token_auth(address: str | None) -> None:
+    """Turn on Ray's token authentication for a driver joining `address` when this machine holds a token
+    (~/.ray/auth_token, RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) and RAY_AUTH_MODE is unset.
+
+    `ray start --head` enables token auth whenever a token exists, but `ray.init(address=...)` only does so for
+    address "auto": without this, the documented flow fails with InvalidAuthToken. An explicit RAY_AUTH_MODE wins.
+    """
+    if not address or address == "local" or "RAY_AUTH_MODE" in os.environ:
+        return
+    try:  # Ray's own switch, where this Ray has token auth; older Rays have nothing to enable
+        from ray._private.authentication.authentication_token_setup import (  # noqa: PLC0415
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
-def _prepare_here(factory: EvaluatorFactory, candidate: Candidate) -> bool:
+def _connect_error(address: str | None, exc: BaseException) -> RayUnavailableError:
+    if not address:
+        return RayUnavailableError(f"cannot start a local Ray instance: {exc}")
+    return RayUnavailableError(
+        f"cannot join the Ray cluster at {address}: {exc}. If its log says InvalidAuthToken, the head uses token "
+        "authentication: give this machine the head's token (`ray get-auth-token` on the head, then RAY_AUTH_TOKEN="
+        "<token> or ~/.ray/auth_token here), or start the head with RAY_AUTH_MODE=disabled; otherwise check "
+        "--address (ray status on the head node)")
+
+
+def missing_gpus() -> list[str]:
+    """The GPUs Ray gave this task (CUDA_VISIBLE_DEVICES) that this node does not have (nvidia-smi): a node may
+    declare GPUs (`ray start --num-gpus`) it lacks."""
+    from cuco.evaluate.executor import visible_gpus  # noqa: PLC0415
+
+    present = set(visible_gpus({}))  # no CUDA_VISIBLE_DEVICES: nvidia-smi's list of the node's GPUs
+    return [g for g in visible_gpus() if g not in present and (g.isdigit() or not present)]
+
+
+def infrastructure_failure(c: Candidate, why: str) -> Candidate:
+    """`c` recorded as not evaluated for a reason outside it (status 'unmeasured'): every level it has not passed
+    is marked not run here, never failed."""
+    data = {NOT_RUN_HERE: True, "infrastructure": True}
+    results = {lv: c.results[lv] if lv in c.results and c.results[lv].passed else LevelResult(lv, False, why, 0.0, data)
+               for lv in LEVELS}
+    return c.evolve(results=results, metrics={}, fitness=None, feedback=why)
+
+
+def _with_parents(evaluator: Any, parents: dict[str, str]) -> Any:
+    if hasattr(evaluator, "parent_code"):
+        evaluator.parent_code = lambda c: parents.get(c.id)
+    return evaluator
+
+
+def _evaluate_here(factory: EvaluatorFactory, candidates: list[Candidate], parents: dict[str, str],
+                   check_gpus: bool) -> list[Candidate]:
+    evaluator = _with_parents(factory(), parents)
+    lost = missing_gpus() if check_gpus else []
+    if not lost:
+        return evaluator.evaluate(candidates)
+    import platform  # noqa: PLC0415
+
+    why = (f"infrastructure: Ray gave this task GPU(s) {', '.join(lost)} that node {platform.node()} declares "
+           "but does not have (nvidia-smi); fix the node's --num-gpus; not a verdict on the candidate")
+    # L0 needs no GPU, and its verdict is the candidate's own
+    checked = evaluator.prepare(candidates, compile=False) if hasattr(evaluator, "prepare") else candidates
+    return [c if c.failed else infrastructure_failure(c, why) for c in checked]
+
+
+def _prepare_here(factory: EvaluatorFactory, candidate: Candidate, parents: dict[str, str]) -> bool:
     """Static check and compile on a CPU worker (warms the compile cache); True when it compiled."""
-    evaluator = factory()
+    evaluator = _with_parents(factory(), parents)
     prepare = getattr(evaluator, "prepare", None)
     if prepare is None:  # an evaluator with nothing to compile (the modelled one)
         return True
@@ -86,7 +174,10 @@ def _prepare_here(factory: EvaluatorFactory, candidate: Candidate) -> bool:
 
 
 class RayEvaluator:
-    """A CandidateEvaluator whose work runs on a Ray cluster (see the module docstring)."""
+    """A CandidateEvaluator whose work runs on a Ray cluster (see the module docstring).
+
+    `address` None starts a local Ray instance (never a cluster some earlier `ray start` left recorded);
+    `parent_code(candidate)` gives the parent's source for the frozen-region check (None: skip it)."""
 
     def __init__(self, factory: EvaluatorFactory, world: int, *, address: str | None = None,
                  gpu_resource: str = "GPU", max_retries: int = 2, compile_fanout: bool = True,
@@ -96,13 +187,17 @@ class RayEvaluator:
         self.ray = import_ray()
         self.factory, self.world, self.gpu_resource = factory, world, gpu_resource
         self.max_retries, self.compile_fanout = max_retries, compile_fanout
+        self.parent_code: Callable[[Candidate], str | None] | None = None
         check_reachable(address)  # Ray itself would wait minutes for a head that is not there
         if not self.ray.is_initialized():
+            enable_token_auth(address)
             try:
-                self.ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **(init_kwargs or {}))
+                # "local": ray.init() without an address joins whatever cluster file an earlier `ray start` left,
+                # dead or alive
+                self.ray.init(address=address or "local", ignore_reinit_error=True, log_to_driver=False,
+                              **(init_kwargs or {}))
             except Exception as exc:  # noqa: BLE001 - Ray raises many types for a cluster it cannot reach
-                raise RayUnavailableError(f"cannot reach the Ray cluster at {address or 'a new local cluster'}: "
-                                          f"{exc}; check --address (ray status on the head node)") from None
+                raise _connect_error(address, exc) from None
         self.check_cluster()
         self.kind = factory().kind
         self._prepare = self.ray.remote(num_cpus=1, max_retries=max_retries)(_prepare_here)
@@ -123,19 +218,22 @@ class RayEvaluator:
         from ray.util.placement_group import placement_group, remove_placement_group  # noqa: PLC0415
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415
 
+        parents = [self._parent(c) for c in candidates]
         if self.compile_fanout:
             try:
-                ray.get([self._prepare.remote(self.factory, c) for c in candidates])
+                ray.get([self._prepare.remote(self.factory, c, p) for c, p in zip(candidates, parents)])
             except Exception:  # noqa: BLE001 - a lost compile worker only costs the cache warm-up
                 pass
         groups, refs = [], []
         # A bundle never spans nodes: one bundle of `world` GPUs is a group of GPUs on one node.
         need = {"num_gpus": self.world} if self.gpu_resource == "GPU" else {"resources": {self.gpu_resource: self.world}}
-        for c in candidates:
+        check_gpus = self.gpu_resource == "GPU"  # a custom resource stands for GPUs that are not there
+        for c, p in zip(candidates, parents):
             pg = placement_group([{self.gpu_resource: self.world}], strategy="STRICT_PACK")
             groups.append(pg)
             strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
-            refs.append(self._evaluate.options(scheduling_strategy=strategy, **need).remote(self.factory, [c]))
+            task = self._evaluate.options(scheduling_strategy=strategy, **need)
+            refs.append(task.remote(self.factory, [c], p, check_gpus))
         # Each group is given back as soon as its task ends, so a batch larger than the cluster flows through it.
         results: dict[int, Candidate] = {}
         index = {ref: i for i, ref in enumerate(refs)}
@@ -156,9 +254,12 @@ class RayEvaluator:
                     remove_placement_group(pg)
         return [results[i] for i in range(len(candidates))]
 
+    def _parent(self, c: Candidate) -> dict[str, str]:
+        """{id: the parent's source} for the worker's frozen-region check; empty when there is none to compare."""
+        code = self.parent_code(c) if self.parent_code else None
+        return {} if code is None else {c.id: code}
+
     def _lost(self, c: Candidate, exc: BaseException) -> Candidate:
         why = (f"infrastructure: the Ray worker evaluating this candidate was lost {self.max_retries + 1} time(s) "
                f"({type(exc).__name__}); not a verdict on the candidate")
-        data = {NOT_RUN_HERE: True, "infrastructure": True}
-        results = {lv: LevelResult(lv, False, why, 0.0, data) for lv in LEVELS}
-        return c.evolve(results=results, metrics={}, fitness=None, feedback=why)
+        return infrastructure_failure(c, why)

@@ -4,6 +4,7 @@ tree, a diff, and a per-rank timeline. Pure functions of plain data; every strin
 from __future__ import annotations
 
 import difflib
+import math
 from collections import defaultdict
 from html import escape
 from typing import Any, Iterable, Sequence
@@ -11,6 +12,31 @@ from typing import Any, Iterable, Sequence
 from cuco.candidate import RANKED_STATUSES, Candidate
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+# Colours and sizes as SVG attributes, not only classes: a chart shown outside the report (a notebook's
+# display(HTML(...))) has none of the report's CSS, and an unstyled rect is filled black.
+BACKGROUND, EXPLORE, AXIS = "#fafafa", "#e8eefc", "#555"
+COMPUTE, COMM = "#1f77b4", "#ff7f0e"
+
+
+def finite(value: object) -> float | None:
+    """`value` as a finite float, else None (NaN, ±inf, text): what a chart may place."""
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _svg(width: int, height: int, what: str) -> str:
+    return (f"<svg class='chart' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
+            f"height='{height}' style='max-width:100%;height:auto' font-family='sans-serif' role='img' "
+            f"aria-label='{what}'><rect width='{width}' height='{height}' fill='{BACKGROUND}'/>")
+
+
+def _axis_text(x: float, y: float, text: str) -> str:
+    return f"<text x='{x:.1f}' y='{y:.1f}' class='axis' font-size='11' fill='{AXIS}'>{text}</text>"
 
 
 def label(c: Candidate) -> str:
@@ -30,27 +56,30 @@ def fitness_chart(cands: Sequence[Candidate], phases: Sequence[str], width: int 
     n = len(cands)
     if n == 0:
         return "<p class='empty'>No evaluations yet.</p>"
-    fits = [c.fitness for c in cands if c.fitness is not None]
+    fit = [finite(c.fitness) for c in cands]  # NaN, ±inf or text: no point to place, shown as unranked
+    fits = [f for f in fit if f is not None]
     lo, hi = (min(fits), max(fits)) if fits else (0.0, 1.0)
     if hi - lo < 1e-9:
         lo, hi = lo - 0.5, hi + 0.5
     pad_l, pad_b, pad_t = 48, 28, 12
     x = lambda i: pad_l + (width - pad_l - 10) * (i + 0.5) / n  # noqa: E731
     y = lambda f: pad_t + (height - pad_t - pad_b) * (1 - (f - lo) / (hi - lo))  # noqa: E731
-    parts = [f"<svg class='chart' viewBox='0 0 {width} {height}' role='img' aria-label='fitness over evaluations'>"]
+    parts = [_svg(width, height, "fitness over evaluations")]
     explore = [i for i, p in enumerate(phases) if p == "explore"]
     if explore:
         parts.append(f"<rect x='{x(explore[0]) - 2:.1f}' y='{pad_t}' width='{x(explore[-1]) - x(explore[0]) + 4:.1f}' "
-                     f"height='{height - pad_t - pad_b}' class='explore'><title>explore phase</title></rect>")
+                     f"height='{height - pad_t - pad_b}' class='explore' fill='{EXPLORE}'><title>explore phase</title>"
+                     "</rect>")
     for f in (lo, hi):
-        parts.append(f"<text x='4' y='{y(f) + 4:.1f}' class='axis'>{f:.3g}</text>")
-    parts.append(f"<text x='{pad_l}' y='{height - 6}' class='axis'>evaluation 1 … {n} (speedup over the host "
-                 "program; higher is better)</text>")
+        parts.append(_axis_text(4, y(f) + 4, f"{f:.3g}"))
+    parts.append(_axis_text(pad_l, height - 6, f"evaluation 1 … {n} (speedup over the host program; higher is "
+                            "better)"))
     best: dict[int, float] = {}
     lines: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for i, c in enumerate(cands):
-        if c.fitness is not None and c.status in RANKED_STATUSES and c.fitness > best.get(c.island, float("-inf")):
-            best[c.island] = c.fitness
+        f = fit[i]
+        if f is not None and c.status in RANKED_STATUSES and f > best.get(c.island, float("-inf")):
+            best[c.island] = f
         if c.island in best:
             pts = lines[c.island]
             if pts and pts[-1][1] != y(best[c.island]):
@@ -64,9 +93,9 @@ def fitness_chart(cands: Sequence[Candidate], phases: Sequence[str], width: int 
     for i, c in enumerate(cands):
         colour = PALETTE[c.island % len(PALETTE)]
         tip = escape(f"#{i + 1} {label(c)} ({c.mutation}, island {c.island}): {c.status}"
-                     + (f", fitness {c.fitness:.4g}" if c.fitness is not None else ""))
-        if c.fitness is not None:
-            parts.append(f"<circle cx='{x(i):.1f}' cy='{y(c.fitness):.1f}' r='3' fill='{colour}'><title>{tip}"
+                     + (f", fitness {c.fitness}" if c.fitness is not None else ""))
+        if fit[i] is not None:
+            parts.append(f"<circle cx='{x(i):.1f}' cy='{y(fit[i]):.1f}' r='3' fill='{colour}'><title>{tip}"
                          "</title></circle>")
         elif c.failed:
             yb = height - pad_b + 6
@@ -100,7 +129,7 @@ def space_grid(cands: Iterable[Candidate]) -> str:
             if not tried:
                 out.append("<td></td>")
                 continue
-            fits = [c.fitness for c in tried if c.fitness is not None and c.status in RANKED_STATUSES]
+            fits = [f for c in tried if (f := finite(c.fitness)) is not None and c.status in RANKED_STATUSES]
             if fits:
                 out.append(f"<td class='ok' title='{len(tried)} tries'>{max(fits):.3g}</td>")
             else:
@@ -120,7 +149,8 @@ def lineage_tree(cands: Sequence[Candidate], highlight: set[str]) -> str:
         children[c.parent_id if c.parent_id in ids else None].append(c)
 
     def node(c: Candidate, depth: int) -> str:
-        fit = f" fitness {c.fitness:.4g}" if c.fitness is not None else ""
+        fit = f" fitness {c.fitness:.4g}" if finite(c.fitness) is not None else \
+            f" fitness {c.fitness}" if c.fitness is not None else ""
         cls = " class='path'" if c.id in highlight else ""
         text = escape(f"{c.id[:8]} {c.mutation} {label(c)} — {c.status}{fit}")
         kids = children.get(c.id, [])
@@ -153,7 +183,9 @@ def diff_block(old: str, new: str, old_name: str, new_name: str, context: int = 
 def timeline_svg(trace: dict[str, Any], width: int = 760, lane_h: int = 18) -> str:
     """A Chrome-trace (complete events, 'ph': 'X') as lanes per rank and stream; compute and communication
     coloured apart (event 'cat')."""
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    # an event whose time or length is not a finite number cannot be placed: left out, not a crash
+    events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"
+              and finite(e.get("ts")) is not None and finite(e.get("dur")) is not None]
     if not events:
         return "<p class='empty'>The trace holds no kernel or copy events.</p>"
     t0 = min(float(e["ts"]) for e in events)
@@ -162,17 +194,16 @@ def timeline_svg(trace: dict[str, Any], width: int = 760, lane_h: int = 18) -> s
     lanes = sorted({(str(e.get("pid")), str(e.get("tid"))) for e in events})
     left = 150
     height = lane_h * len(lanes) + 24
-    out = [f"<svg class='chart' viewBox='0 0 {width} {height}' role='img' aria-label='timeline'>"]
+    out = [_svg(width, height, "timeline")]
     for k, (pid, tid) in enumerate(lanes):
-        out.append(f"<text x='2' y='{k * lane_h + 13}' class='axis'>{escape(pid)} · {escape(tid)}</text>")
+        out.append(_axis_text(2, k * lane_h + 13, f"{escape(pid)} · {escape(tid)}"))
     for e in events:
         k = lanes.index((str(e.get("pid")), str(e.get("tid"))))
         x0 = left + (width - left - 4) * (float(e["ts"]) - t0) / span
         w = max((width - left - 4) * float(e["dur"]) / span, 0.5)
-        cls = "comm" if e.get("cat") == "communication" else "compute"
+        cls, fill = ("comm", COMM) if e.get("cat") == "communication" else ("compute", COMPUTE)
         tip = escape(f"{e.get('name', '?')} ({e.get('cat', '?')}): {float(e['dur']):.1f} µs")
-        out.append(f"<rect x='{x0:.1f}' y='{k * lane_h + 2}' width='{w:.1f}' height='{lane_h - 4}' class='{cls}'>"
-                   f"<title>{tip}</title></rect>")
-    out.append(f"<text x='{left}' y='{height - 6}' class='axis'>{span:.0f} µs; blue compute, orange "
-               "communication</text></svg>")
+        out.append(f"<rect x='{x0:.1f}' y='{k * lane_h + 2}' width='{w:.1f}' height='{lane_h - 4}' class='{cls}' "
+                   f"fill='{fill}'><title>{tip}</title></rect>")
+    out.append(_axis_text(left, height - 6, f"{span:.0f} µs; blue compute, orange communication") + "</svg>")
     return "".join(out)

@@ -14,6 +14,15 @@ from cuco.errors import CucoError
 #: Trace files (Chrome/Perfetto JSON) a traced run leaves beside the report.
 TIMELINE_DIR = "timeline"
 
+#: A run's state, as the report says it.
+STATES = {
+    "ended": "ended",
+    "running": "in progress (a process holds the run's lock)",
+    "stopped": "stopped before it ended (cuco run --resume finishes it)",
+    "api": "not running (started through the Python API, which writes no summary.json)",
+    "unknown": "no summary.json: still running, or stopped before it ended",
+}
+
 
 class ReportError(CucoError):
     """The run directory cannot be reported on; the message names what is missing and the fix."""
@@ -32,6 +41,7 @@ class RunData:
     spend: tuple[dict[str, Any], ...]     # llm_spend.jsonl records
     timelines: tuple[Path, ...]
     missing: tuple[str, ...]              # what a partial report lacks, in words
+    state: str = "ended"                  # one of STATES: whether the run is still writing
 
     @property
     def workload(self) -> str:
@@ -52,10 +62,12 @@ class RunData:
 
     def best(self) -> Candidate | None:
         """The fittest verified candidate; in a run that measured nothing, the fittest by its (modelled) fitness."""
-        for statuses in (("passed",), RANKED_STATUSES):
-            ranked = [c for c in self.candidates if c.status in statuses and c.fitness is not None]
+        from cuco.report.charts import finite  # noqa: PLC0415
+
+        for statuses in (("passed",), RANKED_STATUSES):  # a NaN, infinite or text fitness ranks nothing
+            ranked = [c for c in self.candidates if c.status in statuses and finite(c.fitness) is not None]
             if ranked:
-                return max(ranked, key=lambda c: c.fitness)  # type: ignore[arg-type, return-value]
+                return max(ranked, key=lambda c: finite(c.fitness))  # type: ignore[arg-type, return-value]
         return None
 
     def fastpath(self) -> Candidate | None:
@@ -63,16 +75,30 @@ class RunData:
         return next((c for c in self.candidates if c.mutation == "fastpath"), None)
 
 
-def _json_file(path: Path, missing: list[str], what: str) -> dict[str, Any]:
+def _json_file(path: Path) -> tuple[dict[str, Any], str]:
+    """The file's JSON object and '' ; or {} and 'absent' / 'unreadable'."""
     if not path.is_file():
-        missing.append(f"{path.name} ({what})")
-        return {}
+        return {}, "absent"
     try:
         data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else {}
+        return (data, "") if isinstance(data, dict) else ({}, "unreadable")
     except (OSError, json.JSONDecodeError):
-        missing.append(f"{path.name} is unreadable or half-written ({what})")
-        return {}
+        return {}, "unreadable"
+
+
+def _state(run_dir: Path, manifest: str, summary: str, api_run: bool) -> str:
+    """One of STATES: a `cuco run` writes manifest.json first and summary.json last, and a search holds the
+    run's lock while it writes."""
+    from cuco import runlock  # noqa: PLC0415
+
+    if summary != "absent":
+        return "ended"
+    held = runlock.is_held(run_dir)
+    if held:
+        return "running"
+    if held is None:
+        return "unknown"
+    return "api" if manifest == "absent" and api_run else "stopped"
 
 
 def _spend(path: Path) -> tuple[dict[str, Any], ...]:
@@ -118,9 +144,16 @@ def load_run(run_dir: str | Path) -> RunData:
         db.close()
     if not candidates:
         missing.append("candidates (the run has evaluated nothing yet)")
-    manifest = _json_file(run_dir / "manifest.json", missing, "the run's identity")
-    summary = _json_file(run_dir / "summary.json", missing, "written when the run ends")
+    manifest, manifest_problem = _json_file(run_dir / "manifest.json")
+    summary, summary_problem = _json_file(run_dir / "summary.json")
+    progress = _state(run_dir, manifest_problem, summary_problem, identity.get("workload") is not None)
+    if manifest_problem == "unreadable" or (manifest_problem and progress != "api"):
+        missing.append(f"manifest.json{' is unreadable or half-written' if manifest_problem == 'unreadable' else ''} "
+                       "(the run's identity)")
+    if summary_problem == "unreadable" or (summary_problem and progress in ("stopped", "unknown")):
+        missing.append(f"summary.json{' is unreadable or half-written' if summary_problem == 'unreadable' else ''} "
+                       "(written when the run ends)")
     timelines = tuple(sorted((run_dir / TIMELINE_DIR).glob("*.json"))) if (run_dir / TIMELINE_DIR).is_dir() else ()
     history = tuple(attrs.asdict(h) for h in state.history)
     return RunData(run_dir, candidates, manifest, summary, identity, history, _spend(run_dir / LEDGER_FILE),
-                   timelines, tuple(missing))
+                   timelines, tuple(missing), progress)

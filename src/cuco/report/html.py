@@ -8,8 +8,9 @@ from collections import Counter, defaultdict
 from html import escape
 from pathlib import Path
 
+from cuco.candidate import NOT_RUN_HERE
 from cuco.report import charts
-from cuco.report.data import RunData, load_run
+from cuco.report.data import STATES, RunData, load_run
 from cuco.report.timeline import overlap_us
 
 CSS = """
@@ -43,27 +44,57 @@ document.addEventListener('DOMContentLoaded', function () {
 
 REPORT_FILE = "report.html"
 
+# In a <script> element, "</script" ends it and "<!--" followed by "<script" makes the parser skip the real end tag:
+# JSON written there must hold no "<" (nor ">" and "&", for any parser that reads it as HTML).
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def script_json(value: object) -> str:
+    """`value` as JSON safe inside an HTML <script> element (JSON.parse reads it back unchanged)."""
+    return json.dumps(value).translate(_SCRIPT_SAFE)
+
 
 def _kv(rows: list[tuple[str, object]]) -> str:
     return "<table class='kv'>" + "".join(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>"
                                           for k, v in rows if v not in (None, "", {})) + "</table>"
 
 
+def _evaluation(run: RunData) -> str | None:
+    """How the run's figures were obtained, in one phrase that cannot contradict itself: the evaluator's kind
+    and whether this run could verify and time (a CPU `cuco run` has a measuring evaluator but no GPU)."""
+    if run.identity.get("evaluator_kind") == "modelled":
+        return "modelled (a CPU cost model: no figure here was measured)"
+    evaluation = run.summary.get("evaluation")
+    if evaluation is None and run.candidates:  # no summary: what the candidates' results say
+        ran = any(r.passed or not r.data.get(NOT_RUN_HERE) for c in run.candidates
+                  for lv, r in c.results.items() if lv in ("verify", "bench"))
+        evaluation = "measured" if ran else "unmeasured"
+    return {"measured": "measured: verified and timed on GPUs",
+            "unmeasured": "not measured: no GPU where it ran, so candidates were statically checked and compiled "
+                          "only"}.get(str(evaluation), evaluation)
+
+
+def _driver(env: dict[str, object]) -> str | None:
+    """The NVIDIA driver's release (e.g. 580.159.04); where a run recorded only the CUDA version its driver
+    supports (cuDriverGetVersion, e.g. 13.0), that, said as such."""
+    if env.get("driver_release"):
+        return str(env["driver_release"])
+    return f"supports CUDA {env['driver_version']}" if env.get("driver_version") else None
+
+
 def _environment(run: RunData) -> list[tuple[str, object]]:
     env = dict(run.summary.get("environment") or {})
     best = run.best()
     bench = best.results.get("bench") if best else None
-    for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date"):
+    for key in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "driver_release", "date"):
         if bench and bench.data.get(key) and not env.get(key):
             env[key] = bench.data[key]
     tc = run.manifest.get("toolchain") or {}
     return [("workload", run.workload), ("run directory", run.run_dir), ("shape", run.manifest.get("shape")),
-            ("world", run.manifest.get("world")), ("evaluation", run.summary.get("evaluation", "run in progress")),
-            ("evaluator", "modelled (a CPU cost model: no figure here was measured)"
-             if run.identity.get("evaluator_kind") == "modelled" else run.identity.get("evaluator_kind")),
+            ("world", run.manifest.get("world")), ("run", STATES[run.state]), ("evaluation", _evaluation(run)),
             ("device", env.get("device") or run.manifest.get("device")), ("NCCL", env.get("nccl_version")
                                                                             or tc.get("nccl")),
-            ("CUDA", env.get("cuda_runtime_version") or tc.get("cuda")), ("driver", env.get("driver_version")),
+            ("CUDA", env.get("cuda_runtime_version") or tc.get("cuda")), ("driver", _driver(env)),
             ("cuco", run.manifest.get("cuco_version")), ("started", run.manifest.get("created_at")),
             ("measured", env.get("date"))]
 
@@ -165,7 +196,7 @@ def render(run: RunData, out_dir: Path) -> str:
         highlight.add(c.id)
         c = by_id.get(c.parent_id or "")
     missing = "".join(f"<p class='missing'>Partial report: missing {escape(m)}.</p>" for m in run.missing)
-    data = json.dumps({"candidates": len(run.candidates), "workload": run.workload}).replace("</", "<\\/")
+    data = script_json({"candidates": len(run.candidates), "workload": run.workload})
     sections = [
         ("Run", _kv(_environment(run))),
         ("Best fitness over evaluations", charts.fitness_chart(run.candidates, run.phases())),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cuco.errors import CucoError
+from cuco.report.charts import finite
 from cuco.report.data import TIMELINE_DIR, load_run
 
 #: Kernel names of data movement and synchronisation (NCCL's, the kit's pull/put/barrier kernels, copies).
@@ -57,8 +58,12 @@ def overlap_us(trace: dict[str, Any]) -> float:
     total = 0.0
     by_rank: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for e in trace.get("traceEvents", []):
-        if e.get("cat") in ("compute", "communication"):
-            by_rank.setdefault(e["pid"], {}).setdefault(e["cat"], []).append((e["ts"], e["ts"] + e["dur"]))
+        # an event without a finite start and length (a hand-edited or foreign trace) has no span to overlap
+        if not isinstance(e, dict) or e.get("cat") not in ("compute", "communication"):
+            continue
+        ts, dur = finite(e.get("ts")), finite(e.get("dur"))
+        if ts is not None and dur is not None:
+            by_rank.setdefault(str(e.get("pid")), {}).setdefault(e["cat"], []).append((ts, ts + dur))
     for cats in by_rank.values():
         for a0, a1 in _union(cats.get("compute", [])):
             for b0, b1 in _union(cats.get("communication", [])):

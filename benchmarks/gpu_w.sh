@@ -5,7 +5,8 @@
 #   bash benchmarks/gpu_w.sh W PART [OUT_DIR]
 #
 # PART: env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s) | build (every workload's compute
-# library, in parallel) | tests-<workload> (its GPU tests at world W) | cache-save / cache-load (the compile cache as
+# library, in parallel) | tests-<workload> (its GPU tests at world W) | sanitize-<workload> (compute-sanitizer memcheck
+# and synccheck over its fast path and best point, benchmarks/sanitize.py) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520). NVLink multicast stays off (benchmarks/gpu_env.sh).
 set -uo pipefail
@@ -45,6 +46,12 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu "tests/test_workload_${wl}_gpu.py" --world "$W" -v \
         -p no:cacheprovider --durations=10
       echo "gpu tests: exit $?"; } 2>&1 | tee "$OUT_DIR/gpu_tests_${wl}_w$W.log" ;;
+  sanitize-*)
+    wl=${PART#sanitize-}
+    { header
+      timeout "${SAN_TIMEOUT:-280}" python3 benchmarks/sanitize.py --workload "$wl" --world "$W" --timeout-s 100 \
+        --out "$OUT_DIR/sanitize_${wl}_w$W"
+      echo "sanitize: exit $?"; } 2>&1 | tee "$OUT_DIR/sanitize_${wl}_w$W.log" ;;
   cache-save)
     tar czf "$OUT_DIR/cache.tgz" -C "$CUCO_CACHE_DIR" . && ls -la "$OUT_DIR/cache.tgz" ;;
   cache-load)

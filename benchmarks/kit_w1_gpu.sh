@@ -26,5 +26,5 @@ timeout "${RUN_TIMEOUT:-150}" python3 -m cuco.cli run gemm_allgather --world 1 -
   --run-dir /tmp/cuco-run-w1 --quiet >"$OUT/cuco_run_w1.log" 2>&1
 echo "cuco run: exit $?" >>"$OUT/cuco_run_w1.log"
 
-timeout "${SAN_TIMEOUT:-200}" python3 benchmarks/sanitize_w1.py --out "$OUT/sanitize" >"$OUT/sanitize_w1.log" 2>&1
+timeout "${SAN_TIMEOUT:-200}" python3 benchmarks/sanitize.py --tools racecheck,synccheck --out "$OUT/sanitize" >"$OUT/sanitize_w1.log" 2>&1
 echo "sanitize: exit $?" >>"$OUT/sanitize_w1.log"

@@ -1,10 +1,12 @@
-"""compute-sanitizer (racecheck, synccheck) over GEMM+AllGather's fast-path candidate and best point at W = 1.
+"""compute-sanitizer over a workload's fast-path candidate and best point at world size W, under delayed arrival.
 
-    python benchmarks/sanitize_w1.py --out DIR [--shape 512,256,384]
+    python benchmarks/sanitize.py --workload attention_cp --world 2 --out DIR [--tools memcheck,synccheck]
 
-Each candidate runs verify-only in the cuco harness under each tool; the log of every run and a summary
-(`sanitize_w1.json`: tool, candidate, errors reported, harness status) go to DIR. Needs a GPU and
-compute-sanitizer (CUDA toolkit; found on PATH, under CUDA_HOME or /usr/local/cuda*/bin).
+Each candidate runs verify-only in the cuco harness (its verify shape, the communication path started late as in
+the cascade's L2) under each tool; the log of every run and a summary (`sanitize_<workload>_w<W>.json`: tool,
+candidate, errors reported, harness status) go to DIR. The best point is the one of the workload's results file
+at W (`benchmarks/results/<workload>_w<W>.json`), else at W = 1. Needs GPUs and compute-sanitizer (CUDA toolkit;
+found on PATH, under CUDA_HOME or /usr/local/cuda*/bin).
 """
 
 from __future__ import annotations
@@ -30,9 +32,22 @@ from cuco.harness.build import build_shared, harness_binary  # noqa: E402
 from cuco.harness.runner import HarnessRequest  # noqa: E402
 from cuco.kit.compute import link_options  # noqa: E402
 
-TOOLS = ("racecheck", "synccheck")
+TOOLS = ("memcheck", "synccheck", "racecheck")
 # synccheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: H hazards displayed (N errors, ...".
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error|RACECHECK SUMMARY:[^(\n]*\((\d+)\s+error")
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def best_point(workload: str, world: int) -> str:
+    """The best point of the workload's results file at `world` (else at W = 1)."""
+    for w in (world, 1):
+        path = RESULTS / (f"{workload}_w{w}.json" if (RESULTS / f"{workload}_w{w}.json").exists() else
+                          f"{workload}.json")
+        if path.exists():
+            rows = [r for r in json.loads(path.read_text()).get("rows", []) if "/" in str(r.get("best_point", ""))]
+            if rows:
+                return rows[0]["best_point"]
+    raise SystemExit(f"no results file of {workload} names a best point; run its benchmark first")
 
 
 def find_sanitizer() -> str:
@@ -48,32 +63,39 @@ def find_sanitizer() -> str:
 
 
 def main() -> int:
+    from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", default="gemm_allgather")
+    ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--shape", default="512,256,384")
+    ap.add_argument("--shape", default=None, help="default: the workload's first verify shape at W")
+    ap.add_argument("--tools", default="memcheck,synccheck")
     ap.add_argument("--timeout-s", type=float, default=240)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    wl = workloads.get("gemm_allgather")
-    best = json.loads((ROOT / "benchmarks" / "results" / "gemm_allgather.json").read_text())["rows"][0]["best_point"]
+    wl = workloads.get(args.workload)
+    best = best_point(args.workload, args.world)
+    shape = wl.resolve_shape(args.shape, args.world, "verify")
     compiler = Compiler()
     link = link_options(wl, compiler.toolchain)
     plugin = build_shared(wl.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
-    fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False).run(wl.seed_code()).code
+    fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
+                         include_dirs=link.include_dirs).run(wl.seed_code()).code
     codes = {"fast_path": fast, f"best:{best}": wl.render(Directives.from_label(best))}
     outcomes = compiler.compile_many(list(codes.values()), link.libraries, link.include_dirs, link.extra)
     binary = harness_binary(compiler.toolchain)
     sanitizer = find_sanitizer()
-    dims = tuple(int(x) for x in args.shape.split(","))
+    tag0 = f"{args.workload}_w{args.world}"
     rows = []
     for (name, _code), outcome in zip(codes.items(), outcomes):
         if not outcome.ok:
             rows.append({"candidate": name, "compiled": False, "log": outcome.log_excerpt})
             continue
-        for tool in TOOLS:
-            tag = f"{tool}_{name.split(':')[0]}"
-            request = HarnessRequest(plugin, [outcome.so_path], dims, world=1, seeds=(1,), verify=True, bench=False,
-                                     timeout_s=args.timeout_s)
+        for tool in args.tools.split(","):
+            tag = f"{tag0}_{tool}_{name.split(':')[0]}"
+            request = HarnessRequest(plugin, [outcome.so_path], shape.dims, world=args.world, seeds=(1,), verify=True,
+                                     bench=False, timeout_s=args.timeout_s, delay_comm_us=DEFAULT_VERIFY_DELAY_US)
             result_json = args.out / f"{tag}.json"
             cmd = [sanitizer, "--tool", tool, "--target-processes", "all", *request.argv(binary, result_json)]
             try:
@@ -88,11 +110,15 @@ def main() -> int:
                 cands = json.loads(result_json.read_text()).get("candidates", [])
                 status = cands[0].get("status", "") if cands else ""
             rows.append({"candidate": name, "tool": tool, "errors": sum(counts) if counts else None,
-                         "summaries": len(counts), "exit": rc, "harness_status": status})
+                         "summaries": len(counts), "exit": rc, "harness_status": status,
+                         "first_report": next((ln for ln in log.splitlines() if "=========" in ln and "Invalid" in ln),
+                                              "")[:300]})
             print(json.dumps(rows[-1]), flush=True)
-    (args.out / "sanitize_w1.json").write_text(json.dumps({"shape": args.shape, "world": 1, "runs": rows}, indent=1))
+    (args.out / f"sanitize_{tag0}.json").write_text(json.dumps(
+        {"workload": args.workload, "shape": str(shape), "world": args.world, "delay_comm_us": DEFAULT_VERIFY_DELAY_US,
+         "runs": rows}, indent=1))
     clean = all(r.get("errors") == 0 and r.get("harness_status") == "ok" for r in rows)
-    print("sanitizer:", "clean" if clean else "findings or failures (see logs)")
+    print(f"sanitizer {tag0}:", "clean" if clean else "findings or failures (see logs)")
     return 0 if clean else 1
 
 

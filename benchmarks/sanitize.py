@@ -36,6 +36,19 @@ TOOLS = ("memcheck", "synccheck", "racecheck")
 # synccheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: H hazards displayed (N errors, ...".
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error|RACECHECK SUMMARY:[^(\n]*\((\d+)\s+error")
 RESULTS = ROOT / "benchmarks" / "results"
+# A report of a device-side hazard (bad access, race, barrier misuse), as opposed to a host API call that returned
+# an error code ("Program hit ..."): NCCL's communicator set-up probes kernels for other architectures and VMM
+# handle types, and every such probe is counted in the tool's ERROR SUMMARY.
+_DEVICE_HAZARD = re.compile(r"^=+ (Invalid |Race |Barrier error|Divergent|Misaligned|Out of range|Malloc/Free|"
+                            r"Uninitialized|Leaked)", re.M)
+_API_ERROR = re.compile(r"^=+ Program hit ", re.M)
+
+
+def classify(log: str) -> dict[str, int | None]:
+    """Counts of a sanitizer log: the tool's total, device-side hazards and host API error returns."""
+    counts = [int(a or b) for a, b in _SUMMARY.findall(log)]
+    return {"errors": sum(counts) if counts else None, "device_hazards": len(_DEVICE_HAZARD.findall(log)),
+            "api_errors": len(_API_ERROR.findall(log))}
 
 
 def best_point(workload: str, world: int) -> str:
@@ -104,20 +117,21 @@ def main() -> int:
             except subprocess.TimeoutExpired as exc:
                 log, rc = f"timed out after {args.timeout_s + 60:.0f}s\n{exc.stdout or ''}", 124
             (args.out / f"{tag}.log").write_text(log)
-            counts = [int(a or b) for a, b in _SUMMARY.findall(log)]
+            counts = classify(log)
             status = ""
             if result_json.is_file():
                 cands = json.loads(result_json.read_text()).get("candidates", [])
                 status = cands[0].get("status", "") if cands else ""
-            rows.append({"candidate": name, "tool": tool, "errors": sum(counts) if counts else None,
-                         "summaries": len(counts), "exit": rc, "harness_status": status,
-                         "first_report": next((ln for ln in log.splitlines() if "=========" in ln and "Invalid" in ln),
-                                              "")[:300]})
+            rows.append({"candidate": name, "tool": tool, **counts, "exit": rc, "harness_status": status,
+                         "first_hazard": next(iter(_DEVICE_HAZARD.findall(log)), "")})
             print(json.dumps(rows[-1]), flush=True)
     (args.out / f"sanitize_{tag0}.json").write_text(json.dumps(
         {"workload": args.workload, "shape": str(shape), "world": args.world, "delay_comm_us": DEFAULT_VERIFY_DELAY_US,
          "runs": rows}, indent=1))
-    clean = all(r.get("errors") == 0 and r.get("harness_status") == "ok" for r in rows)
+    # Clean: the candidate verified under the tool and the tool saw no device-side hazard (API error returns inside
+    # NCCL's set-up are listed, not counted against the candidate).
+    clean = all(r.get("device_hazards") == 0 and r.get("errors") is not None and r.get("harness_status") == "ok"
+                for r in rows)
     print(f"sanitizer {tag0}:", "clean" if clean else "findings or failures (see logs)")
     return 0 if clean else 1
 

@@ -36,3 +36,15 @@ def test_results_lines_carry_repeats_spread_and_search_costs():
     text = "\n".join(record.record_lines(meta))
     assert "| s1 | 4 | 0.021 | True | 1.500 | 1.100 | 60.0 | 20.0 | 5.00 |" in text
     assert "375 GB/s one peer at a time" in text and "full-entropy" in text
+
+
+def test_sanitizer_logs_separate_device_hazards_from_api_error_returns():
+    import sanitize
+
+    log = ("========= Program hit cudaErrorNoKernelImageForDevice (error 209) due to \"no kernel image\" on CUDA API call"
+           " to cudaFuncGetAttributes.\n========= Invalid __global__ read of size 4 bytes\n"
+           "========= ERROR SUMMARY: 2 errors\n")
+    assert sanitize.classify(log) == {"errors": 2, "device_hazards": 1, "api_errors": 1}
+    assert sanitize.classify("========= ERROR SUMMARY: 0 errors\n") == {"errors": 0, "device_hazards": 0,
+                                                                        "api_errors": 0}
+    assert sanitize.classify("timed out")["errors"] is None

@@ -65,7 +65,9 @@ class ProgramEvaluator:
     def _build(self, code: str, name: str) -> tuple[Path | None, str]:
         out = build(code, workdir=self.work_dir / name, include_dirs=[self.program.path.resolve().parent],
                     toolchain=self.toolchain, name="program")
-        return out.binary, ("" if out.ok else out.summary() + "\n" + out.log[-3000:])
+        # the log goes to the database, the report and the prompts: only through the filter, which quotes the
+        # candidate's own lines and no other file's
+        return out.binary, out.filtered(code)
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:
         """Run once, observed; (observation, '') or (None, why it failed)."""

@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
     r.add_argument("--seed", type=int, default=None, help="random seed of the search (default 0; on --resume the run's)")
     r.add_argument("--model", default=None, help="litellm model for LLM mutations (default: none, offline)")
-    r.add_argument("--budget-usd", type=float, default=5.0, help="LLM spending cap in USD (default 5)")
+    r.add_argument("--budget-usd", type=float, default=None,
+                   help="LLM spending cap in USD (default 5; on --resume, the run's cap)")
     r.add_argument("--price-per-mtok", type=_price, default=None, metavar="IN,OUT",
                    help="USD per million input and output tokens, for a --model litellm has no price for")
     r.add_argument("--executor", choices=("local", "ray"), default="local",

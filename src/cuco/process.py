@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -78,10 +79,15 @@ class _Capture:
                 + self.tail.decode("utf-8", "replace"))
 
 
+#: Password and authentication names as words of the name: DB_PASS, SMTP_PASSWD, GPG_PASSPHRASE, PROXY_AUTH,
+#: NCCL_AUTHORIZATION (as words, so that NCCL_P2P_BYPASS or a *_PATH stay what they are).
+_SECRET_WORDS = re.compile(r"(?:^|_)(?:PASS|PASSWD|PASSPHRASE|PWD|AUTH\w*)(?:_|$)")
+
+
 def is_secret(name: str) -> bool:
     """True for environment variable names that may hold credentials (see SECRET_MARKERS)."""
     upper = name.upper()
-    return any(m in upper for m in SECRET_MARKERS)
+    return any(m in upper for m in SECRET_MARKERS) or (upper != "PWD" and _SECRET_WORDS.search(upper) is not None)
 
 
 #: What a candidate-facing process (nvcc, the harness, a transformed program) may inherit: an allow-list,
@@ -100,10 +106,15 @@ def is_allowed(name: str) -> bool:
     return (name in ALLOWED_ENV_NAMES or name.startswith(ALLOWED_ENV_PREFIXES)) and not is_secret(name)
 
 
-def scrubbed_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+class ScrubbedEnv(dict):
+    """An environment scrubbed_env built: run_group passes it as it is, so that what the caller set on purpose
+    (WORLD_SIZE, RANK, ...) is not dropped by a second pass of the allow-list."""
+
+
+def scrubbed_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> ScrubbedEnv:
     """The allow-listed part of `base` (default: the environment) plus `extra` (what the caller sets on
     purpose, secrets still dropped), with NVLink multicast off."""
-    env = {k: v for k, v in (base if base is not None else os.environ).items() if is_allowed(k)}
+    env = ScrubbedEnv((k, v) for k, v in (base if base is not None else os.environ).items() if is_allowed(k))
     env.update({k: v for k, v in (extra or {}).items() if not is_secret(k)})
     env.update(SAFE_GPU_ENV)
     return env
@@ -175,12 +186,13 @@ def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | No
     Nothing the command started outlives this call, on any exit path (normal exit, timeout, an exception
     here, or this process being killed): argv runs under a small launcher (cuco/reaper.py) that is a child
     subreaper. Output is read as bytes and kept bounded (see ProcessOutcome). The child's environment is
-    `env` (default: this process's), always scrubbed of secrets and with NVLink multicast off.
+    `env` as scrubbed_env made it (what the caller added stays), else the allow-listed part of `env` (default:
+    this process's); secrets are always dropped and NVLink multicast is off.
     """
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("run_group needs a command")
-    child_env = scrubbed_env(env)
+    child_env = scrubbed_env({}, env) if isinstance(env, ScrubbedEnv) else scrubbed_env(env)
     _check_executable(argv[0], child_env, cwd)
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-I", "-S", _REAPER, str(os.getpid()), f"{grace_s:g}", "--", *argv],

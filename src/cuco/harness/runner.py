@@ -218,7 +218,7 @@ def run_harness(request: HarnessRequest, toolchain: Toolchain | None = None, *, 
         from cuco.harness.build import nvshmem_host_library  # noqa: PLC0415
 
         request = attrs.evolve(request, nvshmem_lib=nvshmem_host_library(toolchain))
-    run_env = dict(env) if env is not None else scrubbed_env()
+    run_env = env if env is not None else scrubbed_env()
     n = len(request.candidates)
     runs: list[CandidateRun | None] = [None] * n
     pending = list(range(n))

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -205,18 +206,24 @@ class Toolchain:
         cmd = [str(self.nvcc), *self.base_flags(), *(["-shared"] if shared else []),
                *(f"-I{d}" for d in include_dirs), *map(str, sources), "-o", str(tmp),
                *self.link_flags(libraries), *extra]
-        from cuco.process import run_group  # nvcc compiles untrusted code: allow-listed env, reaped tree
+        from cuco.process import run_group, scrubbed_env  # nvcc compiles untrusted code: allow-listed env, reaped
 
         start = time.monotonic()
-        done = run_group(cmd, timeout_s)
-        ok = done.returncode == 0 and not done.timed_out
-        log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
-        seconds = time.monotonic() - start
-        if ok:
-            os.replace(tmp, output)  # atomic: a cached artefact is never half-written
-        else:
-            tmp.unlink(missing_ok=True)
-        return CompileResult(ok, output, log, seconds, tuple(cmd))
+        # nvcc's own temp files (tmpxft_*) go to a folder of this compile, removed on every exit path: a compile
+        # stopped by a timeout, SIGTERM or Ctrl-C leaves none in the shared temp dir
+        scratch = Path(tempfile.mkdtemp(prefix=f"cuco-nvcc-{os.getpid()}-"))
+        ok = False
+        try:
+            done = run_group(cmd, timeout_s, env=scrubbed_env(extra={"TMPDIR": str(scratch)}))
+            ok = done.returncode == 0 and not done.timed_out
+            log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
+            if ok:
+                os.replace(tmp, output)  # atomic: a cached artefact is never half-written
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            if not ok:
+                tmp.unlink(missing_ok=True)
+        return CompileResult(ok, output, log, time.monotonic() - start, tuple(cmd))
 
 
 @functools.lru_cache(maxsize=4)

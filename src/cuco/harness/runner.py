@@ -191,13 +191,13 @@ def _not_run(path: str, why: str) -> CandidateRun:
 
 def interpret(request: HarnessRequest, out: Path, outcome: ProcessOutcome) -> HarnessResult:
     """The result of one harness process from its JSON file (if any) and how it ended."""
-    raw: dict[str, Any] | None = None
+    raw: Any = None
     if out.exists():
         try:
             raw = json.loads(out.read_text())
-        except (json.JSONDecodeError, OSError):
+        except (ValueError, OSError):
             raw = None
-    if raw is None:
+    if not isinstance(raw, dict):   # `[]` or a number is no result either: never an exception here
         return _no_result(request, outcome)
     if raw.get("status") == "running":
         raw = _complete_dict(raw, outcome)

@@ -93,7 +93,7 @@ def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
     out = Path(harness_argv[harness_argv.index("--out") + 1])
     rendezvous = out.parent / f".ranks-{os.getpid()}"
     shutil.rmtree(rendezvous, ignore_errors=True)
-    rendezvous.mkdir(parents=True)
+    rendezvous.mkdir(parents=True, mode=0o700)   # the rendezvous file in it lets a process join the group
     procs: list[subprocess.Popen] = []
     first_failed: int | None = None
     try:

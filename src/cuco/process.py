@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import os
 import re
 import selectors
@@ -10,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -22,6 +25,8 @@ import attrs
 SECRET_MARKERS = ("_KEY", "_TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "LITELLM", "OPENAI", "ANTHROPIC",
                   "AWS_", "AZURE_", "VERTEX")
 
+#: prctl option that makes a process adopt the orphans of its descendants (Linux).
+PR_SET_CHILD_SUBREAPER = 36
 #: Variables that keep NVLink multicast off: enabling it can take shared GPUs out of service.
 SAFE_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 
@@ -165,6 +170,49 @@ def _signal(pid: int, sig: int, group: bool = False) -> None:
         pass
 
 
+#: The launchers this process runs now: its own children in a session of their own, never taken for orphans.
+_LAUNCHERS: set[int] = set()
+_LAUNCHERS_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _subreaper() -> bool:
+    """Make this process a child subreaper (once): when a candidate kills its launcher, the launcher's orphans,
+    setsid daemons included, become children of this process instead of init's, so they can still be found."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _kill_orphans(since_ticks: int, within_s: float = 10.0) -> None:
+    """Kill the orphans a dead launcher left to this process, in rounds (each killed process hands its own
+    children to us): children of ours in another session than ours, started after that launcher, that are not a
+    live launcher. Ordinary children (nvidia-smi, ...) stay in our session."""
+    from cuco.reaper import children_of, proc_stat  # noqa: PLC0415 (the launcher's own /proc reading)
+
+    me, my_session = os.getpid(), os.getsid(0)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with _LAUNCHERS_LOCK:
+            launchers = set(_LAUNCHERS)
+        victims = []
+        for pid in children_of(me):
+            st = proc_stat(pid)
+            if st is not None and pid not in launchers and st[1] != my_session and st[2] >= since_ticks:
+                victims.append(pid)
+        if not victims:
+            return
+        for pid in victims:
+            _signal(pid, signal.SIGKILL)
+        for pid in victims:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
 def _finish(proc: subprocess.Popen, grace_s: float) -> None:
     """Make sure the launcher (and through it the command's tree) is gone: SIGTERM, then SIGKILL its group."""
     if proc.poll() is None:
@@ -194,15 +242,27 @@ def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | No
         raise ValueError("run_group needs a command")
     child_env = scrubbed_env({}, env) if isinstance(env, ScrubbedEnv) else scrubbed_env(env)
     _check_executable(argv[0], child_env, cwd)
+    subreaper = _subreaper()
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-I", "-S", _REAPER, str(os.getpid()), f"{grace_s:g}", "--", *argv],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=child_env, cwd=cwd, start_new_session=True)
+    with _LAUNCHERS_LOCK:  # registered before a concurrent call's orphan scan could see it unregistered
+        proc = subprocess.Popen([sys.executable, "-I", "-S", _REAPER, str(os.getpid()), f"{grace_s:g}", "--", *argv],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=child_env, cwd=cwd, start_new_session=True)
+        _LAUNCHERS.add(proc.pid)
+    from cuco.reaper import proc_stat  # noqa: PLC0415
+
+    launched = proc_stat(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(KEEP_BYTES), _Capture(KEEP_BYTES)
     try:
         timed_out = _pump(proc, {proc.stdout.fileno(): out, proc.stderr.fileno(): err}, start + timeout_s, grace_s)
     finally:
         _finish(proc, grace_s)
+        with _LAUNCHERS_LOCK:
+            _LAUNCHERS.discard(proc.pid)
+        # A launcher that ends by a signal may have been killed by the command (it ends like the command
+        # otherwise, which is the common case of a signal): what it left is ours now, and goes
+        if subreaper and launched is not None and (proc.returncode or 0) < 0:
+            _kill_orphans(launched[2])
     return ProcessOutcome(None if timed_out else proc.returncode, out.text(), err.text(), time.monotonic() - start,
                           timed_out, out.dropped, err.dropped)

@@ -32,20 +32,28 @@ def _stop(_sig: int, _frame: object) -> None:
     raise _Stop
 
 
-def _children(me: int) -> list[int]:
-    """Pids whose parent is `me` (from /proc/*/stat; the comm field may hold spaces and parentheses)."""
+def proc_stat(pid: int | str) -> tuple[int, int, int] | None:
+    """(parent pid, session id, start time in clock ticks after boot) of `pid` from /proc/PID/stat, or None
+    when it is gone (the comm field may hold spaces and parentheses)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if len(fields) < 20:
+        return None
+    return int(fields[1]), int(fields[3]), int(fields[19])
+
+
+def children_of(me: int) -> list[int]:
+    """Pids whose parent is `me`."""
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            found.append(int(name))
+        if name.isdigit():
+            st = proc_stat(name)
+            if st is not None and st[0] == me:
+                found.append(int(name))
     return found
 
 
@@ -55,7 +63,7 @@ def _signal_all(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except OSError:
         pass
-    for pid in _children(os.getpid()):
+    for pid in children_of(os.getpid()):
         try:
             os.kill(pid, sig)
         except OSError:

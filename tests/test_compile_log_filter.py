@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import toolchain_or_skip
 from cuco.candidate import Candidate
 from cuco.design_space import Directives
 from cuco.evaluate.compile import Compiler, trim_log
 from cuco.program.workload import ProgramWorkload
-from cuco.toolchain import Toolchain, ToolchainError
 
 CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
 SECRET = "hunter2-7f3a9c"
@@ -53,11 +53,7 @@ def test_a_program_candidate_that_includes_a_secret_stores_no_line_of_it(tmp_pat
 
 @needs_nvcc
 def test_an_assembler_include_of_a_secret_is_not_quoted_by_the_workload_compiler(tmp_path, secrets):
-    try:
-        toolchain = Toolchain.detect(need_cublas=False)
-    except ToolchainError as exc:
-        pytest.skip(f"no CUDA toolchain here: {exc}")
-    compiler = Compiler(toolchain, cache_dir=tmp_path / "cache", jobs=1)
+    compiler = Compiler(toolchain_or_skip(), cache_dir=tmp_path / "cache", jobs=1)
     outcome = compiler.compile(f'asm(".include \\"{secrets["netrc"]}\\"");\n')
     assert not outcome.ok
     full = next((tmp_path / "cache").glob("*/full_log.txt")).read_text()

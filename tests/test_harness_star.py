@@ -13,17 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from cuco.toolchain import Toolchain, ToolchainError, csrc_dir
+from conftest import toolchain_or_skip
+from cuco.toolchain import csrc_dir
 
 PROBE = Path(__file__).parent / "fixtures" / "harness" / "star_probe.cpp"
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
-    try:
-        tc = Toolchain.detect(need_cublas=False)
-    except ToolchainError as exc:
-        pytest.skip(f"no CUDA toolchain: {exc}")
+    tc = toolchain_or_skip()
     out = tmp_path_factory.mktemp("probe") / "star_probe"
     result = tc.compile([PROBE, csrc_dir() / "harness" / "star.cpp"], out, shared=False,
                         include_dirs=[csrc_dir() / "harness"], extra=("-std=c++17",))
@@ -62,32 +60,26 @@ def _finish(*procs: subprocess.Popen, timeout: float = 15) -> list[str]:
     return outs
 
 
-def test_a_silent_client_does_not_hold_rank_zero(probe, tmp_path):
-    zero = _rank(probe, 2, 0, tmp_path)
-    port = int(_published(tmp_path)[0])
-    silent = _connect(port)            # connects first and never says anything
+def _group_with_a_stranger(probe: Path, rendezvous: Path, hello: bytes) -> list[str]:
+    """What ranks 0 and 1 print when a stranger connects to rank 0 first and sends `hello` (b'': nothing)."""
+    zero = _rank(probe, 2, 0, rendezvous)
+    stranger = _connect(int(_published(rendezvous)[0]))
     try:
-        one = _rank(probe, 2, 1, tmp_path)
-        outs = _finish(zero, one)
+        stranger.sendall(hello)
+        time.sleep(0.3)                 # the stranger is there before the genuine rank
+        return _finish(zero, _rank(probe, 2, 1, rendezvous))
     finally:
-        silent.close()
-    assert outs == ["gathered r0,r1,\n", "gathered r0,r1,\n"]
+        stranger.close()
+
+
+def test_a_silent_client_does_not_hold_rank_zero(probe, tmp_path):
+    assert _group_with_a_stranger(probe, tmp_path, b"") == ["gathered r0,r1,\n", "gathered r0,r1,\n"]
 
 
 @pytest.mark.parametrize("hello", [struct.pack("<i", 1),                     # a rank number alone
                                    bytes(16) + struct.pack("<i", 1)])        # a wrong token
 def test_a_client_without_the_token_cannot_take_a_ranks_place(probe, tmp_path, hello):
-    zero = _rank(probe, 2, 0, tmp_path)
-    port = int(_published(tmp_path)[0])
-    impostor = _connect(port)
-    impostor.sendall(hello)
-    time.sleep(0.3)                     # the impostor is there before the genuine rank
-    try:
-        one = _rank(probe, 2, 1, tmp_path)
-        outs = _finish(zero, one)
-    finally:
-        impostor.close()
-    assert outs == ["gathered r0,r1,\n", "gathered r0,r1,\n"]
+    assert _group_with_a_stranger(probe, tmp_path, hello) == ["gathered r0,r1,\n", "gathered r0,r1,\n"]
 
 
 def test_the_rendezvous_file_is_private_and_carries_a_token(probe, tmp_path):

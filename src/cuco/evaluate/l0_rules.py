@@ -6,8 +6,9 @@ or reference (`&::open`), assigned (`auto e = exit;`), named in `decltype`, a te
 the text is parsed with tree-sitter and every identifier that names a forbidden function is refused, members of
 an object (`gin.signal(...)`) excepted. Token pasting (`##`) could assemble a name the parse cannot see, so it
 is refused too; includes must name an allowed header literally; inline asm must be a literal string, may not
-issue system calls or read clocks, may not name a forbidden function, and may not use an assembler directive
-that reads a file or rebinds a symbol (`.include`, `.incbin`, `.symver`, ...).
+issue system calls or read clocks, may not name a forbidden function or call a named symbol, and may not use
+an assembler directive that reads a file or rebinds a symbol (`.include`, `.incbin`, `.symver`, ...); asm labels
+and the attributes that bind a declaration to another symbol (`weakref`, `alias`, `ifunc`) are refused.
 """
 
 from __future__ import annotations
@@ -85,6 +86,12 @@ _SYSCALL_ASM = re.compile(r"syscall|sysenter|\bint\s*\$?0x80\b|\bsvc\b", re.IGNO
 _ASM_DIRECTIVE = re.compile(r"(?<![\w.%$])\.(include|incbin|file|line|loc|symver|set|equ|equiv|eqv|weakref|"
                             r"macro|irp|irpc|rept|purgem|altmacro|section|pushsection|popsection|previous)\b",
                             re.IGNORECASE)
+#: A jump or call to a named symbol in host assembly reaches any libc function (`call __libc_system`).
+_ASM_CALL = re.compile(r"(?<![\w.])(?:call[lqw]?|jmp[lqw]?|bl)\s+[A-Za-z_.$]", re.IGNORECASE)
+#: Attributes that bind a declaration to another symbol by name (`weakref("open")` reaches libc's open).
+_BINDING_ATTRIBUTES = frozenset(("alias", "weakref", "ifunc", "symver", "__alias__", "__weakref__", "__ifunc__",
+                                 "__symver__"))
+_ATTRIBUTE_NODES = frozenset(("attribute_specifier", "attribute", "attribute_declaration"))
 _LITERAL_TYPES = frozenset(("string_literal", "raw_string_literal", "concatenated_string"))
 _SKIPPED = frozenset(("comment", "string_literal", "raw_string_literal", "char_literal", "system_lib_string"))
 
@@ -125,6 +132,17 @@ def _is_member(node: tree_sitter.Node) -> bool:
     return node.type == "field_identifier"
 
 
+def _in_attribute(node: tree_sitter.Node) -> bool:
+    parent = node.parent
+    for _ in range(3):   # identifier < call_expression < argument_list < attribute_specifier, or < attribute
+        if parent is None:
+            return False
+        if parent.type in _ATTRIBUTE_NODES:
+            return True
+        parent = parent.parent
+    return False
+
+
 def _asm_text(src: P.Source, node: tree_sitter.Node) -> str:
     """The assembly of a literal asm argument, adjacent literals joined."""
     parts = [n for n in P.walk(node) if n.type in ("string_content", "escape_sequence", "raw_string_content")]
@@ -139,6 +157,9 @@ def _check_asm(src: P.Source, keyword: tree_sitter.Node, line: int) -> list[Viol
     if not literal or any(c.type == "ERROR" for c in asm.children):
         return [Violation(line, "asm", "inline asm must be written as literal strings in the asm statement "
                           "(not a macro or an expression), so that it can be checked")]
+    if asm.parent is None or asm.parent.type != "expression_statement":
+        return [Violation(line, "asm", "an asm label (a declaration named after another symbol) is not allowed: "
+                          "it binds the declaration to any function by name")]
     text = _asm_text(src, code)
     out = []
     if _SYSCALL_ASM.search(text):
@@ -149,6 +170,9 @@ def _check_asm(src: P.Source, keyword: tree_sitter.Node, line: int) -> list[Viol
     if directive:
         out.append(Violation(line, "asm", f"assembler directive .{directive.group(1)}: inline asm may not read "
                              "files or bind symbols; write instructions only"))
+    if _ASM_CALL.search(text):
+        out.append(Violation(line, "asm", "inline asm calling or jumping to a named symbol is not allowed: it "
+                             "reaches any library function"))
     for word in sorted(set(re.findall(r"[A-Za-z_]\w*", text)) & FORBIDDEN_NAMES.keys() - _PTX_WORDS):
         out.append(Violation(line, "forbidden", f"{word} named in inline asm: {FORBIDDEN_NAMES[word]}"))
     return out
@@ -189,6 +213,9 @@ def check_names(code: str, first_line: int = 1) -> list[Violation]:
         text = src.node_text(node)
         if text in _ASM:
             out.extend(_check_asm(src, node, line))
+        elif text in _BINDING_ATTRIBUTES and _in_attribute(node):
+            out.append(Violation(line, "asm", f"attribute {text}: binding a declaration to another symbol by name "
+                                 "is not allowed (it reaches any library function)"))
         elif text in FORBIDDEN_NAMES and not _is_member(node):
             out.append(Violation(line, "forbidden", f"{text}: {FORBIDDEN_NAMES[text]}"))
         elif text == "##" or (node.type == "ERROR" and "##" in text):

@@ -62,6 +62,20 @@ def test_a_program_block_may_not_leave_a_literal_or_an_if_open(opener):
     assert not result.passed and "block-open" in {v["rule"] for v in result.data["violations"]}, result.reason
 
 
+@pytest.mark.parametrize("macro", ["#define kHidden 1", "#undef kHidden\n#define kHidden 1", "#define int long",
+                                   "#define cudaMemcpy(d, s, n, k) cudaSuccess"])
+def test_a_program_block_may_not_redefine_what_the_frozen_code_means(macro):
+    result = check_program(_in_program_block(macro), parent_code=PROGRAM)
+    assert not result.passed and "frozen-macro" in {v["rule"] for v in result.data["violations"]}, result.reason
+
+
+def test_a_program_block_may_set_what_the_frozen_code_leaves_open_and_name_its_own_macros():
+    point = PROGRAM.replace("#define CUCOFP_COMM_CTAS 32", "#define CUCOFP_COMM_CTAS 8", 1)
+    assert point != PROGRAM and check_program(point, parent_code=PROGRAM).passed
+    own = _in_program_block("#define MY_TILE 64\n#undef MY_TILE")
+    assert check_program(own, parent_code=PROGRAM).passed, check_program(own, parent_code=PROGRAM).reason
+
+
 def test_a_block_comment_left_open_swallows_the_end_marker_and_is_rejected():
     result = check_program(_in_program_block("/* the rest of the file is a comment"), parent_code=PROGRAM)
     assert not result.passed and "never closed" in result.reason

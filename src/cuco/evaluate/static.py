@@ -238,21 +238,45 @@ def check_static(code: str, parent_code: str | None = None, max_reported: int = 
     return LevelResult("static", False, "\n".join(lines), seconds, data)
 
 
-def _check_program_block(body: str, first_line: int) -> list[Violation]:
+_MACRO = re.compile(r"^[ \t]*#[ \t]*(define|undef)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+# Names the frozen text leaves open to a definition: it tests them (`#ifndef N`, `defined(N)`) to take a default.
+_TESTED = re.compile(r"^[ \t]*#[ \t]*(?:ifndef|ifdef)[ \t]+([A-Za-z_]\w*)|\bdefined[ \t]*\(?[ \t]*([A-Za-z_]\w*)",
+                     re.MULTILINE)
+
+
+def _frozen_names(lines: list[str], blocks: list[tuple[int, int]]) -> tuple[set[str], set[str]]:
+    """The words of the frozen text's code, and the names it leaves open to a definition."""
+    inside = {i for first, last in blocks for i in range(first - 1, last)}
+    frozen = lex("\n".join("" if i in inside else line for i, line in enumerate(lines)))
+    tested = {a or b for a, b in _TESTED.findall(frozen.no_comments)}
+    return set(_WORD.findall(frozen.code_only)), tested
+
+
+def _check_program_block(body: str, first_line: int, frozen_words: set[str], tested: set[str]) -> list[Violation]:
     # A block is read on its own: one that leaves a comment, literal or #if open would change how the frozen
     # text after it reads, so the text checked here would not be the text compiled.
     opened = left_open(body)
     if opened:
         return [Violation(first_line, "block-open", f"the EVOLVE block starting here leaves {opened} open at its "
                           "end; each block must be complete on its own")]
-    return shared_violations(body, lex(body), Lines(body), first_line)
+    lexed, line_of = lex(body), Lines(body)
+    found = shared_violations(body, lexed, line_of, first_line)
+    # The frozen text is the user's own program, which may write files: a block's macro named like one of its
+    # words would change what that code does (which path it opens), so only names it leaves open may be defined.
+    for m in _MACRO.finditer(lexed.no_comments):
+        if m.group(2) in frozen_words and m.group(2) not in tested:
+            found.append(Violation(first_line - 1 + line_of(m.start()), "frozen-macro", f"#{m.group(1)} "
+                                   f"{m.group(2)}: the frozen code uses {m.group(2)}; a block may not change what "
+                                   "the program's own code means, so give the macro a name of its own"))
+    return found
 
 
 def check_program(code: str, parent_code: str | None = None) -> LevelResult:
     """Level 0 for a rewritten user program (cuco.program): balanced EVOLVE blocks, frozen text equal to the
     parent's, no host collective left, and the rules of every candidate (includes, forbidden names, asm, token
-    pasting) in each EVOLVE block. The frozen text is the user's own program, which may read its environment
-    and write files; the candidate-ABI rules do not apply: it is a whole program."""
+    pasting) in each EVOLVE block, whose macros may not take a name the frozen code uses (unless it leaves the
+    name open with #ifndef). The frozen text is the user's own program, which may read its environment and write
+    files; the candidate-ABI rules do not apply: it is a whole program."""
     start = time.perf_counter()
     seen = normalise(code)
     lexed = lex(seen)
@@ -261,8 +285,9 @@ def check_program(code: str, parent_code: str | None = None) -> LevelResult:
         found += _check_frozen(code, blocks, parent_code)
     found += _check_host_collectives(lexed, Lines(seen))
     lines = seen.split("\n")
+    frozen_words, tested = _frozen_names(lines, blocks)
     for first, last in blocks:
-        found += _check_program_block("\n".join(lines[first:last - 1]), first + 1)
+        found += _check_program_block("\n".join(lines[first:last - 1]), first + 1, frozen_words, tested)
     found = sorted(found, key=lambda v: v.line)
     data = {"violations": [attrs.asdict(v) for v in found], "blocks": len(blocks)}
     reason = "\n".join(str(v) for v in found[:8])

@@ -85,3 +85,36 @@ assert not r.ok and "timed out" in r.log, r.log
     time.sleep(0.5)
     assert sorted(p.name for p in tmp.rglob("*")) == []
     assert not list((tmp_path / "out").glob(".*.tmp"))
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc: the point is a real compile")
+def test_the_scratch_of_a_compile_killed_by_sigkill_is_removed_by_the_next_compiling_process(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               TMPDIR=str(tmp))
+    code = f"""
+import sys
+from pathlib import Path
+from cuco.toolchain import Toolchain
+src = Path({str(tmp_path / 'c.cu')!r})
+src.write_text(Path({str(ROOT / 'tests/fixtures/evaluate/good_candidate.cu')!r}).read_text())
+Toolchain.detect(need_cublas=False).compile([src], Path({str(tmp_path / 'out/c.so')!r}),
+                                            include_dirs=[Path({str(ROOT / 'csrc/include')!r})],
+                                            timeout_s=float(sys.argv[1]))
+"""
+    killed = subprocess.Popen([sys.executable, "-c", code, "300"], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp.rglob("tmpxft_*")):
+            assert killed.poll() is None and time.monotonic() < deadline, "no compile started"
+            time.sleep(0.02)
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    left = [p.name for p in tmp.iterdir()]
+    assert left and all(name.startswith(f"cuco-nvcc-{killed.pid}-") for name in left), left
+    # another process's compile (stopped at once by its timeout) sweeps the folder of the dead one
+    subprocess.run([sys.executable, "-c", code, "0.5"], env=env, timeout=300, check=True)
+    time.sleep(0.5)
+    assert sorted(p.name for p in tmp.iterdir()) == []

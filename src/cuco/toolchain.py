@@ -211,7 +211,8 @@ class Toolchain:
         start = time.monotonic()
         # nvcc's own temp files (tmpxft_*) go to a folder of this compile, removed on every exit path: a compile
         # stopped by a timeout, SIGTERM or Ctrl-C leaves none in the shared temp dir
-        scratch = Path(tempfile.mkdtemp(prefix=f"cuco-nvcc-{os.getpid()}-"))
+        _sweep_dead_scratch()
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         ok = False
         try:
             done = run_group(cmd, timeout_s, env=scrubbed_env(extra={"TMPDIR": str(scratch)}))
@@ -224,6 +225,31 @@ class Toolchain:
             if not ok:
                 tmp.unlink(missing_ok=True)
         return CompileResult(ok, output, log, time.monotonic() - start, tuple(cmd))
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process `pid` exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: Prefix of the folder each compile gives nvcc for its temp files, followed by the compiling process's pid.
+SCRATCH_PREFIX = "cuco-nvcc-"
+
+
+@functools.lru_cache(maxsize=1)
+def _sweep_dead_scratch() -> None:
+    """Once per process: remove the nvcc scratch folders of processes that are gone (killed mid-compile by
+    SIGKILL, the one exit that cannot clean up)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = folder.name[len(SCRATCH_PREFIX):].split("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=4)

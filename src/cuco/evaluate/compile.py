@@ -20,7 +20,7 @@ import attrs
 
 from cuco.errors import CucoError
 from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
-    csrc_dir
+    csrc_dir, pid_alive
 
 #: Name the candidate's source gets on disk, so compiler messages read "candidate.cu(12): error ...".
 SOURCE_NAME = "candidate.cu"
@@ -46,16 +46,6 @@ _ABS_PATH = re.compile(r"(?:/[\w.+\-]+)+/([\w.+\-]+)")
 DEFAULT_CACHE_MAX_MB = 4096
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_cache(cache: Path, max_bytes: int) -> None:
     """Remove temp files left by compiles whose process is gone, then the least recently used entries
     until the cache holds at most `max_bytes`."""
@@ -63,7 +53,7 @@ def sweep_cache(cache: Path, max_bytes: int) -> None:
     busy = set()
     for tmp in cache.glob("*/.*.tmp"):
         pid = tmp.name.rsplit(".", 2)[-2] if tmp.name.count(".") >= 3 else ""
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
         else:
             busy.add(tmp.parent)  # a compile is writing it now

@@ -64,57 +64,68 @@ def test_sigterm_in_a_compile_leaves_no_temp_file_and_no_process(tmp_path):
     assert json.loads((run / "summary.json").read_text())["evaluated"] == 2
 
 
-@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc: the point is a real compile")
-def test_a_compile_stopped_by_its_timeout_leaves_no_nvcc_temp_file(tmp_path):
-    """The reaper stops nvcc with SIGTERM then SIGKILL: nvcc's tmpxft_* files would stay in the shared temp dir."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    code = f"""
-from pathlib import Path
-from cuco.toolchain import Toolchain
-src = Path({str(tmp_path / 'c.cu')!r})
-src.write_text(Path({str(ROOT / 'tests/fixtures/evaluate/good_candidate.cu')!r}).read_text())
-r = Toolchain.detect(need_cublas=False).compile([src], Path({str(tmp_path / 'out/c.so')!r}),
-                                                include_dirs=[Path({str(ROOT / 'csrc/include')!r})], timeout_s=1.5)
-assert not r.ok and "timed out" in r.log, r.log
-"""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-               TMPDIR=str(tmp))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    time.sleep(0.5)
-    assert sorted(p.name for p in tmp.rglob("*")) == []
-    assert not list((tmp_path / "out").glob(".*.tmp"))
-
-
-@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc: the point is a real compile")
-def test_the_scratch_of_a_compile_killed_by_sigkill_is_removed_by_the_next_compiling_process(tmp_path):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-               TMPDIR=str(tmp))
-    code = f"""
+_COMPILE = """
 import sys
 from pathlib import Path
 from cuco.toolchain import Toolchain
-src = Path({str(tmp_path / 'c.cu')!r})
-src.write_text(Path({str(ROOT / 'tests/fixtures/evaluate/good_candidate.cu')!r}).read_text())
-Toolchain.detect(need_cublas=False).compile([src], Path({str(tmp_path / 'out/c.so')!r}),
-                                            include_dirs=[Path({str(ROOT / 'csrc/include')!r})],
-                                            timeout_s=float(sys.argv[1]))
+src = Path(sys.argv[2]) / "c.cu"
+src.write_text(Path(sys.argv[3], "tests/fixtures/evaluate/good_candidate.cu").read_text())
+Toolchain.detect(need_cublas=False).compile([src], Path(sys.argv[2], "out", "c.so"),
+                                            include_dirs=[Path(sys.argv[3], "csrc/include")], timeout_s=float(sys.argv[1]))
 """
-    killed = subprocess.Popen([sys.executable, "-c", code, "300"], env=env)
+
+
+def _compiling(tmp_path: Path, timeout_s: float) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               TMPDIR=str(tmp_path / "tmp"))
+    return [sys.executable, "-c", _COMPILE, str(timeout_s), str(tmp_path), str(ROOT)], env
+
+
+def _empty_within(folder: Path, within_s: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while (left := sorted(p.name for p in folder.rglob("*"))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc: the point is a real compile")
+def test_a_compile_whose_process_is_killed_by_sigkill_leaves_no_temp_file(tmp_path):
+    """The launcher outlives its SIGKILLed caller long enough to stop nvcc and remove the compile's scratch."""
+    (tmp_path / "tmp").mkdir()
+    argv, env = _compiling(tmp_path, 300)
+    killed = subprocess.Popen(argv, env=env)
     try:
         deadline = time.monotonic() + 120
-        while not list(tmp.rglob("tmpxft_*")):
+        while not list((tmp_path / "tmp").rglob("tmpxft_*")):
             assert killed.poll() is None and time.monotonic() < deadline, "no compile started"
             time.sleep(0.02)
     finally:
         killed.send_signal(signal.SIGKILL)
         killed.wait()
-    left = [p.name for p in tmp.iterdir()]
-    assert left and all(name.startswith(f"cuco-nvcc-{killed.pid}-") for name in left), left
-    # another process's compile (stopped at once by its timeout) sweeps the folder of the dead one
-    subprocess.run([sys.executable, "-c", code, "0.5"], env=env, timeout=300, check=True)
-    time.sleep(0.5)
-    assert sorted(p.name for p in tmp.iterdir()) == []
+    assert _empty_within(tmp_path / "tmp") == []
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc: the point is a real compile")
+def test_the_scratch_of_a_dead_process_is_removed_by_the_next_compiling_process(tmp_path):
+    """What a SIGKILL of the launcher too leaves (nothing could clean up): the next process that compiles sweeps
+    the scratch folders of pids that are gone, and keeps those of live ones."""
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    tmp = tmp_path / "tmp"
+    (tmp / f"cuco-nvcc-{dead_pid.pid}-x1").mkdir(parents=True)
+    (tmp / f"cuco-nvcc-{dead_pid.pid}-x1" / "tmpxft_0000_00000000-1.cpp").write_text("left by a SIGKILL")
+    (tmp / f"cuco-nvcc-{os.getpid()}-x2").mkdir()                  # a live process's compile: kept
+    argv, env = _compiling(tmp_path, 0.5)
+    subprocess.run(argv, env=env, timeout=300, check=True)
+    assert sorted(p.name for p in tmp.iterdir()) == [f"cuco-nvcc-{os.getpid()}-x2"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc: the point is a real compile")
+def test_a_compile_stopped_by_its_timeout_leaves_no_nvcc_temp_file(tmp_path):
+    """The launcher stops nvcc with SIGTERM then SIGKILL: nvcc's tmpxft_* files would stay in the shared temp dir."""
+    (tmp_path / "tmp").mkdir()
+    argv, env = _compiling(tmp_path, 1.5)
+    subprocess.run(argv, env=env, timeout=300, check=True)
+    assert not (tmp_path / "out" / "c.so").exists(), "the compile finished: the test needs a shorter timeout"
+    assert _empty_within(tmp_path / "tmp") == []
+    assert not list((tmp_path / "out").glob(".*.tmp"))

@@ -228,14 +228,15 @@ def _finish(proc: subprocess.Popen, grace_s: float) -> None:
 
 
 def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None,
-              cwd: Path | None = None, grace_s: float = 2.0) -> ProcessOutcome:
+              cwd: Path | None = None, grace_s: float = 2.0, scratch: Path | None = None) -> ProcessOutcome:
     """Run argv under a hard timeout; on timeout SIGTERM, then after grace_s SIGKILL, its whole process tree.
 
     Nothing the command started outlives this call, on any exit path (normal exit, timeout, an exception
     here, or this process being killed): argv runs under a small launcher (cuco/reaper.py) that is a child
     subreaper. Output is read as bytes and kept bounded (see ProcessOutcome). The child's environment is
     `env` as scrubbed_env made it (what the caller added stays), else the allow-listed part of `env` (default:
-    this process's); secrets are always dropped and NVLink multicast is off.
+    this process's); secrets are always dropped and NVLink multicast is off. `scratch`, a folder of the command's
+    temp files, is removed by the launcher once the command's tree is gone, even when this process is killed.
     """
     argv = [str(a) for a in argv]
     if not argv:
@@ -245,7 +246,9 @@ def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | No
     subreaper = _subreaper()
     start = time.monotonic()
     with _LAUNCHERS_LOCK:  # registered before a concurrent call's orphan scan could see it unregistered
-        proc = subprocess.Popen([sys.executable, "-I", "-S", _REAPER, str(os.getpid()), f"{grace_s:g}", "--", *argv],
+        remove = ["--remove", str(scratch)] if scratch is not None else []
+        proc = subprocess.Popen([sys.executable, "-I", "-S", _REAPER, str(os.getpid()), f"{grace_s:g}", *remove, "--",
+                                 *argv],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=child_env, cwd=cwd, start_new_session=True)
         _LAUNCHERS.add(proc.pid)

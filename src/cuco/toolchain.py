@@ -209,13 +209,13 @@ class Toolchain:
         from cuco.process import run_group, scrubbed_env  # nvcc compiles untrusted code: allow-listed env, reaped
 
         start = time.monotonic()
-        # nvcc's own temp files (tmpxft_*) go to a folder of this compile, removed on every exit path: a compile
-        # stopped by a timeout, SIGTERM or Ctrl-C leaves none in the shared temp dir
+        # nvcc's own temp files (tmpxft_*) go to a folder of this compile, removed on every exit path (by the
+        # launcher when this process is killed): a stopped compile leaves none in the shared temp dir
         _sweep_dead_scratch()
         scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         ok = False
         try:
-            done = run_group(cmd, timeout_s, env=scrubbed_env(extra={"TMPDIR": str(scratch)}))
+            done = run_group(cmd, timeout_s, env=scrubbed_env(extra={"TMPDIR": str(scratch)}), scratch=scratch)
             ok = done.returncode == 0 and not done.timed_out
             log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
             if ok:
@@ -244,7 +244,7 @@ SCRATCH_PREFIX = "cuco-nvcc-"
 
 @functools.lru_cache(maxsize=1)
 def _sweep_dead_scratch() -> None:
-    """Once per process: remove the nvcc scratch folders of processes that are gone (killed mid-compile by
+    """Once per process: remove the nvcc scratch folders of processes that are gone (a launcher killed by
     SIGKILL, the one exit that cannot clean up)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
         pid = folder.name[len(SCRATCH_PREFIX):].split("-")[0]

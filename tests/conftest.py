@@ -112,3 +112,13 @@ def as_user() -> list[str]:
     except KeyError:
         pytest.skip("running as root and there is no 'nobody' user to drop privileges to")
     return [str(nobody.pw_uid), str(nobody.pw_gid)]
+
+
+def toolchain_or_skip():
+    """This machine's CUDA toolchain (nvcc and NCCL, no cuBLASLt needed), or the calling test is skipped."""
+    from cuco.toolchain import Toolchain, ToolchainError
+
+    try:
+        return Toolchain.detect(need_cublas=False)
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain here: {exc}")

@@ -21,9 +21,34 @@ def test_only_allow_listed_variables_pass_whatever_their_names():
     assert env["NCCL_NVLS_ENABLE"] == "0"
 
 
-def test_what_the_caller_sets_on_purpose_passes_but_never_a_secret():
-    env = scrubbed_env({}, extra={"CUDA_VISIBLE_DEVICES": "1", "RANK": "0", "NCCL_AUTH_TOKEN": "t"})
-    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["RANK"] == "0" and "NCCL_AUTH_TOKEN" not in env
+def _env_of_a_run(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a real command run by the executor sees (it prints it)."""
+    from cuco.evaluate.executor import Executor
+
+    outcome = Executor.run_command(["env"], None, timeout_s=30, extra_env=extra)
+    assert outcome.returncode == 0, outcome.stderr
+    return dict(line.split("=", 1) for line in outcome.stdout.splitlines() if "=" in line)
+
+
+def test_what_the_caller_sets_reaches_the_program_through_the_executor():
+    """run_command scrubs, then run_group scrubbed again and dropped WORLD_SIZE and RANK on the way."""
+    env = _env_of_a_run({"WORLD_SIZE": "2", "RANK": "1", "MY_SETTING": "x", "NCCL_AUTH_TOKEN": "t"})
+    assert env["WORLD_SIZE"] == "2" and env["RANK"] == "1" and env["MY_SETTING"] == "x"
+    assert "NCCL_AUTH_TOKEN" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+PASSWORD_NAMES = ("CUCO_PASS", "NCCL_PASSWD", "CUDA_PASSPHRASE", "NCCL_AUTH", "CUCO_AUTHORIZATION", "SLURM_DB_PWD",
+                  "CUDA_PROXY_AUTHTOKEN", "LC_PASS_X")
+
+
+def test_allow_listed_prefixes_do_not_carry_password_or_auth_names(monkeypatch):
+    for name in PASSWORD_NAMES:
+        monkeypatch.setenv(name, "pw-secret-value")
+    monkeypatch.setenv("NCCL_P2P_BYPASS_LEVEL", "1")     # PASS inside a word is not a password
+    env = _env_of_a_run()
+    assert not [k for k in PASSWORD_NAMES if k in env], env
+    assert "pw-secret-value" not in "".join(env.values())
+    assert env["NCCL_P2P_BYPASS_LEVEL"] == "1" and "PATH" in env
 
 
 def _script_nvcc(tmp_path: Path, body: str) -> Path:

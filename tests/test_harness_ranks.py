@@ -97,3 +97,49 @@ def test_ranks_that_fail_at_start_give_one_result_and_leave_no_process(tmp_path)
 def test_the_launcher_refuses_a_command_without_separator():
     proc = subprocess.run([sys.executable, str(RANKS), "--world", "2"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+# A stand-in for cuco-harness (a real process the launcher starts, per rank): what each rank does is in the
+# script, so a rank can die, hang or write any result.
+_STAND_IN = """
+import json, sys, time
+argv = sys.argv[1:]
+rank, out = int(argv[argv.index("--rank") + 1]), argv[argv.index("--out") + 1]
+actions = json.loads(argv[argv.index("--actions") + 1])
+kind, value = actions[rank]
+if kind == "sleep":
+    time.sleep(value)
+elif kind == "write":
+    open(out, "w").write(value)
+elif kind == "exit":
+    sys.exit(value)
+"""
+
+
+def _launch(tmp_path: Path, actions: list, grace_s: float = 1.0) -> tuple[subprocess.CompletedProcess, float]:
+    import time
+
+    script = tmp_path / "stand_in.py"
+    script.write_text(_STAND_IN)
+    argv = [sys.executable, str(script), "--actions", json.dumps(actions), "--out", str(tmp_path / "result.json")]
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(RANKS), "--world", str(len(actions)), "--grace-s", str(grace_s),
+                           "--", *argv], capture_output=True, text=True, timeout=120)
+    return proc, time.monotonic() - start
+
+
+def test_a_rank_that_dies_while_rank_zero_runs_ends_the_group_after_the_grace(tmp_path):
+    proc, seconds = _launch(tmp_path, [["sleep", 60], ["exit", 3]], grace_s=2.0)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert seconds < 20, f"the launcher waited {seconds:.0f} s: it did not notice rank 1's death"
+    assert seconds >= 2.0, "rank 0 was killed before its grace to notice the lost peer"
+    assert not list(tmp_path.glob(".ranks-*"))
+
+
+@pytest.mark.parametrize("written", ["[]", "3", '"ok"', '{"status": "ok"'])
+def test_a_rank_result_that_is_not_a_result_does_not_crash_the_launcher(tmp_path, written):
+    proc, _ = _launch(tmp_path, [["write", written], ["exit", 0]])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 0
+    assert not (tmp_path / "result.json").exists()   # no result: the runner reports the rank's exit instead
+    assert not list(tmp_path.glob(".ranks-*")), "the rendezvous folder is removed"

@@ -24,8 +24,14 @@ def _cuco(tmp_path: Path, *args: str) -> subprocess.Popen:
                             text=True)  # the run's messages go to stderr (the "cuco" logger), the summary to stdout
 
 
-def _leftovers(tmp_path: Path) -> list[str]:
-    return sorted(p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("cuco-"))
+def _leftovers(tmp_path: Path, within_s: float = 10.0) -> list[str]:
+    """cuco's folders left in the temp dir, once the launchers of a killed cuco had `within_s` to clean up."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = sorted(p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("cuco-"))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
 
 
 def test_killed_in_the_fast_path_then_resumed_and_the_next_start_uses_the_cache(tmp_path):

@@ -154,3 +154,29 @@ def test_a_harness_process_that_prints_poison_is_a_result_not_an_exception(tmp_p
     result = run_harness(request, binary=fake, workdir=tmp_path)
     assert result.status == "error" and "boom \ufffd\ufffd" in result.message
     assert result.candidates[0].status == "not_run"
+
+
+def test_a_setsid_daemon_is_gone_when_the_command_killed_its_launcher(tmp_path):
+    """The command SIGKILLs the launcher (its parent), so the subreaper below cuco is gone: the orphans, a
+    double-forked setsid daemon among them, come to the caller, which kills them."""
+    pids = tmp_path / "pids"
+    code = textwrap.dedent(f"""
+        import os, signal, sys, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                open({str(pids)!r}, "a").write(f"{{os.getpid()}}\\n")
+                time.sleep(300)
+            os._exit(0)
+        time.sleep(0.5)
+        os.kill(os.getppid(), signal.SIGKILL)   # the launcher
+        time.sleep(0.5)
+    """)
+    start = time.monotonic()
+    out = run_group([sys.executable, "-c", code], 60)
+    assert time.monotonic() - start < 30 and out.returncode == -signal.SIGKILL
+    for pid in _pids(pids, 1):
+        assert _gone(pid), f"process {pid} outlived the launcher its command killed"

@@ -54,15 +54,25 @@ def test_a_call_in_flight_at_a_kill_counts_at_its_worst_case(tmp_path):
     assert SpendLedger(path).total_usd() == pytest.approx(0.125 + 0.5)
 
 
-def test_a_cut_last_line_is_ignored_but_a_corrupt_record_is_an_error(tmp_path):
+def test_a_cut_last_line_is_ignored_and_the_next_append_keeps_the_ledger_readable(tmp_path):
     path = tmp_path / "llm_spend.jsonl"
     led = SpendLedger(path)
     led.settle(led.reserve(1.0, "m"), 0.5)
     with path.open("a") as f:
         f.write('{"op": "reserve", "id": "ab')  # a kill in the middle of a write
     assert SpendLedger(path).total_usd() == pytest.approx(0.5)
+    resumed = SpendLedger(path)                 # the resumed run's first call appends after the cut line
+    resumed.settle(resumed.reserve(0.25, "m"), 0.125)
+    assert SpendLedger(path).total_usd() == pytest.approx(0.625)   # and every later resume still reads it
+    assert all(line.startswith('{"op"') for line in path.read_text().splitlines())
+
+
+def test_a_corrupt_whole_record_is_an_error(tmp_path):
+    path = tmp_path / "llm_spend.jsonl"
+    led = SpendLedger(path)
+    led.settle(led.reserve(1.0, "m"), 0.5)
     with path.open("a") as f:
-        f.write('\nnot json\n')
+        f.write("not json\n")
     from cuco.errors import CucoError
-    with pytest.raises(CucoError, match="not a spend record"):
+    with pytest.raises(CucoError, match="line 3 is not a spend record"):
         SpendLedger(path).total_usd()

@@ -1,6 +1,6 @@
 """The static check cannot be talked around: macros, digraphs, line splices and indirect names in the
 candidate's own text are seen for what they are, and compiler output never quotes a file outside the
-candidate's include path (issue: reliability, part 2, defect 5)."""
+candidate (issue: reliability, part 2, defect 5; part 3)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_the_good_candidate_still_passes_after_normalising():
     assert check_static(GOOD).passed
 
 
-def test_compile_log_never_quotes_a_file_that_is_not_a_header():
+def test_compile_log_never_quotes_a_file_that_is_not_the_candidate():
     """A recorded nvcc log of a candidate that included /etc/passwd: its lines must not come back."""
     recorded = ("/etc/passwd(1): error: expected a declaration\n"
                 "  root:x:0:0:root:/root:/bin/bash\n"
@@ -81,8 +81,10 @@ def test_compile_log_never_quotes_a_file_that_is_not_a_header():
     assert "oops" in text
 
 
-def test_compile_log_keeps_errors_in_headers():
-    recorded = ("/opt/nccl/include/nccl_device/core.h(40): error: incomplete type\n"
+def test_compile_log_keeps_where_a_header_error_is_but_not_the_headers_text():
+    recorded = ("/opt/nccl/include/nccl_device/core.h(40): error: incomplete type is not allowed\n"
                 "      struct ncclTeam t;\n"
                 "      ^\n")
-    assert "struct ncclTeam t" in trim_log(recorded, "")
+    text = trim_log(recorded, "")
+    assert "core.h(40): error: incomplete type is not allowed" in text
+    assert "struct ncclTeam t" not in text

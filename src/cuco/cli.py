@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from cuco.errors import CucoError
@@ -154,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
     r.add_argument("--seed", type=int, default=None, help="random seed of the search (default 0; on --resume the run's)")
     r.add_argument("--model", default=None, help="litellm model for LLM mutations (default: none, offline)")
-    r.add_argument("--budget-usd", type=float, default=5.0, help="LLM spending cap in USD (default 5)")
+    r.add_argument("--budget-usd", type=float, default=None,
+                   help="LLM spending cap in USD (default 5; on --resume, the run's cap)")
     r.add_argument("--price-per-mtok", type=_price, default=None, metavar="IN,OUT",
                    help="USD per million input and output tokens, for a --model litellm has no price for")
     r.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -198,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return transform_main(argv[1:])
     args = build_parser().parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()   # where Python runs signal handlers
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return int(args.fn(args) or 0)
     except CucoError as exc:
@@ -208,9 +213,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cuco: error: {exc.strerror or exc}{where}; check that path, its permissions and free space",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("cuco: interrupted; `cuco run --resume --run-dir DIR` continues a run", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's preemption), raised where Ctrl-C would be: the same clean-up runs (temp build
+    folders removed, candidate processes stopped), where the default action would end cuco like SIGKILL."""
+
+
+def _on_sigterm(_signum: int, _frame: object) -> None:
+    raise Terminated()
 
 
 if __name__ == "__main__":

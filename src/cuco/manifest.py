@@ -41,6 +41,8 @@ class RunManifest:
     cuco_version: str
     toolchain: Mapping[str, str] = attrs.field(converter=lambda m: dict(sorted(dict(m).items())))
     device: str
+    #: The LLM spending cap in USD; a resume without --budget-usd keeps it (None: a run from before it was kept).
+    budget_usd: float | None = None
     created_at: str = attrs.field(factory=lambda: datetime.datetime.now(datetime.timezone.utc)
                                   .isoformat(timespec="seconds"))
 
@@ -52,7 +54,7 @@ class RunManifest:
     def from_dict(cls, d: Mapping[str, Any]) -> "RunManifest":
         """The manifest stored by `to_dict`; raises ManifestError naming the fields it lacks."""
         names = [f.name for f in attrs.fields(cls)]
-        missing = [n for n in names if n not in d and n != "created_at"]
+        missing = [n for n in names if n not in d and n not in ("created_at", "budget_usd")]
         if missing:
             raise ManifestError(f"manifest lacks {', '.join(missing)}")
         return cls(**{n: d[n] for n in names if n in d})

@@ -24,6 +24,8 @@ from cuco.manifest import ManifestError, RunManifest, describe_gpus, sha256_text
 
 #: Candidates a new run evaluates unless --evals says otherwise (the fast path's included).
 DEFAULT_EVALUATIONS = 40
+#: The LLM spending cap of a new run when --budget-usd is not given.
+DEFAULT_BUDGET_USD = 5.0
 
 
 @attrs.frozen
@@ -38,7 +40,7 @@ class RunOptions:
     resume: bool = False
     seed: int | None = None         # None: the run's (on resume), else 0
     model: str | None = None
-    budget_usd: float = 5.0
+    budget_usd: float | None = None  # None: the run's (on resume), else DEFAULT_BUDGET_USD
     #: USD per million (input, output) tokens, for a model litellm's price list does not know
     price_per_mtok: tuple[float, float] | None = None
     progress: bool = True
@@ -123,7 +125,7 @@ def _check_options(opts: RunOptions) -> None:
         raise CucoError(f"--evals must be >= 1, got {opts.evaluations}")
     if opts.world is not None and opts.world < 1:
         raise CucoError(f"--world must be >= 1 (ranks, one GPU each), got {opts.world}")
-    if not opts.budget_usd >= 0:  # also rejects NaN
+    if opts.budget_usd is not None and not opts.budget_usd >= 0:  # also rejects NaN
         raise CucoError(f"--budget-usd must be >= 0, got {opts.budget_usd}")
     if opts.executor not in ("local", "ray"):
         raise CucoError(f"--executor must be local or ray, got {opts.executor!r}")
@@ -167,7 +169,8 @@ def _check_gpus(executor: Any, world: int) -> str:
     return "unmeasured"
 
 
-def make_manifest(workload: Any, cascade: Any, seed: int, evaluations: int) -> RunManifest:
+def make_manifest(workload: Any, cascade: Any, seed: int, evaluations: int,
+                  budget_usd: float | None = None) -> RunManifest:
     """The manifest of a run of `workload` through `cascade` (a workload's Evaluator or a ProgramEvaluator)."""
     from cuco import __version__
     from cuco.evaluate.executor import visible_gpus
@@ -177,7 +180,7 @@ def make_manifest(workload: Any, cascade: Any, seed: int, evaluations: int) -> R
                        shape=str(cascade.bench_shape), world=cascade.world, seed=seed, evaluations=evaluations,
                        cuco_version=__version__,
                        toolchain={"cuda": tc.cuda_version, "nccl": tc.nccl.version, "arch": tc.arch},
-                       device=describe_gpus(visible_gpus() if cascade.has_gpu else ()))
+                       device=describe_gpus(visible_gpus() if cascade.has_gpu else ()), budget_usd=budget_usd)
 
 
 def _check_resume(stored: RunManifest, now: RunManifest, opts: RunOptions, evaluated: int) -> None:

@@ -1,6 +1,7 @@
 """Launcher that runs one command and leaves none of its descendants alive, however the command ends.
 
-Run as `python -I -S reaper.py PARENT_PID GRACE_S -- ARGV...` by `cuco.process.run_group`; stdlib only.
+Run as `python -I -S reaper.py PARENT_PID GRACE_S [--remove DIR] -- ARGV...` by `cuco.process.run_group`;
+stdlib only. DIR (the command's scratch folder) is removed once the command's tree is gone, on every exit path.
 
 Why a subreaper (prctl PR_SET_CHILD_SUBREAPER) and not a process-group kill or a /proc scan for a marker:
 a process group or session is left by one `setsid()`, and an environment marker is dropped by `env -i` or
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import shutil
 import signal
 import sys
 import time
@@ -32,20 +34,28 @@ def _stop(_sig: int, _frame: object) -> None:
     raise _Stop
 
 
-def _children(me: int) -> list[int]:
-    """Pids whose parent is `me` (from /proc/*/stat; the comm field may hold spaces and parentheses)."""
+def proc_stat(pid: int | str) -> tuple[int, int, int] | None:
+    """(parent pid, session id, start time in clock ticks after boot) of `pid` from /proc/PID/stat, or None
+    when it is gone (the comm field may hold spaces and parentheses)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if len(fields) < 20:
+        return None
+    return int(fields[1]), int(fields[3]), int(fields[19])
+
+
+def children_of(me: int) -> list[int]:
+    """Pids whose parent is `me`."""
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            found.append(int(name))
+        if name.isdigit():
+            st = proc_stat(name)
+            if st is not None and st[0] == me:
+                found.append(int(name))
     return found
 
 
@@ -55,7 +65,7 @@ def _signal_all(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except OSError:
         pass
-    for pid in _children(os.getpid()):
+    for pid in children_of(os.getpid()):
         try:
             os.kill(pid, sig)
         except OSError:
@@ -91,8 +101,12 @@ def _exit_like(status: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Run the command in `argv` (PARENT_PID GRACE_S -- ARGV...), then kill what it left; exits with its status."""
-    parent, grace_s, cmd = int(argv[1]), float(argv[2]), argv[4:]
+    """Run the command in `argv` (PARENT_PID GRACE_S [--remove DIR] -- ARGV...), then kill what it left and remove
+    DIR; exits with its status."""
+    cut = argv.index("--")
+    parent, grace_s, cmd = int(argv[1]), float(argv[2]), argv[cut + 1:]
+    options = argv[3:cut]
+    remove = options[options.index("--remove") + 1] if "--remove" in options else None
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
     try:
@@ -127,11 +141,19 @@ def main(argv: list[str]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         _reap_until_none(pid, grace_s)
+        _remove(remove)
         os._exit(128 + signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _reap_until_none(pid, 0.0)  # the command is done: whatever it left behind goes now
+    _remove(remove)
     _exit_like(status)
+
+
+def _remove(folder: str | None) -> None:
+    # the command's scratch folder, removed here once nothing writes to it: also when the caller was killed
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

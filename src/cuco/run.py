@@ -28,8 +28,8 @@ from cuco.candidate import Candidate
 from cuco.design_space import Topology
 from cuco.errors import CucoError
 from cuco.pipeline import (
-    DEFAULT_EVALUATIONS, RunOptions, RunSummary, _check_gpus, _check_options, _check_resume, _check_run_dir,
-    _make_run_dir, _progress, _run_dir, make_manifest, parent_code_from,
+    DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, RunSummary, _check_gpus, _check_options, _check_resume,
+    _check_run_dir, _make_run_dir, _progress, _run_dir, make_manifest, parent_code_from,
 )
 
 BEST_DIR = "best"
@@ -123,8 +123,9 @@ class Run:
         world = opts.world if opts.world is not None else stored.world if stored else workload.default_world
         seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
         evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
+        self.budget_usd = _budget(opts, stored)
         evaluation, evaluator = self._evaluator(world, stored)
-        manifest = make_manifest(workload, evaluator, seed, evaluations)
+        manifest = make_manifest(workload, evaluator, seed, evaluations, self.budget_usd)
         if stored is not None:
             _check_resume(stored, manifest, opts, found.evaluated)
         # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
@@ -139,8 +140,9 @@ class Run:
             raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
         if stored is None:
             manifest.write(run_dir)
-        elif stored.evaluations != evaluations:  # a resume that extends the run: the rest stays as started
-            attrs.evolve(stored, evaluations=evaluations).write(run_dir)
+        elif (stored.evaluations, stored.budget_usd) != (evaluations, self.budget_usd):
+            # a resume that extends the run or changes its cap: the rest stays as started
+            attrs.evolve(stored, evaluations=evaluations, budget_usd=self.budget_usd).write(run_dir)
         shape = "" if program else f", shape {evaluator.bench_shape}"
         self.on_event(f"cuco: {workload.name} at world {world}{shape}; {space.size()} legal points; "
                       f"{'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
@@ -188,7 +190,7 @@ class Run:
 
         prices = {opts.model: (opts.price_per_mtok[0] / 1e6, opts.price_per_mtok[1] / 1e6)} \
             if opts.price_per_mtok else {}
-        llm = LLMConfig(models=opts.model, budget_usd=opts.budget_usd, prices=prices)
+        llm = LLMConfig(models=opts.model, budget_usd=self.budget_usd, prices=prices)
         LLMClient(llm).check()  # unknown model, missing key or price: said now, before anything is written
         return llm
 
@@ -300,3 +302,18 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _budget(opts: Any, stored: Any) -> float:
+    """The run's LLM cap: --budget-usd when given, else the cap the run was started with (a resume must not fall
+    back to the default and spend past the cap the run was given), else DEFAULT_BUDGET_USD."""
+    if opts.budget_usd is not None:
+        return opts.budget_usd
+    if stored is None:
+        return DEFAULT_BUDGET_USD
+    if stored.budget_usd is None:
+        if opts.model:
+            raise CucoError(f"{opts.run_dir}: the run's LLM budget was not recorded when it was started; pass "
+                            "--budget-usd with --resume")
+        return DEFAULT_BUDGET_USD
+    return float(stored.budget_usd)

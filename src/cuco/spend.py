@@ -64,9 +64,25 @@ class SpendLedger:
     def _append(self, record: dict) -> None:
         line = (json.dumps(record) + "\n").encode()
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                _cut_torn_tail(fd)
                 os.write(fd, line)   # one write of a short line: appends do not interleave
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Remove a last line cut by a kill mid-write (its call was never made). Appended to, it would become a
+    whole line that is not a record, and every later load would refuse the ledger."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - 65536)   # records are short: the last newline is near the end
+    tail = os.pread(fd, size - start, start)
+    cut = tail.rfind(b"\n")
+    if cut < 0 and start > 0:
+        raise CucoError("the LLM spend ledger ends in 64 KiB without a line break; it is not a cuco ledger: "
+                        "restore the file or start a new run")
+    os.ftruncate(fd, start + cut + 1)

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -205,18 +206,50 @@ class Toolchain:
         cmd = [str(self.nvcc), *self.base_flags(), *(["-shared"] if shared else []),
                *(f"-I{d}" for d in include_dirs), *map(str, sources), "-o", str(tmp),
                *self.link_flags(libraries), *extra]
-        from cuco.process import run_group  # nvcc compiles untrusted code: allow-listed env, reaped tree
+        from cuco.process import run_group, scrubbed_env  # nvcc compiles untrusted code: allow-listed env, reaped
 
         start = time.monotonic()
-        done = run_group(cmd, timeout_s)
-        ok = done.returncode == 0 and not done.timed_out
-        log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
-        seconds = time.monotonic() - start
-        if ok:
-            os.replace(tmp, output)  # atomic: a cached artefact is never half-written
-        else:
-            tmp.unlink(missing_ok=True)
-        return CompileResult(ok, output, log, seconds, tuple(cmd))
+        # nvcc's own temp files (tmpxft_*) go to a folder of this compile, removed on every exit path (by the
+        # launcher when this process is killed): a stopped compile leaves none in the shared temp dir
+        _sweep_dead_scratch()
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        ok = False
+        try:
+            done = run_group(cmd, timeout_s, env=scrubbed_env(extra={"TMPDIR": str(scratch)}), scratch=scratch)
+            ok = done.returncode == 0 and not done.timed_out
+            log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
+            if ok:
+                os.replace(tmp, output)  # atomic: a cached artefact is never half-written
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            if not ok:
+                tmp.unlink(missing_ok=True)
+        return CompileResult(ok, output, log, time.monotonic() - start, tuple(cmd))
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process `pid` exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: Prefix of the folder each compile gives nvcc for its temp files, followed by the compiling process's pid.
+SCRATCH_PREFIX = "cuco-nvcc-"
+
+
+@functools.lru_cache(maxsize=1)
+def _sweep_dead_scratch() -> None:
+    """Once per process: remove the nvcc scratch folders of processes that are gone (a launcher killed by
+    SIGKILL, the one exit that cannot clean up)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = folder.name[len(SCRATCH_PREFIX):].split("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=4)

@@ -20,7 +20,7 @@ import attrs
 
 from cuco.errors import CucoError
 from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
-    csrc_dir
+    csrc_dir, pid_alive
 
 #: Name the candidate's source gets on disk, so compiler messages read "candidate.cu(12): error ...".
 SOURCE_NAME = "candidate.cu"
@@ -46,16 +46,6 @@ _ABS_PATH = re.compile(r"(?:/[\w.+\-]+)+/([\w.+\-]+)")
 DEFAULT_CACHE_MAX_MB = 4096
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_cache(cache: Path, max_bytes: int) -> None:
     """Remove temp files left by compiles whose process is gone, then the least recently used entries
     until the cache holds at most `max_bytes`."""
@@ -63,7 +53,7 @@ def sweep_cache(cache: Path, max_bytes: int) -> None:
     busy = set()
     for tmp in cache.glob("*/.*.tmp"):
         pid = tmp.name.rsplit(".", 2)[-2] if tmp.name.count(".") >= 3 else ""
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
         else:
             busy.add(tmp.parent)  # a compile is writing it now
@@ -109,22 +99,35 @@ def _dir_hash(directory: Path) -> str:
     return content_hash(str(directory), *(p.name + p.read_text(errors="replace") for p in files))
 
 
-#: Files whose lines a compile log may quote: the candidate and headers of the include path.
-_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp", ".tcc")
+# Quoted fragments of a compiler or assembler message: "x", 'x', `x', and the typographic quotes gcc uses.
+_QUOTED = re.compile(r"`[^'\n]*'|\"[^\"\n]*\"|'[^'\n]*'|\u2018[^\u2019\n]*\u2019")
 
 
-def _quotable(path: str) -> bool:
-    p = Path(path.strip())
-    return p.name == SOURCE_NAME or p.suffix in _HEADER_SUFFIXES or "/include/" in path
+def _elide_quotes(text: str) -> str:
+    """`text` with every quoted fragment replaced: messages about another file quote that file's tokens."""
+    return _QUOTED.sub('"…"', text)
+
+
+def _is_candidate(path: str, source_path: Path | None, source_name: str) -> bool:
+    if source_path is not None:
+        return os.path.normpath(path.strip()) == os.path.normpath(str(source_path))
+    return Path(path.strip()).name == source_name
 
 
 def _shorten(line: str) -> str:
     return _ABS_PATH.sub(lambda m: m.group(1), line)
 
 
-def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int = MAX_EXCERPT_CHARS) -> str:
+def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int = MAX_EXCERPT_CHARS,
+             source_path: Path | None = None) -> str:
     """The first `max_errors` errors of an nvcc log, each with its source line; warnings and template
-    instantiation notes dropped; absolute paths shortened to the file name."""
+    instantiation notes dropped; absolute paths shortened to the file name.
+
+    The log is stored and sent to an LLM, and the compiler echoes lines of whatever file it read (a header, or
+    a file reached by an assembler's `.include`). So only the candidate's own lines are quoted: an error in
+    another file keeps its name, line and message with every quoted fragment elided, and never that file's
+    text. The candidate is the file at `source_path` (by default any file named like it)."""
+    source_name = source_path.name if source_path is not None else SOURCE_NAME
     src_lines = source.splitlines()
     lines = log.splitlines()
     errors: list[list[str]] = []
@@ -152,12 +155,11 @@ def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int
                 shown = context[-2:]       # nvcc's copy of the source line and the caret under it
                 context = context[:-2]
             lineno = int(header.group("line") or header.group("gline"))
-            if not _quotable(header.group("file")):
-                # nvcc echoes lines of the file it read: never store or send a file that is not a header
-                errors.append([f"error in {Path(header.group('file')).name}, a file that is not a header of "
-                               "the candidate's include path (its text is not shown)"])
+            if not _is_candidate(header.group("file"), source_path, source_name):
+                errors.append([_elide_quotes(_shorten(line.strip())) + "  (in a file that is not the candidate; "
+                               "its text is not shown)"])
                 continue
-            if Path(header.group("file")).name == SOURCE_NAME and 1 <= lineno <= len(src_lines):
+            if 1 <= lineno <= len(src_lines):
                 # The candidate's own line, as written (nvcc shows it after macro rewriting).
                 shown = ["    " + src_lines[lineno - 1].strip()]
             errors.append([_shorten(line.strip()), *(_shorten(c) for c in context[:3]), *shown])
@@ -165,11 +167,12 @@ def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int
         if _OTHER_ERROR.search(line) and not _NOISE.search(line):
             total += 1
             if len(errors) < max_errors:
-                errors.append([_shorten(line.strip())])
+                errors.append([_shorten(line.strip())])  # the linker and ptxas name symbols, never file text
         i += 1
     if not errors:
-        # Not a format we know: keep the tail, which is where compilers put the verdict.
-        kept = [_shorten(l) for l in lines if l.strip() and not _NOISE.search(l)]
+        # Not a format we know: keep the tail, which is where compilers put the verdict; it may quote any file.
+        kept = [_elide_quotes(_shorten(l)) for l in lines if l.strip() and not _NOISE.search(l)
+                and not l.startswith((" ", "\t"))]
         text = "\n".join(kept[-12:]) or "nvcc failed without output"
         return text[-max_chars:]
     text = "\n".join("\n".join(e) for e in errors)
@@ -256,7 +259,8 @@ class Compiler:
         if result.ok:
             return CompileOutcome(True, so_path, "", time.monotonic() - start, False, key)
         excerpt = trim_log(result.log, candidate_code)
-        machine = [line.strip() for line in result.log.splitlines() if _MACHINE_FAULT.search(line)]
+        machine = [_elide_quotes(line.strip()) for line in result.log.splitlines()
+               if _MACHINE_FAULT.search(line) and not line.startswith((" ", "\t"))]
         if machine:  # the machine failed, not the candidate: say so first, and never cache it
             excerpt = "\n".join(dict.fromkeys(_shorten(m) for m in machine[:3])) + "\n" + excerpt
             return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)

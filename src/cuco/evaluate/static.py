@@ -10,7 +10,6 @@ The check is a filter, not a sandbox: the harness's own timing and verification 
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 import time
@@ -19,6 +18,11 @@ from typing import Iterable
 import attrs
 
 from cuco.candidate import LevelResult
+from cuco.evaluate.l0_rules import ALLOWED_INCLUDE_PREFIXES, ALLOWED_INCLUDES, FORBIDDEN_NAMES, shared_violations
+from cuco.evaluate.l0_text import Lexed, Lines, Violation, left_open, lex, normalise
+
+__all__ = ["ALLOWED_INCLUDES", "ALLOWED_INCLUDE_PREFIXES", "ENTRY_POINTS", "FORBIDDEN_NAMES", "HOST_COLLECTIVES",
+           "Violation", "check_program", "check_static", "normalise", "violations"]
 
 START_MARKER = "EVOLVE-BLOCK-START"
 END_MARKER = "EVOLVE-BLOCK-END"
@@ -35,72 +39,6 @@ RESERVED_PREFIXES = ("cuco_workload_", "cuco_harness_", "cuco_plugin_", "cuco_ca
 #: cuco_ctx fields a candidate may write (everything else is owned by the harness).
 WRITABLE_CTX_FIELDS = ("candidate_state",)
 
-_WHY_PROCESS = "process, file, network and environment access is not allowed in a candidate (the harness owns I/O)"
-_WHY_CLOCK = "reading clocks in a candidate is not allowed (timing is measured by the harness only)"
-_WHY_EXIT = "a candidate must not end the process; return a non-zero error code from the entry point instead"
-_WHY_DEVICE = "a candidate must not reset the device or destroy the harness's communicator"
-_WHY_STREAM = "candidates use the harness's streams (ctx->stream, ctx->side_stream); do not create streams"
-_WHY_LOAD = "loading code at run time is not allowed; everything a candidate runs must be in its source"
-
-#: Identifier -> why it is forbidden anywhere (as a whole identifier that is not a member access).
-FORBIDDEN_IDENTIFIERS: dict[str, str] = {
-    **{name: _WHY_PROCESS for name in (
-        "system", "popen", "pclose", "fork", "vfork", "execl", "execlp", "execle", "execv", "execvp", "execvpe",
-        "execve", "fexecve", "posix_spawn", "posix_spawnp", "fopen", "freopen", "fdopen", "socket", "getaddrinfo",
-        "gethostbyname", "getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "clearenv", "environ",
-        "syscall", "ptrace", "sigaction", "atexit", "at_quick_exit", "mmap", "shm_open", "ifstream", "ofstream",
-        "fstream", "__environ", "_environ", "prctl", "dlvsym")},
-    **{name: _WHY_CLOCK for name in (
-        "clock64", "globaltimer", "__globaltimer", "__clock64", "clock_gettime", "gettimeofday", "timespec_get",
-        "rdtsc", "__rdtsc", "chrono")},
-    **{name: _WHY_EXIT for name in ("_exit", "_Exit", "quick_exit")},
-    **{name: _WHY_DEVICE for name in ("cudaDeviceReset", "cudaThreadExit", "ncclCommDestroy", "ncclCommAbort",
-                                      "ncclCommFinalize")},
-    **{name: _WHY_STREAM for name in ("cudaStreamCreate", "cudaStreamCreateWithFlags",
-                                      "cudaStreamCreateWithPriority", "cuStreamCreate")},
-    **{name: _WHY_LOAD for name in ("dlopen", "dlsym", "dlmopen", "cuModuleLoad", "cuModuleLoadData",
-                                    "cuModuleLoadDataEx", "cuModuleLoadFatBinary", "cuLibraryLoadData",
-                                    "cuLinkCreate", "cudaLibraryLoadData", "nvrtcCreateProgram",
-                                    # entry points of the driver hand out any function, forbidden ones included
-                                    "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
-                                    "cuGetProcAddress", "cuGetProcAddress_v2")},
-}
-#: Common words that are forbidden only when called as free functions (`gin.signal(...)` stays legal).
-FORBIDDEN_CALLS: dict[str, str] = {
-    **{name: _WHY_PROCESS for name in ("open", "openat", "creat", "remove", "unlink", "rename", "mkfifo",
-                                       "connect", "bind", "listen", "accept", "sendto", "recvfrom", "kill",
-                                       "signal", "clone", "raise", "tgkill", "tkill")},
-    "clock": _WHY_CLOCK,
-    **{name: _WHY_EXIT for name in ("exit", "abort", "terminate")},
-}
-
-#: Headers a candidate may include: exact names, or prefixes ending in '/'.
-ALLOWED_INCLUDES = frozenset("""
-    cuda.h cuda_runtime.h cuda_runtime_api.h cuda_bf16.h cuda_fp16.h cuda_fp8.h cuda_bf16.hpp cuda_fp16.hpp
-    cuda_pipeline.h cuda_awbarrier.h cuda_awbarrier_primitives.h cuda_pipeline_primitives.h cuda_device_runtime_api.h
-    device_launch_parameters.h vector_types.h vector_functions.h driver_types.h library_types.h mma.h
-    cooperative_groups.h sm_90_rt.h crt/host_defines.h
-    nccl.h nccl_device.h cublasLt.h cublas_api.h nvshmem.h nvshmemx.h
-    stdint.h stddef.h stdio.h stdlib.h string.h math.h float.h limits.h assert.h stdbool.h inttypes.h
-    cstdint cstddef cstdio cstdlib cstring cmath cfloat climits cassert cinttypes
-    algorithm array atomic bit cstdarg functional initializer_list iostream limits memory mutex new numeric
-    optional random tuple type_traits utility vector
-""".split())
-ALLOWED_INCLUDE_PREFIXES = ("cuco/", "cuda/", "cooperative_groups/", "nccl_device/", "cub/")
-
-# One pass over the source finds comments, string and character literals (raw strings first).
-_LEXEME = re.compile(
-    r"""(?=[/"'uULR])"""  # fail fast where no comment or literal can start (10x faster)
-    r"""(?:(?P<line>//[^\n]*)"""
-    r"""|(?P<block>/\*.*?(?:\*/|\Z))"""
-    r"""|(?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")"""
-    r"""|(?P<str>(?:u8|[uUL])?"(?:\\.|[^"\\\n])*"?)"""
-    r"""|(?P<chr>(?<![\w.])(?:u8|[uUL])?'(?:\\.|[^'\\\n])*'?))""",
-    re.DOTALL,
-)
-_MARKER = re.compile(r"//\s*EVOLVE-BLOCK-(START|END)\b")
-_INCLUDE = re.compile(r"#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]")
-_CLOCK_ASM = re.compile(r"%%?(clock|globaltimer)", re.IGNORECASE)
 # Patterns start with a literal and check the word boundary behind it: Python's re then skips ahead fast.
 _EXTERN = re.compile(r"extern\b(?<!\wextern)(?!\s*(\"|__shared__\b|template\b))")
 _BRACE = re.compile(r"[{}]")
@@ -109,108 +47,6 @@ _CTX_NAME = re.compile(r"cuco_ctx(?<!\wcuco_ctx)\s*(?:const\s*)?[*&]\s*(?:const\
 _ASSIGN_AFTER = re.compile(r"\s*(?:\[[^\]\n]*\]\s*)*(?:\.\s*\w+\s*(?:\[[^\]\n]*\]\s*)*)*(?:[-+*/%&|^]|<<|>>)?=(?!=)"
                            r"|\s*(?:\+\+|--)")
 _WORD = re.compile(r"[A-Za-z_]\w*")
-_ASM = frozenset(("asm", "__asm__", "__asm"))
-_RULED = frozenset(FORBIDDEN_IDENTIFIERS) | frozenset(FORBIDDEN_CALLS) | _ASM
-
-
-#: Digraphs and trigraphs spell `#`, braces and brackets without those characters (`%:include`).
-_ALTERNATE_TOKENS = (("%:%:", "##"), ("%:", "#"), ("<%", "{"), ("%>", "}"), ("<:", "["), (":>", "]"),
-                     ("??=", "#"), ("??/", "\\"), ("??(", "["), ("??)", "]"), ("??<", "{"), ("??>", "}"))
-# Substrings, not words: adjacent literals concatenate ("sys" "call") and run into their neighbours.
-_SYSCALL_ASM = re.compile(r"syscall|sysenter|\bint\s*\$?0x80\b", re.IGNORECASE)
-
-
-def normalise(code: str) -> str:
-    """The candidate's text as the preprocessor's first phases see it: digraphs and trigraphs replaced, and
-    backslash-newline splices joined, so `%:include`, `#incl\\<newline>ude` and `sys\\<newline>call` are seen
-    for what they are. Each joined line is followed by as many empty lines as it absorbed, so line numbers
-    of everything after it are unchanged. Only the candidate's own text is treated: headers are not scanned."""
-    for alt, plain in _ALTERNATE_TOKENS:
-        if alt in code:
-            code = code.replace(alt, plain)
-    if "\\\n" not in code and "\\\r\n" not in code:
-        return code
-    out: list[str] = []
-    pending: list[str] = []
-    for line in code.replace("\r\n", "\n").split("\n"):
-        if line.endswith("\\"):
-            pending.append(line[:-1])
-            continue
-        out.append("".join(pending) + line)
-        out.extend([""] * len(pending))
-        pending = []
-    if pending:
-        out.append("".join(pending))
-        out.extend([""] * (len(pending) - 1))
-    return "\n".join(out)
-
-
-@attrs.frozen
-class Violation:
-    """One reason a candidate's source is rejected."""
-
-    line: int          # 1-based; 0 when the problem is not tied to a line
-    rule: str          # short rule id: markers, frozen-region, include, forbidden, abi-symbol, clock-asm, ...
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}" if self.line else self.message
-
-
-@attrs.frozen
-class _Lexed:
-    """The source with comments blanked, and with comments and literal contents blanked."""
-
-    no_comments: str
-    code_only: str
-    literals: tuple[str, ...]
-    markers: tuple[tuple[int, str], ...]   # (line, 'START' | 'END') of marker line comments
-
-
-def _blank(text: str) -> str:
-    if "\n" not in text:
-        return " " * len(text)
-    return "\n".join(" " * len(part) for part in text.split("\n"))
-
-
-def _lex(code: str) -> _Lexed:
-    no_comments: list[str] = []
-    code_only: list[str] = []
-    literals: list[str] = []
-    markers: list[tuple[int, str]] = []
-    pos = 0
-    for m in _LEXEME.finditer(code):
-        gap = code[pos:m.start()]
-        no_comments.append(gap)
-        code_only.append(gap)
-        text = m.group(0)
-        if m.lastgroup in ("line", "block"):
-            marker = _MARKER.match(text) if m.lastgroup == "line" else None
-            if marker:
-                markers.append((code.count("\n", 0, m.start()) + 1, marker.group(1)))
-            no_comments.append(_blank(text))
-            code_only.append(_blank(text))
-        else:
-            quote = "'" if m.lastgroup == "chr" else '"'
-            first, last = text.index(quote), len(text) - 1
-            literals.append(text[first + 1:last] if text.endswith(quote) and last > first else text[first + 1:])
-            no_comments.append(text)
-            # Keep the quotes so `extern "C"` stays recognisable; blank only what is between them.
-            code_only.append(text[:first + 1] + _blank(text[first + 1:last]) + text[last:])
-        pos = m.end()
-    no_comments.append(code[pos:])
-    code_only.append(code[pos:])
-    return _Lexed("".join(no_comments), "".join(code_only), tuple(literals), tuple(markers))
-
-
-class _Lines:
-    """Offset -> 1-based line number."""
-
-    def __init__(self, text: str):
-        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
-
-    def __call__(self, offset: int) -> int:
-        return bisect.bisect_right(self._starts, offset)
 
 
 def _blocks(markers: Iterable[tuple[int, str]], require: bool = True) -> tuple[list[tuple[int, int]], list[Violation]]:
@@ -256,7 +92,7 @@ def _frozen_segments(code: str, blocks: list[tuple[int, int]]) -> list[tuple[int
 @functools.lru_cache(maxsize=64)
 def _parent_blocks(parent_code: str) -> tuple[list[tuple[int, int]], list[Violation]]:
     # Many children share a parent in a search; its analysis is cached.
-    return _blocks(_lex(parent_code).markers)
+    return _blocks(lex(parent_code).markers)
 
 
 def _check_frozen(code: str, blocks: list[tuple[int, int]], parent_code: str) -> list[Violation]:
@@ -280,82 +116,25 @@ def _check_frozen(code: str, blocks: list[tuple[int, int]], parent_code: str) ->
     return []
 
 
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$", re.MULTILINE)
-
-
-def _check_includes(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
-    out = []
-    text = lexed.no_comments
-    for m in _DIRECTIVE.finditer(text):
-        kind, rest = m.group(1), m.group(2).strip()
-        line = line_of(m.start())
-        if kind != "include":
-            out.append(Violation(line, "include", f"#{kind} is not allowed in a candidate; use #include <...> "
-                                 "of an allowed header"))
-        elif rest[:1] not in ("<", '"'):
-            out.append(Violation(line, "include", f"#include {rest[:40]}: computed includes (a macro as the "
-                                 "header name) are not allowed; name the header as <...> or \"...\""))
-        else:
-            name = rest[1:].split(">" if rest[0] == "<" else '"')[0].strip()
-            if ".." in name.replace("\\", "/").split("/") or name.startswith(("/", "\\")) or "\\" in name:
-                out.append(Violation(line, "include", f"#include {rest[:60]}: header paths may not climb out of "
-                                     "the include directories ('..', absolute paths or backslashes)"))
-    for m in _INCLUDE.finditer(text):
-        if text[text.rfind("\n", 0, m.start()) + 1:m.start()].strip():
-            continue  # not a directive: '#' is not the first thing on its line
-        name = m.group(2).strip()
-        if name in ALLOWED_INCLUDES or name.startswith(ALLOWED_INCLUDE_PREFIXES):
-            continue
-        out.append(Violation(line_of(m.start()), "include", f"#include {m.group(1)}{name}"
-                             f"{'>' if m.group(1) == '<' else chr(34)} is not allowed: a candidate is one file and "
-                             "may include only CUDA, NCCL, cuBLASLt, cuco/ and standard headers"))
-    return out
-
-
-def _check_identifiers(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
+def _check_abi_symbols(lexed: Lexed, line_of: Lines) -> list[Violation]:
     out: list[Violation] = []
     text = lexed.code_only
-    clock_asm = any(_CLOCK_ASM.search(s) for s in _joined(lexed.literals))
-    # Collect the words first, then locate only those some rule is about (a few times faster than one big regex).
-    words = set(_WORD.findall(text))
-    suspects = (words & _RULED) | {w for w in words if w.startswith(RESERVED_PREFIXES)} - set(ENTRY_POINTS) \
+    suspects = {w for w in set(_WORD.findall(text)) if w.startswith(RESERVED_PREFIXES)} - set(ENTRY_POINTS) \
         - set(ABI_TYPES)
     if not suspects:
         return out
     pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(suspects))) + r")(?!\w)")
     for m in pattern.finditer(text):
         name = m.group(0)
-        before = text[max(0, m.start() - 2):m.start()].rstrip()
-        if before.endswith(".") or before.endswith("->"):
-            continue  # a member of some object, not the library function of that name
-        line = line_of(m.start())
-        if name in FORBIDDEN_IDENTIFIERS:
-            out.append(Violation(line, "forbidden", f"{name}: {FORBIDDEN_IDENTIFIERS[name]}"))
-        elif name in FORBIDDEN_CALLS and re.match(r"\s*\(", text[m.end():m.end() + 40]):
-            out.append(Violation(line, "forbidden", f"{name}(): {FORBIDDEN_CALLS[name]}"))
-        elif name.startswith(RESERVED_PREFIXES) and name not in ENTRY_POINTS and name not in ABI_TYPES:
-            out.append(Violation(line, "abi-symbol", f"{name}: a candidate may define only the entry points "
-                                 f"{', '.join(ENTRY_POINTS)}; {'_'.join(name.split('_')[:2])}_* symbols belong "
-                                 "to the harness and the workload plugin"))
-        elif name in _ASM and any(_SYSCALL_ASM.search(x) for x in _joined(lexed.literals)):
-            out.append(Violation(line, "forbidden", f"inline asm issuing a system call: {_WHY_PROCESS}"))
-        elif name in ("asm", "__asm__", "__asm") and clock_asm:
-            out.append(Violation(line, "clock-asm", f"inline asm reading a %clock or %globaltimer register: "
-                                 f"{_WHY_CLOCK}"))
+        out.append(Violation(line_of(m.start()), "abi-symbol", f"{name}: a candidate may define only the entry "
+                             f"points {', '.join(ENTRY_POINTS)}; {'_'.join(name.split('_')[:2])}_* symbols belong "
+                             "to the harness and the workload plugin"))
     return out
 
 
-def _joined(literals: tuple[str, ...]) -> tuple[str, ...]:
-    # Adjacent literals concatenate ("%%global" "timer"), so look at the whole sequence too.
-    return literals + ("".join(literals),)
-
-
-def _check_structure(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
+def _check_structure(lexed: Lexed, line_of: Lines) -> list[Violation]:
     out: list[Violation] = []
     text = lexed.code_only
-    if "##" in text:
-        out.append(Violation(line_of(text.index("##")), "token-paste",
-                             "token pasting (##) is not allowed: it can assemble forbidden identifiers"))
     for m in _EXTERN.finditer(text):
         out.append(Violation(line_of(m.start()), "extern", "extern declarations are not allowed (they could bind "
                              "to harness symbols); use extern \"C\" only for the candidate entry points"))
@@ -385,7 +164,7 @@ def _extern_c_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _check_entry_points(lexed: _Lexed, line_of: _Lines) -> list[Violation]:
+def _check_entry_points(lexed: Lexed, line_of: Lines) -> list[Violation]:
     text = lexed.code_only
     blocks = _extern_c_ranges(text)
     out = []
@@ -412,7 +191,7 @@ HOST_COLLECTIVES = frozenset((
 _HOST_COLLECTIVE = re.compile(r"(?<![\w.>])(" + "|".join(sorted(HOST_COLLECTIVES)) + r")(?!\w)")
 
 
-def _check_host_collectives(lexed: _Lexed, line_of: "_Lines") -> list[Violation]:
+def _check_host_collectives(lexed: Lexed, line_of: Lines) -> list[Violation]:
     return [Violation(line_of(m.start()), "host-collective",
                       f"{m.group(1)}: a device-initiated candidate communicates from the GPU (LSA, GIN or "
                       "NVSHMEM); host NCCL calls belong only in the workload's host seed")
@@ -421,13 +200,13 @@ def _check_host_collectives(lexed: _Lexed, line_of: "_Lines") -> list[Violation]
 
 def _analyse(code: str, parent_code: str | None, require_blocks: bool = True) -> tuple[list[Violation], int]:
     seen = normalise(code)
-    lexed = _lex(seen)
-    line_of = _Lines(seen)
+    lexed = lex(seen)
+    line_of = Lines(seen)
     blocks, found = _blocks(lexed.markers, require_blocks)
     if parent_code is not None and not found:
         found += _check_frozen(code, blocks, parent_code)
-    found += _check_includes(lexed, line_of)
-    found += _check_identifiers(lexed, line_of)
+    found += shared_violations(seen, lexed, line_of)
+    found += _check_abi_symbols(lexed, line_of)
     found += _check_structure(lexed, line_of)
     found += _check_entry_points(lexed, line_of)
     if require_blocks:  # an evolvable candidate, not a host seed
@@ -459,16 +238,56 @@ def check_static(code: str, parent_code: str | None = None, max_reported: int = 
     return LevelResult("static", False, "\n".join(lines), seconds, data)
 
 
+_MACRO = re.compile(r"^[ \t]*#[ \t]*(define|undef)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+# Names the frozen text leaves open to a definition: it tests them (`#ifndef N`, `defined(N)`) to take a default.
+_TESTED = re.compile(r"^[ \t]*#[ \t]*(?:ifndef|ifdef)[ \t]+([A-Za-z_]\w*)|\bdefined[ \t]*\(?[ \t]*([A-Za-z_]\w*)",
+                     re.MULTILINE)
+
+
+def _frozen_names(lines: list[str], blocks: list[tuple[int, int]]) -> tuple[set[str], set[str]]:
+    """The words of the frozen text's code, and the names it leaves open to a definition."""
+    inside = {i for first, last in blocks for i in range(first - 1, last)}
+    frozen = lex("\n".join("" if i in inside else line for i, line in enumerate(lines)))
+    tested = {a or b for a, b in _TESTED.findall(frozen.no_comments)}
+    return set(_WORD.findall(frozen.code_only)), tested
+
+
+def _check_program_block(body: str, first_line: int, frozen_words: set[str], tested: set[str]) -> list[Violation]:
+    # A block is read on its own: one that leaves a comment, literal or #if open would change how the frozen
+    # text after it reads, so the text checked here would not be the text compiled.
+    opened = left_open(body)
+    if opened:
+        return [Violation(first_line, "block-open", f"the EVOLVE block starting here leaves {opened} open at its "
+                          "end; each block must be complete on its own")]
+    lexed, line_of = lex(body), Lines(body)
+    found = shared_violations(body, lexed, line_of, first_line)
+    # The frozen text is the user's own program, which may write files: a block's macro named like one of its
+    # words would change what that code does (which path it opens), so only names it leaves open may be defined.
+    for m in _MACRO.finditer(lexed.no_comments):
+        if m.group(2) in frozen_words and m.group(2) not in tested:
+            found.append(Violation(first_line - 1 + line_of(m.start()), "frozen-macro", f"#{m.group(1)} "
+                                   f"{m.group(2)}: the frozen code uses {m.group(2)}; a block may not change what "
+                                   "the program's own code means, so give the macro a name of its own"))
+    return found
+
+
 def check_program(code: str, parent_code: str | None = None) -> LevelResult:
     """Level 0 for a rewritten user program (cuco.program): balanced EVOLVE blocks, frozen text equal to the
-    parent's, and no host collective left. The candidate-ABI rules do not apply: it is a whole program."""
+    parent's, no host collective left, and the rules of every candidate (includes, forbidden names, asm, token
+    pasting) in each EVOLVE block, whose macros may not take a name the frozen code uses (unless it leaves the
+    name open with #ifndef). The frozen text is the user's own program, which may read its environment and write
+    files; the candidate-ABI rules do not apply: it is a whole program."""
     start = time.perf_counter()
     seen = normalise(code)
-    lexed = _lex(seen)
+    lexed = lex(seen)
     blocks, found = _blocks(lexed.markers, True)
     if parent_code is not None and not found:
         found += _check_frozen(code, blocks, parent_code)
-    found += _check_host_collectives(lexed, _Lines(seen))
+    found += _check_host_collectives(lexed, Lines(seen))
+    lines = seen.split("\n")
+    frozen_words, tested = _frozen_names(lines, blocks)
+    for first, last in blocks:
+        found += _check_program_block("\n".join(lines[first:last - 1]), first + 1, frozen_words, tested)
     found = sorted(found, key=lambda v: v.line)
     data = {"violations": [attrs.asdict(v) for v in found], "blocks": len(blocks)}
     reason = "\n".join(str(v) for v in found[:8])

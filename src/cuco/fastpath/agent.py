@@ -112,7 +112,7 @@ class FastPathAgent:
     def _check_input(self, text: str, analysis: Analysis, base: Path | None) -> verify.BuildOutcome:
         out = self._build(text, analysis, base, "original")
         if not out.ok:
-            where = out.summary() if out.errors else out.log.strip()[-1500:]
+            where = out.summary() if out.errors else out.filtered(text)
             raise FastPathError(f"{analysis.path} does not compile as given, fix it first: {where}")
         return out
 
@@ -121,7 +121,7 @@ class FastPathAgent:
                 built: verify.BuildOutcome | None = None) -> tuple[bool, str]:
         built = built or self._build(code, analysis, base, "device")
         if not built.ok:
-            return False, f"the transformed program does not compile: {built.summary()}\n{built.log[-2000:]}"
+            return False, f"the transformed program does not compile: {built.summary()}\n{built.filtered(code)}"
         if analysis.form == "candidate_abi":  # whatever the GPU count: the harness, not this agent, runs it
             return True, "compiled only (candidate ABI: verify it with the cuco harness)"
         n = verify.gpu_count() if self.run_on_gpu else 0

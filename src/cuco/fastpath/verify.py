@@ -28,6 +28,14 @@ class BuildOutcome:
     log: str
     binary: Path | None
     errors: tuple[tuple[int, str], ...]      # (line in the program, message)
+    source: Path | None = None               # the compiled file, whose lines the filtered log may quote
+
+    def filtered(self, code: str) -> str:
+        """The log as it may be stored, shown or sent to an LLM: through cuco.evaluate.compile.trim_log, which
+        quotes `code` (the compiled text) and never another file."""
+        from cuco.evaluate.compile import trim_log  # noqa: PLC0415 (the evaluator's filter; it imports no fast path)
+
+        return "" if self.ok else trim_log(self.log, code, source_path=self.source)
 
     def summary(self, limit: int = 5) -> str:
         """One line for messages: 'compiled', the first `limit` errors, or the log's last line."""
@@ -35,7 +43,11 @@ class BuildOutcome:
             return "compiled"
         if self.errors:
             return "; ".join(f"line {ln}: {msg}" for ln, msg in self.errors[:limit])
-        return self.log.strip().splitlines()[-1] if self.log.strip() else "nvcc failed"
+        if not self.log.strip():
+            return "nvcc failed"
+        from cuco.evaluate.compile import trim_log  # noqa: PLC0415
+
+        return trim_log(self.log, "", max_errors=1).splitlines()[-1]
 
 
 @attrs.frozen
@@ -83,7 +95,7 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
         if cache and out.exists():
             return BuildOutcome(True, "(cached)", out, ())
         res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
-    return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name))
+    return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name), src)
 
 
 @functools.lru_cache(maxsize=1)

@@ -38,10 +38,13 @@ def rank_argv(harness_argv: list[str], rank: int, rendezvous: Path) -> list[str]
 
 
 def _load(path: Path) -> dict[str, Any] | None:
+    """A rank's result, or None when it wrote none or something that is not a result (`[]`, a number, half a
+    file): a rank's process is a candidate's, and what it leaves must not crash the launcher."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        result = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
+    return result if isinstance(result, dict) else None
 
 
 def choose_result(results: list[dict[str, Any] | None], first_failed: int | None) -> int | None:
@@ -60,40 +63,54 @@ def choose_result(results: list[dict[str, Any] | None], first_failed: int | None
     return next((k for k, r in enumerate(results) if r is not None), None)  # a snapshot: the runner completes it
 
 
+def _wait(procs: list[subprocess.Popen], grace_s: float) -> int | None:
+    """Wait for every rank; once one fails, the others get `grace_s` and are then killed. Returns the rank that
+    failed first (None: none failed)."""
+    first_failed: int | None = None
+    kill_at: float | None = None
+    while True:
+        # every rank polled each round: `any(p.poll() is None ...)` would stop at the first live rank and never
+        # see that a later one died
+        alive = [p.poll() is None for p in procs]
+        for r, p in enumerate(procs):
+            if first_failed is None and p.returncode not in (None, 0):
+                first_failed, kill_at = r, time.monotonic() + grace_s
+        if not any(alive):
+            break
+        if kill_at is not None and time.monotonic() > kill_at:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+        time.sleep(0.05)
+    if first_failed is None:
+        first_failed = next((r for r, p in enumerate(procs) if p.returncode != 0), None)
+    return first_failed
+
+
 def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
     """Run `world` harness ranks and copy the chosen rank's result to the --out file. Returns 0, or the exit code of the
     first rank to fail (4 when a signal killed it)."""
     out = Path(harness_argv[harness_argv.index("--out") + 1])
     rendezvous = out.parent / f".ranks-{os.getpid()}"
     shutil.rmtree(rendezvous, ignore_errors=True)
-    rendezvous.mkdir(parents=True)
-    procs = [subprocess.Popen(rank_argv(harness_argv, r, rendezvous)) for r in range(world)]
+    rendezvous.mkdir(parents=True, mode=0o700)   # the rendezvous file in it lets a process join the group
+    procs: list[subprocess.Popen] = []
     first_failed: int | None = None
-    kill_at: float | None = None
     try:
-        while any(p.poll() is None for p in procs):
-            for r, p in enumerate(procs):
-                if first_failed is None and p.returncode not in (None, 0):
-                    first_failed, kill_at = r, time.monotonic() + grace_s
-            if kill_at is not None and time.monotonic() > kill_at:
-                for p in procs:
-                    if p.poll() is None:
-                        p.send_signal(signal.SIGKILL)
-            time.sleep(0.05)
+        procs = [subprocess.Popen(rank_argv(harness_argv, r, rendezvous)) for r in range(world)]
+        first_failed = _wait(procs, grace_s)
+        results = [_load(rendezvous / f"rank{r}.json") for r in range(world)]
+        chosen = choose_result(results, first_failed)
+        if chosen is not None:
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text(json.dumps(results[chosen]))
+            os.replace(tmp, out)
     finally:
         for p in procs:  # this launcher interrupted: take the ranks with it
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    if first_failed is None:
-        first_failed = next((r for r, p in enumerate(procs) if p.returncode != 0), None)
-    results = [_load(rendezvous / f"rank{r}.json") for r in range(world)]
-    chosen = choose_result(results, first_failed)
-    if chosen is not None:
-        tmp = out.with_name(out.name + ".tmp")
-        shutil.copyfile(rendezvous / f"rank{chosen}.json", tmp)
-        os.replace(tmp, out)
-    shutil.rmtree(rendezvous, ignore_errors=True)
+        shutil.rmtree(rendezvous, ignore_errors=True)
     if first_failed is None:
         return 0
     rc = procs[first_failed].returncode

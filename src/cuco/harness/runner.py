@@ -208,13 +208,13 @@ def _not_run(path: str, why: str) -> CandidateRun:
 
 def interpret(request: HarnessRequest, out: Path, outcome: ProcessOutcome) -> HarnessResult:
     """The result of one harness process from its JSON file (if any) and how it ended."""
-    raw: dict[str, Any] | None = None
+    raw: Any = None
     if out.exists():
         try:
             raw = json.loads(out.read_text())
-        except (json.JSONDecodeError, OSError):
+        except (ValueError, OSError):
             raw = None
-    if raw is None:
+    if not isinstance(raw, dict):   # `[]` or a number is no result either: never an exception here
         return _no_result(request, outcome)
     if raw.get("status") == "running":
         raw = _complete_dict(raw, outcome)
@@ -235,7 +235,7 @@ def run_harness(request: HarnessRequest, toolchain: Toolchain | None = None, *, 
         from cuco.harness.build import nvshmem_host_library  # noqa: PLC0415
 
         request = attrs.evolve(request, nvshmem_lib=nvshmem_host_library(toolchain))
-    run_env = dict(env) if env is not None else scrubbed_env()
+    run_env = env if env is not None else scrubbed_env()
     n = len(request.candidates)
     runs: list[CandidateRun | None] = [None] * n
     pending = list(range(n))

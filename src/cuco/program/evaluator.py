@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from cuco.candidate import Candidate, LevelResult
+from cuco.design_space import Topology
 from cuco.evaluate.base import StageFn, tell
 from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, failure_feedback, mark_not_run_here
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_program
 from cuco.fastpath.verify import build, host_toolchain
 from cuco.manifest import describe_gpus
+from cuco.program import space as program_space
 from cuco.program.observation import Observation, compare
 from cuco.program.source import HostProgram, ProgramError
 
@@ -57,17 +59,29 @@ class ProgramEvaluator:
         self.parent_code = parent_code
         self.toolchain = host_toolchain()
         self._reference: tuple[Path, Observation] | None = None
+        self._frozen_reference: str | None = None
 
     @property
     def has_gpu(self) -> bool:
         """True when the executor has a GPU group, so verification and timing run here."""
         return self.executor.has_gpu
 
+    def frozen_reference(self) -> str:
+        """cuco's rewrite of the program at its conservative point: its text outside the EVOLVE blocks is the
+        frozen text of every candidate."""
+        if self._frozen_reference is None:
+            space = program_space.program_space(Topology(world=self.world), self.program.analysis.kinds())
+            self._frozen_reference = program_space.render(self.program.observed, self.program.observed_analysis(),
+                                                          space.conservative())
+        return self._frozen_reference
+
     # -- building and running --------------------------------------------------------------------------
     def _build(self, code: str, name: str) -> tuple[Path | None, str]:
         out = build(code, workdir=self.work_dir / name, include_dirs=[self.program.path.resolve().parent],
                     toolchain=self.toolchain, name="program")
-        return out.binary, ("" if out.ok else out.summary() + "\n" + out.log[-3000:])
+        # the log goes to the database, the report and the prompts: only through the filter, which quotes the
+        # candidate's own lines and no other file's
+        return out.binary, out.filtered(code)
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:
         """Run once, observed; (observation, '') or (None, why it failed)."""
@@ -114,7 +128,10 @@ class ProgramEvaluator:
         out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
         alive = []
         for i, c in enumerate(out):
-            res = check_program(c.code, self.parent_code(c) if self.parent_code else None)
+            parent = self.parent_code(c) if self.parent_code else None
+            # without a parent the frozen text is compared with cuco's own rewrite of the program, which every
+            # design point shares: only the EVOLVE blocks are the candidate's, and the rule set checks them
+            res = check_program(c.code, parent if parent is not None else self.frozen_reference())
             out[i] = c.with_result(res)
             if res.passed:
                 alive.append(i)

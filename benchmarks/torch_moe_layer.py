@@ -1,0 +1,160 @@
+"""Torch anchor of the whole MoE layer: what a user without cuco would run, with cuco's routing, rows and input
+bytes. Per rank: the routed slots sorted by destination expert, the per-expert counts exchanged
+(`all_to_all_single`) and read on the host (the split sizes need them), the rows dispatched (`all_to_all_single`),
+regrouped expert-major, the local experts' SwiGLU FFN as a grouped GEMM (`torch._grouped_mm` on the GPU), the
+rows sent back (`all_to_all_single`) and combined with the gates.
+
+    python -m torch.distributed.run --nproc_per_node 4 benchmarks/torch_moe_layer.py OUT.json [--shapes dsv3-r3]
+
+Shapes are moe's (T tokens per rank, H, I, E experts, top-K, skew R); routing is cuco's (routing.py, bit-identical
+to the harness's, seed 1: the seed the harness times with); inputs randn bf16. Times: median of CUDA-event
+timings after warm-up, max over ranks, in ms (`torch_layer_ms`), count exchange and host sync included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+ROUTING_SEED = 1
+
+
+def swiglu(torch: Any, h):
+    g, u = h.chunk(2, dim=-1)
+    return torch.nn.functional.silu(g) * u
+
+
+def expert_ffn(torch: Any, x, w1t, w2t, counts: list[int]):
+    """SwiGLU FFN of rows grouped expert-major (`counts` rows per local expert); w1t [El, H, 2I], w2t [El, I, H]."""
+    if x.device.type == "cuda":
+        ends = torch.cumsum(torch.tensor(counts, device=x.device), 0).to(torch.int32)
+        return torch._grouped_mm(swiglu(torch, torch._grouped_mm(x, w1t, offs=ends)), w2t, offs=ends)
+    out, a = [], 0
+    for e, n in enumerate(counts):  # the CPU has no grouped GEMM: one matmul per expert
+        out.append(swiglu(torch, x[a:a + n] @ w1t[e]) @ w2t[e])
+        a += n
+    return torch.cat(out) if out else x.new_empty(0, w2t.shape[2])
+
+
+class Layer:
+    """One rank's MoE layer for fixed routing: the slot order and the local expert weights prepared once."""
+
+    def __init__(self, torch: Any, dist: Any, experts, gates, w1t, w2t, n_experts: int):
+        self.torch, self.dist = torch, dist
+        self.world, self.el = dist.get_world_size(), n_experts // dist.get_world_size()
+        t, k = experts.shape
+        flat = experts.reshape(-1).long()
+        self.order = torch.argsort(flat, stable=True)           # slots sorted by expert, hence by owner rank
+        self.token = self.order // k                              # the token of each sorted slot
+        self.gate = gates.reshape(-1)[self.order].unsqueeze(1)
+        self.send_counts = torch.bincount(flat, minlength=n_experts)   # per destination expert
+        self.w1t, self.w2t, self.tokens = w1t, w2t, t
+
+    def __call__(self, x):
+        torch, dist, w, el = self.torch, self.dist, self.world, self.el
+        recv_counts = torch.empty_like(self.send_counts)
+        dist.all_to_all_single(recv_counts, self.send_counts)            # [source][local expert] after the swap
+        got = recv_counts.view(w, el).tolist()                           # host sync: the split sizes need it
+        sent = self.send_counts.view(w, el).sum(1).tolist()
+        rows = x[self.token]
+        recv = x.new_empty(sum(map(sum, got)), x.shape[1])
+        dist.all_to_all_single(recv, rows, [sum(g) for g in got], sent)
+        # source-major -> expert-major: the rows of local expert e from every source, in source order
+        starts, a = [], 0
+        for src in range(w):
+            starts.append([])
+            for e in range(el):
+                starts[src].append(a)
+                a += got[src][e]
+        idx = [i for e in range(el) for src in range(w) for i in range(starts[src][e], starts[src][e] + got[src][e])]
+        perm = torch.tensor(idx, dtype=torch.long, device=x.device)
+        per_expert = [sum(got[src][e] for src in range(w)) for e in range(el)]
+        y = x.new_empty(recv.shape)
+        y[perm] = expert_ffn(torch, recv[perm], self.w1t, self.w2t, per_expert).to(x.dtype)
+        back = x.new_empty(rows.shape)
+        dist.all_to_all_single(back, y, sent, [sum(g) for g in got])
+        out = torch.zeros(self.tokens, x.shape[1], dtype=torch.float32, device=x.device)
+        out.index_add_(0, self.token, back.float() * self.gate)
+        return out
+
+
+def make(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any, seed: int = 0):
+    """This rank's layer and input, and the global weights (for a reference): randn, seeded alike on every rank."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+    from cuco.workloads.moe import routing
+
+    t, h, i, e, k, r = dims
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gen = torch.Generator().manual_seed(seed)
+    w1t = (torch.randn(e, h, 2 * i, generator=gen) / h ** 0.5).to(dtype)
+    w2t = (torch.randn(e, i, h, generator=gen) / i ** 0.5).to(dtype)
+    xs = [torch.randn(t, h, generator=gen).to(dtype) for _ in range(world)]
+    ex, gates = routing.route(routing.RoutingSpec(t, e, k, r), ROUTING_SEED, rank)
+    el = e // world
+    layer = Layer(torch, dist, torch.from_numpy(ex).to(device), torch.from_numpy(gates).to(device),
+                  w1t[rank * el:(rank + 1) * el].to(device), w2t[rank * el:(rank + 1) * el].to(device), e)
+    return layer, xs[rank].to(device), (xs, w1t, w2t, ex, gates)
+
+
+def check(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any) -> float:
+    """Max relative error (over ranks) of the layer against each token's gated sum of its experts' FFNs."""
+    layer, x, (xs, w1t, w2t, ex, gates) = make(torch, dist, dims, device, dtype)
+    out = layer(x).cpu()
+    xr = xs[dist.get_rank()].float()
+    ref = torch.zeros_like(out)
+    for tok in range(xr.shape[0]):
+        for j in range(ex.shape[1]):
+            e = int(ex[tok, j])
+            ref[tok] += float(gates[tok, j]) * (swiglu(torch, xr[tok] @ w1t[e].float()) @ w2t[e].float())
+    err = torch.tensor([float((out - ref).abs().max() / ref.abs().max())], device=device)
+    dist.all_reduce(err, op=dist.ReduceOp.MAX)
+    return float(err.item())
+
+
+def main() -> None:
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    import torch
+    import torch.distributed as dist
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--shapes", default="paper-r1,paper-r2,paper-r3,paper-r4,paper-r5,dsv3-r3")
+    a = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+    from torch_anchor import _median_ms
+
+    from cuco.workloads.moe import shapes as moe_shapes
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    dist.init_process_group("nccl", device_id=dev)
+    rows = []
+    for name in a.shapes.split(","):
+        dims = moe_shapes.parse(name).dims
+        row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
+        try:
+            moe_shapes.check(moe_shapes.parse(name), world)
+            layer, x, _ = make(torch, dist, dims, dev, torch.bfloat16)
+            row["torch_layer_ms"] = _median_ms(torch, dist, lambda: layer(x))
+            small = (64, 256, 128, dims[3], dims[4], dims[5])
+            row["check_rel_err"] = check(torch, dist, small, dev, torch.bfloat16)
+        except Exception as exc:  # a shape this W cannot split, or a failure: said in the row
+            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        rows.append(row)
+        if rank == 0:
+            print(json.dumps(row), flush=True)
+    if rank == 0:
+        with open(a.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
+                      indent=2)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

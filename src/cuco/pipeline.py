@@ -87,8 +87,10 @@ class RunSummary:
         if self.fastpath is not None:
             lines.append(f"fast path: {self.fastpath.status}; {feedback_headline(self.fastpath.feedback)}")
         if not self.measured:
-            lines.append("No GPU here: every candidate was statically checked and compiled, none was verified or "
-                         "timed (status 'unmeasured'); run on a host with GPUs to measure.")
+            compiled = self.counts.get("unmeasured", 0)   # only a candidate that compiled reaches 'unmeasured'
+            lines.append(f"No GPU here: {compiled} of {self.evaluated} candidates passed the static check and "
+                         "compiled, none was verified or timed (status 'unmeasured'); run on a host with GPUs to "
+                         "measure.")
         elif self.best is None:
             lines.append("No candidate passed verification and timing; see the run database for the reasons.")
         else:

@@ -131,6 +131,8 @@ class Run:
         self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
         space = workload.space(self.topology)
         llm = self._llm()
+        if program:   # the original first: if it does not compile, its errors are the whole answer
+            evaluator.compile_original()
         if program and evaluation == "measured":
             evaluator.reference()   # a program cuco cannot verify against is said now, before anything is written
         _make_run_dir(run_dir)

@@ -28,6 +28,7 @@ from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_program
 from cuco.fastpath.verify import build, host_toolchain
 from cuco.manifest import describe_gpus
+from cuco.program import diagnostics
 from cuco.program.observation import Observation, compare
 from cuco.program.source import HostProgram, ProgramError
 
@@ -57,6 +58,7 @@ class ProgramEvaluator:
         self.parent_code = parent_code
         self.toolchain = host_toolchain()
         self._reference: tuple[Path, Observation] | None = None
+        self._original: Path | None = None
 
     @property
     def has_gpu(self) -> bool:
@@ -65,9 +67,23 @@ class ProgramEvaluator:
 
     # -- building and running --------------------------------------------------------------------------
     def _build(self, code: str, name: str) -> tuple[Path | None, str]:
+        """(binary, '') or (None, the compiler's errors, each whole, at the user's lines where they are his)."""
         out = build(code, workdir=self.work_dir / name, include_dirs=[self.program.path.resolve().parent],
                     toolchain=self.toolchain, name="program")
-        return out.binary, ("" if out.ok else out.summary() + "\n" + out.log[-3000:])
+        if out.ok:
+            return out.binary, ""
+        lines = diagnostics.line_map(code, self.program.text)
+        return None, diagnostics.errors(diagnostics.in_user_terms(out.log, "program.cu", lines, self.program.path))
+
+    def compile_original(self) -> Path:
+        """The observed original's binary, built first of all; ProgramError with the compiler's errors at the
+        user's lines if the program does not compile, so nothing else is built or run."""
+        if self._original is None:
+            binary, log = self._build(self.program.observed, "reference")
+            if binary is None:
+                raise ProgramError(f"{self.program.path}: the program does not compile as given:\n{log}")
+            self._original = binary
+        return self._original
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:
         """Run once, observed; (observation, '') or (None, why it failed)."""
@@ -87,9 +103,7 @@ class ProgramEvaluator:
         """The reference's observation (built and run twice on first use); ProgramError for a program cuco cannot
         compare against."""
         if self._reference is None:
-            binary, log = self._build(self.program.observed, "reference")
-            if binary is None:
-                raise ProgramError(f"{self.program.path}: the program does not compile as given:\n{log}")
+            binary = self.compile_original()
             first, second = self.executor.run(lambda g: (self._run(binary, g), self._run(binary, g)), exclusive=True)
             for obs, why in (first, second):
                 if obs is None:

@@ -100,7 +100,8 @@ class HostProgram:
 
 def observe_text(text: str, a: Analysis) -> tuple[str, int]:
     """`text` with observe.h included first and cuco_region_begin/end around each pipeline range; the number of
-    regions. Markers are whole lines, so line-based ranges computed on the observed text stay inside them."""
+    regions. Markers are whole lines, so line-based ranges computed on the observed text stay inside them; the end
+    marker jumps back to the start while observe.h asks for another instance (inert unless observed)."""
     src = P.parse(text)
     ranges = sorted({(lo, hi) for lo, hi, _label in pipeline_ranges(src, a)})
     if not ranges:
@@ -116,10 +117,11 @@ def observe_text(text: str, a: Analysis) -> tuple[str, int]:
     for n, line in enumerate(lines, 1):
         indent = line[:len(line) - len(line.lstrip())]
         if n in starts:
-            out.append(f"{indent}cuco_region_begin({starts[n]}, {all_devices});\n")
+            out.append(f"{indent}cuco_rep_{starts[n]}: cuco_region_begin({starts[n]}, {all_devices});\n")
         out.append(line)
-        if n in ends:
-            out.append(f"{indent}cuco_region_end({ends[n]}, {all_devices});\n")
+        if n in ends:   # a jump back, not a loop: no new scope, so the range's declarations stay visible after it
+            out.append(f"{indent}if (cuco_region_end({ends[n]}, {all_devices})) goto cuco_rep_{ends[n]};  "
+                       "// again while CUCO_REGION_REPEATS asks\n")
     return OBSERVE_INCLUDE + "".join(out), len(ranges)
 
 

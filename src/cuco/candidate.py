@@ -20,7 +20,9 @@ NOT_RUN_HERE = "not_run_here"
 RANKED_STATUSES = ("passed", "unmeasured")
 
 #: How a candidate came to be.
-MUTATIONS = ("seed", "fastpath", "directive", "directive_cross", "llm_diff", "llm_full", "llm_cross", "manual")
+#: 'original': a user's program itself, the best of a program run when no rewrite beat it.
+MUTATIONS = ("seed", "fastpath", "directive", "directive_cross", "llm_diff", "llm_full", "llm_cross", "manual",
+             "original")
 
 
 def new_id() -> str:

@@ -73,7 +73,7 @@ class RunSummary:
         def cand(c: Candidate | None) -> dict[str, Any] | None:
             if c is None:
                 return None
-            return {"id": c.id, "point": c.directives.label() if c.directives else None, "mutation": c.mutation,
+            return {"id": c.id, "point": point_of(c), "mutation": c.mutation,
                     "status": c.status, "fitness": c.fitness, "metrics": dict(c.metrics), "feedback": c.feedback}
 
         return {"workload": self.workload, "run_dir": str(self.run_dir), "evaluation": self.evaluation,
@@ -89,14 +89,19 @@ class RunSummary:
         if self.fastpath is not None:
             lines.append(f"fast path: {self.fastpath.status}; {feedback_headline(self.fastpath.feedback)}")
         if not self.measured:
-            lines.append("No GPU here: every candidate was statically checked and compiled, none was verified or "
-                         "timed (status 'unmeasured'); run on a host with GPUs to measure.")
+            compiled = self.counts.get("unmeasured", 0)   # only a candidate that compiled reaches 'unmeasured'
+            lines.append(f"No GPU here: {compiled} of {self.evaluated} candidates passed the static check and "
+                         "compiled, none was verified or timed (status 'unmeasured'); run on a host with GPUs to "
+                         "measure.")
         elif self.best is None:
             lines.append("No candidate passed verification and timing; see the run database for the reasons.")
         else:
             m = self.best.metrics
-            point = self.best.directives.label() if self.best.directives else f"({self.best.mutation})"
+            point = point_of(self.best) or f"({self.best.mutation})"
             lines.append(f"best point   {point}")
+            if self.best.mutation == "original":
+                lines.append(f"             no verified rewrite was faster than your program (the fastest: "
+                             f"{m.get('fastest_rewrite_ms', float('nan')):.3f} ms); best/ holds it unchanged")
             lines.append(f"time         {m.get('time_ms', float('nan')):.3f} ms   "
                          f"(host {m.get('host_ms', float('nan')):.3f} ms, speedup {m.get('speedup', float('nan')):.3f}x)")
             if "bound_ms" in m:
@@ -108,6 +113,13 @@ class RunSummary:
             lines.append(f"measured on  {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, {env.get('date', '')}")
         lines.append(f"run dir      {self.run_dir}")
         return "\n".join(lines)
+
+
+def point_of(c: Candidate) -> str | None:
+    """A candidate's design point label; 'original' for a user's program itself; None for a point-less edit."""
+    if c.mutation == "original":
+        return "original"
+    return c.directives.label() if c.directives else None
 
 
 def _run_dir(opts: RunOptions) -> Path:

@@ -29,7 +29,7 @@ from cuco.design_space import Topology
 from cuco.errors import CucoError
 from cuco.pipeline import (
     DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, RunSummary, _check_gpus, _check_options, _check_resume,
-    _check_run_dir, _make_run_dir, _progress, _run_dir, make_manifest, parent_code_from,
+    _check_run_dir, _make_run_dir, _progress, _run_dir, make_manifest, parent_code_from, point_of,
 )
 
 BEST_DIR = "best"
@@ -132,6 +132,8 @@ class Run:
         self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
         space = workload.space(self.topology)
         llm = self._llm()
+        if program:   # the original first: if it does not compile, its errors are the whole answer
+            evaluator.compile_original()
         if program and evaluation == "measured":
             evaluator.reference()   # a program cuco cannot verify against is said now, before anything is written
         _make_run_dir(run_dir)
@@ -245,6 +247,8 @@ class Run:
             every = db.all(name)
             counts = db.count_by_status()
             best = db.best(name) if self.evaluation == "measured" else None
+        if best is not None and _is_program(self.workload) and not best.metrics.get("speedup", 0.0) > 1.0:
+            best = self.workload.original(best)   # never slower: no rewrite beat the program, so it stays
         env: dict[str, Any] = {}
         if best is not None and "bench" in best.results:
             data = best.results["bench"].data
@@ -279,7 +283,7 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
     verify, bench = best.results.get("verify"), best.results.get("bench")
     info = {
         "kind": "program" if program else "workload", "workload": workload.name, "candidate_id": best.id,
-        "mutation": best.mutation, "point": best.directives.label() if best.directives else None,
+        "mutation": best.mutation, "point": point_of(best),
         "directives": best.directives.to_dict() if best.directives else None, "metrics": dict(best.metrics),
         "verified": {"verify": verify.to_dict() if verify else None,
                      "bench_runs_verified": bool(bench and bench.passed)},
@@ -288,6 +292,7 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
     }
     if program:
         info["original"] = str(workload.program.path.resolve())
+        info["is_original"] = best.mutation == "original"   # kernel.cu is then the user's program, unchanged
         info["build"] = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
                          "(the observation header is inert unless CUCO_OBSERVE_DIR is set)")
     tmp = run_dir / f".best.{os.getpid()}.tmp"

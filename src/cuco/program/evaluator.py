@@ -1,13 +1,14 @@
 """The measured evaluator of a user's program: static -> compile -> verify -> bench, like the workload cascade,
 with the program harness (observe.h) in place of the plugin harness.
 
-- Reference: the observed original, built once and run twice before anything else; it must read something back
-  and read back the same bytes both times (else ProgramError says so).
+- Reference: the observed original, compiled before anything else (its errors at the user's lines), run twice;
+  it must read something back and read back the same bytes both times (else ProgramError says so).
 - L2: each candidate runs once with delayed arrival (CUCO_DELAY_COMM_US): its read-backs must equal the
   reference's, so a rewrite that reads received data without waiting for it fails even with one GPU.
 - L3: `timed_runs` rounds, each running the reference and then every survivor as a fresh process, so drift hits
-  both alike; every timed run is verified too. A run's time is its regions' warm median (Observation.region_ms);
-  the figure is the median over runs. Fitness = host time / candidate time.
+  both alike; every timed run is verified too. Every run repeats each region REGION_REPEATS times in its
+  process: its time is the warm instances' median (Observation.region_ms), its cold time the first instance
+  (Observation.cold_ms); the figures are medians over runs. Fitness = host time / candidate time.
 """
 
 from __future__ import annotations
@@ -29,15 +30,22 @@ from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.static import check_program
 from cuco.fastpath.verify import build, host_toolchain
 from cuco.manifest import describe_gpus
+from cuco.program import diagnostics
 from cuco.program import space as program_space
 from cuco.program.observation import Observation, compare
 from cuco.program.source import HostProgram, ProgramError
 
-#: What the program harness sets in every run: NCCL connects at init and kernels load eagerly, so one-time
-#: set-up stays out of the timed regions for the reference as for the candidates.
-RUN_ENV = {"NCCL_RUNTIME_CONNECT": "0", "CUDA_MODULE_LOADING": "EAGER"}
-TIMING = ("host wall time between device synchronisations around each region (launch overhead included); per "
-          "run the warm median of each region, summed; the median over runs")
+#: Instances of each region per process (observe.h): the first is cold, the rest are the steady state.
+REGION_REPEATS = 8
+#: What the program harness sets in every run, reference and candidates alike: NCCL connects at init, kernels
+#: load eagerly, and every region runs REGION_REPEATS times in the process (the same count in every run, so
+#: read-backs compare like with like).
+RUN_ENV = {"NCCL_RUNTIME_CONNECT": "0", "CUDA_MODULE_LOADING": "EAGER", "CUCO_REGION_REPEATS": str(REGION_REPEATS)}
+TIMING = (f"each region run {REGION_REPEATS} times in one process, every rank's GPUs synchronised and the ranks "
+          "aligned (a one-element AllReduce) before each instance; host wall time between device synchronisations "
+          "(launch overhead included); per run the median of the warm instances (all but the first) of each "
+          "region, summed over regions, the slowest rank's; the median over runs. The first instance is reported "
+          "apart as the cold time")
 
 
 class ProgramEvaluator:
@@ -48,7 +56,7 @@ class ProgramEvaluator:
     bench_shape = "program"
 
     def __init__(self, program: HostProgram, world: int = 1, executor: Executor | None = None,
-                 timed_runs: int = 5, verify_delay_us: float = DEFAULT_VERIFY_DELAY_US, timeout_s: float = 120.0,
+                 timed_runs: int = 3, verify_delay_us: float = DEFAULT_VERIFY_DELAY_US, timeout_s: float = 120.0,
                  work_dir: Path | None = None, parent_code: Callable[[Candidate], str | None] | None = None):
         if timed_runs < 1:
             raise ValueError(f"timed_runs must be >= 1, got {timed_runs}")
@@ -60,6 +68,7 @@ class ProgramEvaluator:
         self.toolchain = host_toolchain()
         self._reference: tuple[Path, Observation] | None = None
         self._frozen_reference: str | None = None
+        self._original: Path | None = None
 
     @property
     def has_gpu(self) -> bool:
@@ -77,11 +86,26 @@ class ProgramEvaluator:
 
     # -- building and running --------------------------------------------------------------------------
     def _build(self, code: str, name: str) -> tuple[Path | None, str]:
+        """(binary, '') or (None, the compiler's errors, each whole, at the user's lines where they are his)."""
         out = build(code, workdir=self.work_dir / name, include_dirs=[self.program.path.resolve().parent],
                     toolchain=self.toolchain, name="program")
+        if out.ok:
+            return out.binary, ""
         # the log goes to the database, the report and the prompts: only through the filter, which quotes the
-        # candidate's own lines and no other file's
-        return out.binary, out.filtered(code)
+        # candidate's own lines and no other file's; then its lines are told in the user's terms
+        lines = diagnostics.line_map(code, self.program.text)
+        return None, diagnostics.errors(diagnostics.in_user_terms(out.filtered(code), "program.cu", lines,
+                                                                  self.program.path))
+
+    def compile_original(self) -> Path:
+        """The observed original's binary, built first of all; ProgramError with the compiler's errors at the
+        user's lines if the program does not compile, so nothing else is built or run."""
+        if self._original is None:
+            binary, log = self._build(self.program.observed, "reference")
+            if binary is None:
+                raise ProgramError(f"{self.program.path}: the program does not compile as given:\n{log}")
+            self._original = binary
+        return self._original
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:
         """Run once, observed; (observation, '') or (None, why it failed)."""
@@ -101,9 +125,7 @@ class ProgramEvaluator:
         """The reference's observation (built and run twice on first use); ProgramError for a program cuco cannot
         compare against."""
         if self._reference is None:
-            binary, log = self._build(self.program.observed, "reference")
-            if binary is None:
-                raise ProgramError(f"{self.program.path}: the program does not compile as given:\n{log}")
+            binary = self.compile_original()
             first, second = self.executor.run(lambda g: (self._run(binary, g), self._run(binary, g)), exclusive=True)
             for obs, why in (first, second):
                 if obs is None:
@@ -194,12 +216,15 @@ class ProgramEvaluator:
                group: DeviceGroup) -> None:
         assert self._reference is not None
         host: list[float] = []
+        host_cold: list[float] = []
         times: dict[int, list[float]] = {i: [] for i in alive}
+        cold: dict[int, list[float]] = {i: [] for i in alive}
         failed: dict[int, str] = {}
         for _round in range(self.timed_runs):
             obs, _why = self._run(self._reference[0], group)
             if obs is not None and obs.region_ms() is not None:
                 host.append(obs.region_ms())
+                host_cold.append(obs.cold_ms())
             for i in alive:
                 if i in failed:
                     continue
@@ -212,22 +237,26 @@ class ProgramEvaluator:
                     failed[i] = why or "no timed region ran"
                 else:
                     times[i].append(obs.region_ms())
+                    cold[i].append(obs.cold_ms())
         context = {"world": self.world, "runs": self.timed_runs, "timing": TIMING,
                    "device": describe_gpus(group.visible), "nccl_version": self.toolchain.nccl.version,
                    "cuda_version": self.toolchain.cuda_version,
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                   "host_runs_ms": host, "host_timed_in_same_run": True}
+                   "host_runs_ms": host, "host_cold_runs_ms": host_cold, "host_timed_in_same_run": True}
         host_ms = statistics.median(host) if host else None
         for i in alive:
             if i in failed:
                 out[i] = out[i].with_result(LevelResult("bench", False, failed[i], 0.0, context))
                 continue
             t = statistics.median(times[i])
-            metrics: dict[str, float] = {"time_ms": t, "spread": (max(times[i]) - min(times[i])) / t if t else 0.0}
+            metrics: dict[str, float] = {"time_ms": t, "spread": (max(times[i]) - min(times[i])) / t if t else 0.0,
+                                         "cold_time_ms": statistics.median(cold[i])}
             if host_ms is not None:
                 metrics["host_ms"] = host_ms
+                metrics["cold_ms"] = statistics.median(host_cold)
                 metrics["speedup"] = host_ms / t if t else 0.0
-            out[i] = out[i].with_result(LevelResult("bench", True, "", 0.0, {**context, "runs_ms": times[i]}))
+            data = {**context, "runs_ms": times[i], "cold_runs_ms": cold[i]}
+            out[i] = out[i].with_result(LevelResult("bench", True, "", 0.0, data))
             out[i] = out[i].evolve(metrics=metrics, fitness=metrics.get("speedup"))
 
 

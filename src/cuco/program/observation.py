@@ -60,6 +60,18 @@ class Observation:
         return total
 
 
+    def cold_ms(self) -> float | None:
+        """The run's first (cold) pass: per site, the slowest device's first instance, summed over sites; it pays
+        what the warm instances do not (NCCL's lazy connections, first launches). None without regions."""
+        if not self.regions:
+            return None
+        first: dict[int, float] = {}
+        for site, _dev, inst, ms in self.regions:
+            if inst == 0:
+                first[site] = max(first.get(site, 0.0), ms)
+        return sum(first.values())
+
+
 def compare(reference: Observation, got: Observation) -> tuple[bool, str]:
     """(equal, how): equal bytes, or fp32 data within FP32_RTOL of the reference's largest magnitude."""
     if set(reference.readbacks) != set(got.readbacks):

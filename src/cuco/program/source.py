@@ -20,10 +20,12 @@ from cuco.fastpath import parse as P
 from cuco.fastpath.analyze import analyze
 from cuco.fastpath.model import Analysis
 from cuco.fastpath.transform import pipeline_ranges, plan
+from cuco.program import diagnostics
 
 OBSERVE_INCLUDE = '#include "cuco/program/observe.h"  // cuco: read-backs and timed regions (inert unless observed)\n'
 #: `argv[1]`, `argc > 1`, ...: the program reads command-line arguments.
 _ARGS = re.compile(r"\bargv\s*\[\s*[1-9]|\bargc\s*(?:[<>]=?|[!=]=)\s*[1-9]|\b(?:getopt|getopt_long)\s*\(")
+_INIT_RANK = ("ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable")
 
 
 class ProgramError(CucoError):
@@ -67,6 +69,8 @@ class HostProgram:
     @classmethod
     def from_text(cls, text: str, path: Path) -> "HostProgram":
         """The program in `text` (read from `path`), checked; raises ProgramError naming the fix if it cannot run."""
+        if P.syntax_errors(P.parse(text)):   # the compiler, not the analysis, says what is wrong
+            _refuse_if_it_does_not_compile(text, path)
         a = analyze(text, str(path))
         if a.form != "standalone":
             raise ProgramError(f"{path}: this is a cuco candidate (it defines cuco_candidate_launch); `cuco run` takes "
@@ -96,13 +100,14 @@ class HostProgram:
 
 def observe_text(text: str, a: Analysis) -> tuple[str, int]:
     """`text` with observe.h included first and cuco_region_begin/end around each pipeline range; the number of
-    regions. Markers are whole lines, so line-based ranges computed on the observed text stay inside them."""
+    regions. Markers are whole lines, so line-based ranges computed on the observed text stay inside them; the end
+    marker jumps back to the start while observe.h asks for another instance (inert unless observed)."""
     src = P.parse(text)
     ranges = sorted({(lo, hi) for lo, hi, _label in pipeline_ranges(src, a)})
     if not ranges:
         raise ProgramError(f"{a.path}: found no statement range around the collectives to time; keep each "
                            "collective in a function body with the kernels that feed and consume it")
-    all_devices = 1 if a.launch_model == "single-process" else 0
+    all_devices = 1 if launch_model(a) == "single-process" else 0
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -112,8 +117,42 @@ def observe_text(text: str, a: Analysis) -> tuple[str, int]:
     for n, line in enumerate(lines, 1):
         indent = line[:len(line) - len(line.lstrip())]
         if n in starts:
-            out.append(f"{indent}cuco_region_begin({starts[n]}, {all_devices});\n")
+            out.append(f"{indent}cuco_rep_{starts[n]}: cuco_region_begin({starts[n]}, {all_devices});\n")
         out.append(line)
-        if n in ends:
-            out.append(f"{indent}cuco_region_end({ends[n]}, {all_devices});\n")
+        if n in ends:   # a jump back, not a loop: no new scope, so the range's declarations stay visible after it
+            out.append(f"{indent}if (cuco_region_end({ends[n]}, {all_devices})) goto cuco_rep_{ends[n]};  "
+                       "// again while CUCO_REGION_REPEATS asks\n")
     return OBSERVE_INCLUDE + "".join(out), len(ranges)
+
+
+def launch_model(a: Analysis) -> str:
+    """How the program maps ranks to processes: 'single-process' (one process drives every GPU: ncclCommInitAll,
+    or ncclCommInitRank inside an NCCL group, which is how one thread creates several ranks), 'thread-per-gpu',
+    'process-per-gpu', or the analysis's answer for anything else."""
+    if a.launch_model == "process-per-gpu":
+        inits = [c.line for c in a.comm_calls if c.api in _INIT_RANK]
+        if any(g.start_line <= ln <= g.end_line for g in a.groups for ln in inits):
+            return "single-process"
+    return a.launch_model
+
+
+def _refuse_if_it_does_not_compile(text: str, path: Path) -> None:
+    """Compile `text` as the user wrote it; ProgramError with the compiler's errors at the user's lines if it
+    fails. Nothing is said when no compiler is found: the analysis's checks then speak."""
+    import tempfile
+
+    from cuco.fastpath.verify import build, host_toolchain
+    from cuco.toolchain import ToolchainError
+
+    try:
+        toolchain = host_toolchain()
+    except ToolchainError:
+        return
+    name = _name(path)
+    with tempfile.TemporaryDirectory(prefix="cuco-original-") as work:
+        out = build(text, workdir=Path(work), include_dirs=[path.resolve().parent], toolchain=toolchain, name=name,
+                    cache=False)
+    if not out.ok:
+        identity = {n: n for n in range(1, text.count("\n") + 2)}
+        log = diagnostics.in_user_terms(out.log, f"{name}.cu", identity, path)
+        raise ProgramError(f"{path}: the program does not compile as given:\n{diagnostics.errors(log)}")

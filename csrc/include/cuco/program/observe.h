@@ -6,12 +6,19 @@
 //   An asynchronous read-back waits for its stream before it is recorded, so the bytes are final.
 // - Regions: cuco_region_begin / cuco_region_end bracket the statements from the first kernel that produces
 //   communicated data to the last one that consumes it (inserted by cuco). Each instance is timed on the host
-//   between device synchronisations: what the program waits for, launch overhead included.
+//   between device synchronisations: what the program waits for, launch overhead included. With
+//   CUCO_REGION_REPEATS=R, cuco_region_end returns 1 (and cuco's marker line jumps back to the region start)
+//   until the site has run R times in this process, so one process gives a cold first instance and R - 1 warm
+//   ones of the same statements; afterwards the program goes on as written. Every rank repeats alike.
+// - Aligned starts: before each instance every rank's communicators run a one-element AllReduce and every device
+//   the region uses is synchronised (all of them for one process driving several GPUs), so the clock starts when
+//   every rank is ready, not when the first one is.
 //
 // - Warm NCCL: the communicators the program creates are recorded, and at the first region start each one runs a
 //   one-element AllReduce and a send/receive with every peer, so that NCCL's lazy set-up (point-to-point
 //   connections, first-collective work) is not timed as the region. Every rank reaches a region start (the
 //   program is SPMD around its collectives), which this needs, as it needs every rank's collectives anyway.
+//   What it cannot reach (a collective's own first-use work at its size) lands in the cold first instance.
 //
 // Nothing is recorded, and the markers do not synchronise, unless CUCO_OBSERVE_DIR names a directory; at exit
 // each process writes `obs-<pid>.txt` (an index) and `obs-<pid>.bin` (the read-back bytes) there.
@@ -35,14 +42,23 @@ namespace cuco_observe {
 struct Readback { int device; unsigned long long seq; std::vector<unsigned char> bytes; };
 struct Region { int site; int device; unsigned long long instance; double ms; };
 
+// A communicator the program created: the device it runs on (-1 until asked, after its creation has completed:
+// a grouped creation completes only at ncclGroupEnd), whether it was warmed, its one-float scratch buffer.
+struct Comm { ncclComm_t comm; int device; bool warm; float* scratch; };
+
 struct State {
   std::mutex mu;
   std::string dir;
+  int repeats = 1;
+  std::vector<Comm> comms;
   std::vector<Readback> reads;
   std::vector<Region> regions;
   std::map<int, unsigned long long> read_seq;
   std::map<std::pair<int, int>, unsigned long long> region_seq;   // (site, device) -> instances so far
-  State() { if (const char* d = getenv("CUCO_OBSERVE_DIR")) dir = d; }
+  State() {
+    if (const char* d = getenv("CUCO_OBSERVE_DIR")) dir = d;
+    if (const char* r = getenv("CUCO_REGION_REPEATS")) repeats = atoi(r) > 1 ? atoi(r) : 1;
+  }
   ~State() { write(); }
   void write() {
     if (dir.empty() || (reads.empty() && regions.empty())) return;
@@ -104,42 +120,55 @@ inline Hook& prepare_hook() { static Hook h = nullptr; return h; }
 
 struct Open { int site; int device; std::chrono::steady_clock::time_point t0; };
 
-// Communicators this thread created and has not warmed yet.
-inline std::vector<ncclComm_t>& cold_comms() { thread_local std::vector<ncclComm_t> v; return v; }
+inline void record_comm(ncclComm_t comm) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.comms.push_back({comm, -1, false, nullptr});
+}
 
-inline void warm_nccl() {
-  std::vector<ncclComm_t> comms;
-  comms.swap(cold_comms());
-  if (comms.empty()) return;
+// The communicators a region on the current device (or, with all_devices, on any) uses: warmed on first use
+// (a one-element AllReduce and a send/receive with every peer), then one AllReduce across them all, every
+// device synchronised: every rank reaches this point before any rank's clock starts.
+inline void warm_and_align(int all_devices) {
+  State& s = state();
   int here = current_device();
-  std::vector<float*> scratch(comms.size(), nullptr);
-  std::vector<int> devices(comms.size(), 0);
-  for (size_t i = 0; i < comms.size(); ++i) {
-    ncclCommCuDevice(comms[i], &devices[i]);
-    cudaSetDevice(devices[i]);
-    cudaMalloc(&scratch[i], 2 * sizeof(float));
-    cudaMemset(scratch[i], 0, 2 * sizeof(float));
-  }
-  ncclGroupStart();
-  for (size_t i = 0; i < comms.size(); ++i) {
-    int n = 0, me = 0;
-    ncclCommCount(comms[i], &n);
-    ncclCommUserRank(comms[i], &me);
-    cudaSetDevice(devices[i]);
-    ncclAllReduce(scratch[i], scratch[i], 1, ncclFloat, ncclSum, comms[i], 0);
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      ncclSend(scratch[i], 1, ncclFloat, p, comms[i], 0);
-      ncclRecv(scratch[i] + 1, 1, ncclFloat, p, comms[i], 0);
+  std::vector<size_t> mine;
+  std::vector<Comm> comms;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+      Comm& c = s.comms[i];
+      if (c.device < 0 && ncclCommCuDevice(c.comm, &c.device) != ncclSuccess) continue;
+      if (all_devices || c.device == here) { mine.push_back(i); comms.push_back(c); }
     }
   }
-  ncclGroupEnd();
-  for (size_t i = 0; i < comms.size(); ++i) {
-    cudaSetDevice(devices[i]);
-    cudaDeviceSynchronize();
-    cudaFree(scratch[i]);
+  if (comms.empty()) return;
+  for (Comm& c : comms) {
+    if (c.scratch) continue;
+    cudaSetDevice(c.device);
+    cudaMalloc(&c.scratch, 2 * sizeof(float));
+    cudaMemset(c.scratch, 0, 2 * sizeof(float));
   }
+  ncclGroupStart();
+  for (Comm& c : comms) {
+    cudaSetDevice(c.device);
+    ncclAllReduce(c.scratch, c.scratch, 1, ncclFloat, ncclSum, c.comm, 0);
+    if (c.warm) continue;
+    int n = 0, me = 0;
+    ncclCommCount(c.comm, &n);
+    ncclCommUserRank(c.comm, &me);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      ncclSend(c.scratch, 1, ncclFloat, p, c.comm, 0);
+      ncclRecv(c.scratch + 1, 1, ncclFloat, p, c.comm, 0);
+    }
+    c.warm = true;
+  }
+  ncclGroupEnd();
+  for (Comm& c : comms) { cudaSetDevice(c.device); cudaDeviceSynchronize(); }
   cudaSetDevice(here);
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (size_t k = 0; k < mine.size(); ++k) s.comms[mine[k]] = comms[k];
 }
 inline std::vector<Open>& open_regions() { thread_local std::vector<Open> v; return v; }
 
@@ -147,17 +176,20 @@ inline std::vector<Open>& open_regions() { thread_local std::vector<Open> v; ret
 
 static inline void cuco_region_begin(int site, int all_devices) {
   if (!cuco_observe::enabled()) return;
-  cuco_observe::warm_nccl();
+  cuco_observe::warm_and_align(all_devices);
   if (cuco_observe::prepare_hook()) cuco_observe::prepare_hook()();
   cuco_observe::sync_devices(all_devices);
-  cuco_observe::open_regions().push_back({site, cuco_observe::current_device(), std::chrono::steady_clock::now()});
+  // one process driving every GPU counts its instances once, whichever device is current at the start
+  int device = all_devices ? 0 : cuco_observe::current_device();
+  cuco_observe::open_regions().push_back({site, device, std::chrono::steady_clock::now()});
   if (getenv("CUCOFP_TRACE"))
     fprintf(stderr, "region %d begins at %.1f us\n", site, std::chrono::duration<double, std::micro>(
         cuco_observe::open_regions().back().t0.time_since_epoch()).count());
 }
 
-static inline void cuco_region_end(int site, int all_devices) {
-  if (!cuco_observe::enabled()) return;
+// Ends the region's instance; 1 when the site should run again (CUCO_REGION_REPEATS), else 0.
+static inline int cuco_region_end(int site, int all_devices) {
+  if (!cuco_observe::enabled()) return 0;
   cuco_observe::sync_devices(all_devices);
   auto t1 = std::chrono::steady_clock::now();
   if (getenv("CUCOFP_TRACE"))
@@ -171,8 +203,9 @@ static inline void cuco_region_end(int site, int all_devices) {
     unsigned long long n = s.region_seq[{site, open[i].device}]++;
     s.regions.push_back({site, open[i].device, n, ms});
     open.erase(open.begin() + (long)i);
-    return;
+    return n + 1 < (unsigned long long)s.repeats ? 1 : 0;
   }
+  return 0;
 }
 
 static inline cudaError_t cuco_observed_memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -194,18 +227,18 @@ static inline cudaError_t cuco_observed_memcpy_async(void* dst, const void* src,
 
 static inline ncclResult_t cuco_observed_comm_init_rank(ncclComm_t* comm, int n, ncclUniqueId id, int rank) {
   ncclResult_t r = ncclCommInitRank(comm, n, id, rank);
-  if (r == ncclSuccess) cuco_observe::cold_comms().push_back(*comm);
+  if (r == ncclSuccess) cuco_observe::record_comm(*comm);
   return r;
 }
 static inline ncclResult_t cuco_observed_comm_init_rank_config(ncclComm_t* comm, int n, ncclUniqueId id, int rank,
                                                                 ncclConfig_t* config) {
   ncclResult_t r = ncclCommInitRankConfig(comm, n, id, rank, config);
-  if (r == ncclSuccess) cuco_observe::cold_comms().push_back(*comm);
+  if (r == ncclSuccess) cuco_observe::record_comm(*comm);
   return r;
 }
 static inline ncclResult_t cuco_observed_comm_init_all(ncclComm_t* comms, int n, const int* devices) {
   ncclResult_t r = ncclCommInitAll(comms, n, devices);
-  if (r == ncclSuccess) for (int i = 0; i < n; ++i) cuco_observe::cold_comms().push_back(comms[i]);
+  if (r == ncclSuccess) for (int i = 0; i < n; ++i) cuco_observe::record_comm(comms[i]);
   return r;
 }
 

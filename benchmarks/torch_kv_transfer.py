@@ -1,0 +1,144 @@
+"""Torch anchor of KV-cache transfer (disaggregated prefill -> decode): what a user without cuco would run. Rank 2p
+prefills a Llama-3-8B-like layer stack (the kv_transfer workload's: RMSNorm, QKV projection, causal GQA SDPA,
+output projection with residual, RMSNorm, SwiGLU MLP with residual; one weight set for all layers); its decode rank
+2p + 1 receives every layer's K and V and scatters them into its paged cache (16-token pages, a shuffled block
+table). Two schedules: `layered` sends each layer's K/V (`dist.isend`) right after that layer's projection, so the
+transfer runs under the next layers; `after` sends all of them once the prefill is done. `torch_kv_ms` is the
+faster.
+
+    python -m torch.distributed.run --nproc_per_node 2 benchmarks/torch_kv_transfer.py OUT.json [--shapes s4096-kv1024]
+
+Shapes are kv_transfer's (S tokens, KV width, L layers); inputs and weights randn bf16 (weights scaled by
+1/sqrt(fan-in)). Times: median of CUDA-event timings after warm-up, max over ranks, ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+HEAD_DIM, BLOCK = 128, 16
+
+
+class Stack:
+    """One prefill rank's layer stack and the K/V it produces, per layer [2, S, KV]."""
+
+    def __init__(self, torch: Any, s: int, kv: int, layers: int, hidden: int, mlp: int, hq: int, device: Any,
+                 dtype: Any, seed: int = 0):
+        gen = torch.Generator().manual_seed(seed)
+        self.torch, self.s, self.kv, self.layers, self.hq = torch, s, kv, layers, hq
+        qw = hq * HEAD_DIM
+
+        def w(i: int, o: int):
+            return (torch.randn(i, o, generator=gen) / i ** 0.5).to(dtype).to(device)
+
+        self.wqkv, self.wo, self.wgu, self.wd = w(hidden, qw + 2 * kv), w(qw, hidden), w(hidden, 2 * mlp), w(mlp, hidden)
+        self.x0 = torch.randn(s, hidden, generator=gen).to(dtype).to(device)
+
+    def rms(self, x):
+        xf = x.float()
+        return (xf * self.torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+    def layer(self, x):
+        """(next activations, this layer's K/V [2, S, KV] contiguous)."""
+        torch, s, kv, hq = self.torch, self.s, self.kv, self.hq
+        qkv = self.rms(x) @ self.wqkv
+        qw = hq * HEAD_DIM
+        q = qkv[:, :qw].view(s, hq, HEAD_DIM).transpose(0, 1)
+        k = qkv[:, qw:qw + kv].view(s, kv // HEAD_DIM, HEAD_DIM).transpose(0, 1)
+        v = qkv[:, qw + kv:].view(s, kv // HEAD_DIM, HEAD_DIM).transpose(0, 1)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hq != kv // HEAD_DIM)
+        h = x + o.transpose(0, 1).reshape(s, qw) @ self.wo
+        g, u = (self.rms(h) @ self.wgu).chunk(2, dim=-1)
+        y = h + (torch.nn.functional.silu(g) * u) @ self.wd
+        return y, torch.stack([qkv[:, qw:qw + kv], qkv[:, qw + kv:]])
+
+
+def block_table(torch: Any, s: int, seed: int = 1):
+    """The decode rank's shuffled block table: page of each 16-token block."""
+    return torch.randperm(s // BLOCK, generator=torch.Generator().manual_seed(seed))
+
+
+def prefill(torch: Any, dist: Any, stack: Stack, peer: int, schedule: str) -> list:
+    """Run the stack, sending each layer's K/V to `peer` (after its projection, or all at the end)."""
+    x, sent, reqs = stack.x0, [], []
+    for _ in range(stack.layers):
+        x, kvl = stack.layer(x)
+        sent.append(kvl)
+        if schedule == "layered":
+            reqs.append(dist.isend(kvl, peer))
+    if schedule == "after":
+        reqs = [dist.isend(kvl, peer) for kvl in sent]
+    for r in reqs:
+        r.wait()
+    return sent
+
+
+def decode(torch: Any, dist: Any, cache, table, peer: int, s: int, kv: int, dtype: Any) -> None:
+    """Receive every layer's K/V from `peer` and scatter it into `cache` [L, 2, pages, 16, KV] by `table`."""
+    bufs = [torch.empty(2, s, kv, dtype=dtype, device=cache.device) for _ in range(cache.shape[0])]
+    reqs = [dist.irecv(b, peer) for b in bufs]
+    for layer, (r, b) in enumerate(zip(reqs, bufs)):
+        r.wait()
+        cache[layer][:, table] = b.view(2, s // BLOCK, BLOCK, kv)
+
+
+def run_pair(torch: Any, dist: Any, dims: tuple[int, int, int], device: Any, dtype: Any, schedule: str,
+             hidden: int = 4096, mlp: int = 14336):
+    """A callable running one prefill -> decode round on this rank, and the objects it works on."""
+    s, kv, layers = dims
+    rank = dist.get_rank()
+    hq = 32 // (kv // HEAD_DIM) * (kv // HEAD_DIM)
+    peer = rank ^ 1
+    if rank % 2 == 0:
+        stack = Stack(torch, s, kv, layers, hidden, mlp, hq, device, dtype)
+        return (lambda: prefill(torch, dist, stack, peer, schedule)), stack
+    cache = torch.empty(layers, 2, s // BLOCK, BLOCK, kv, dtype=dtype, device=device)
+    table = block_table(torch, s).to(device)
+    return (lambda: decode(torch, dist, cache, table, peer, s, kv, dtype)), (cache, table)
+
+
+def main() -> None:
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    import torch
+    import torch.distributed as dist
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--shapes", default="s2048-kv512,s3072-kv768,s4096-kv1024")
+    a = ap.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, os.path.join(here, "..", "src")]
+    from torch_anchor import _median_ms
+
+    from cuco.workloads.kv_transfer import shapes as kv_shapes
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    dist.init_process_group("nccl", device_id=dev)
+    rows = []
+    for name in a.shapes.split(","):
+        dims = kv_shapes.parse(name).dims
+        row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
+        for schedule in ("layered", "after"):
+            fn, _ = run_pair(torch, dist, dims, dev, torch.bfloat16, schedule)
+            row[f"torch_kv_{schedule}_ms"] = _median_ms(torch, dist, fn, iters=10, warmup=2)
+            del fn
+        row["torch_kv_ms"] = min(row["torch_kv_layered_ms"], row["torch_kv_after_ms"])
+        rows.append(row)
+        if rank == 0:
+            print(json.dumps(row), flush=True)
+    if rank == 0:
+        with open(a.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
+                      indent=2)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

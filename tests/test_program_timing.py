@@ -1,0 +1,114 @@
+"""Steady-state timing of a user's program, the same for the original and every rewrite: each region repeats in
+its process (observe.h, CUCO_REGION_REPEATS), the first instance is reported apart as cold, and the devices waited
+on follow the launch model read from the code (one process driving every GPU, a thread per GPU, a process per
+GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuco.fastpath.analyze import analyze
+from cuco.program.observation import Observation
+from cuco.program.source import HostProgram, launch_model
+
+KERNEL = "#include <nccl.h>\n#include <thread>\n__global__ void k(float* x) { x[threadIdx.x] += 1; }\n"
+REGION = """  cudaSetDevice(r0);
+  k<<<1, 256>>>(buf);
+  ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, 0);
+  float h[256];
+  cudaMemcpy(h, buf, 1024, cudaMemcpyDeviceToHost);
+"""
+SNIPPETS = {
+    "single-process": """int main() {
+  int n = 2, devs[2] = {0, 1}; ncclComm_t comms[2];
+  ncclCommInitAll(comms, n, devs);
+  ncclComm_t comm = comms[0]; int r0 = 0; float* buf; cudaMalloc(&buf, 1024);
+""" + REGION + "  return 0;\n}\n",
+    # one thread creating every rank: ncclCommInitRank in a loop inside an NCCL group
+    "single-process (grouped ncclCommInitRank)": """int main() {
+  int n = 2; ncclUniqueId id; ncclGetUniqueId(&id); ncclComm_t comms[2];
+  ncclGroupStart();
+  for (int r = 0; r < n; ++r) { cudaSetDevice(r); ncclCommInitRank(&comms[r], n, id, r); }
+  ncclGroupEnd();
+  ncclComm_t comm = comms[0]; int r0 = 0; float* buf; cudaMalloc(&buf, 1024);
+""" + REGION + "  return 0;\n}\n",
+    "thread-per-gpu": """void work(int r0, int n, ncclUniqueId id) {
+  cudaSetDevice(r0); ncclComm_t comm; ncclCommInitRank(&comm, n, id, r0);
+  float* buf; cudaMalloc(&buf, 1024);
+""" + REGION + """}
+int main() {
+  ncclUniqueId id; ncclGetUniqueId(&id);
+  std::thread a(work, 0, 2, id), b(work, 1, 2, id); a.join(); b.join(); return 0;
+}
+""",
+    "process-per-gpu": """int main() {
+  int r0 = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE")); ncclUniqueId id;
+  read_id_from_file(&id);
+  ncclComm_t comm; ncclCommInitRank(&comm, n, id, r0); float* buf; cudaMalloc(&buf, 1024);
+""" + REGION + "  return 0;\n}\n",
+}
+
+
+@pytest.mark.parametrize("label", list(SNIPPETS))
+def test_the_launch_model_is_read_from_the_code_and_sets_the_devices_a_region_waits_on(label):
+    text = KERNEL + SNIPPETS[label]
+    expected = label.split(" ")[0]
+    assert launch_model(analyze(text, "p.cu")) == expected
+    observed = HostProgram.from_text(text, Path("p.cu")).observed
+    every_device = 1 if expected == "single-process" else 0
+    assert f"cuco_region_begin(0, {every_device});" in observed
+    assert f"if (cuco_region_end(0, {every_device})) goto cuco_rep_0;" in observed
+
+
+def test_the_region_repeats_by_jumping_back_so_its_declarations_stay_in_scope():
+    text = KERNEL + SNIPPETS["process-per-gpu"]
+    lines = HostProgram.from_text(text, Path("p.cu")).observed.splitlines()
+    begin = next(i for i, ln in enumerate(lines) if "cuco_region_begin(" in ln)
+    end = next(i for i, ln in enumerate(lines) if "cuco_region_end(" in ln)
+    assert lines[begin].strip().startswith("cuco_rep_0: ") and "goto cuco_rep_0;" in lines[end]
+    assert not any(ln.strip() in ("{", "}") for ln in lines[begin:end + 1])   # no new block around the range
+
+
+def _obs(samples: dict[int, list[float]]) -> Observation:
+    """Regions of site 0: device -> its instances' times, in order."""
+    return Observation({}, tuple((0, dev, i, ms) for dev, times in samples.items() for i, ms in enumerate(times)))
+
+
+def test_the_cold_first_instance_is_reported_apart_from_the_steady_state():
+    # the first instance pays NCCL's lazy connection: 40 ms, then 2 ms a pass; the slowest rank counts
+    obs = _obs({0: [40.0, 2.0, 2.1, 1.9, 2.0], 1: [38.0, 2.2, 2.3, 2.2, 2.4]})
+    assert obs.cold_ms() == pytest.approx(40.0)
+    assert obs.region_ms() == pytest.approx(2.25)
+    assert Observation({}, ()).cold_ms() is None
+
+
+def test_unit_bench_with_a_fake_run_reports_cold_and_steady_times_of_both_sides(tmp_path, monkeypatch):
+    """A unit test with a test double for one observed run: the figures the timed rounds make of observations."""
+    from cuco.candidate import Candidate, LevelResult
+    from cuco.evaluate.executor import DeviceGroup
+    from cuco.program import evaluator as E
+
+    corpus = Path(__file__).parent / "fixtures" / "host_programs"
+    ev = E.ProgramEvaluator(HostProgram.load(corpus / "rs_grad_shard.cu"), world=2, timed_runs=3, work_dir=tmp_path)
+    original, rewrite = tmp_path / "original", tmp_path / "rewrite"
+    runs: list[Path] = []
+
+    def fake_run(binary: Path, group, delay_us: float = 0.0):
+        runs.append(binary)
+        if binary == original:
+            return _obs({0: [50.0, 4.0, 4.0], 1: [49.0, 4.2, 4.1]}), ""
+        return _obs({0: [3.0, 2.0, 2.0], 1: [3.1, 2.1, 2.0]}), ""
+
+    monkeypatch.setattr(ev, "_run", fake_run)
+    reference = _obs({0: [1.0]})
+    ev._reference = (original, reference)
+    out = [Candidate(code="x", workload="p").with_result(LevelResult("verify", True))]
+    ev._bench(out, [0], {0: rewrite}, reference, DeviceGroup(0, (0, 1), ("0", "1")))
+    m = out[0].metrics
+    assert m["host_ms"] == pytest.approx(4.15) and m["cold_ms"] == pytest.approx(50.0)
+    assert m["time_ms"] == pytest.approx(2.05) and m["cold_time_ms"] == pytest.approx(3.1)
+    assert m["speedup"] == pytest.approx(4.15 / 2.05)
+    assert out[0].results["bench"].data["cold_runs_ms"] == [pytest.approx(3.1)] * 3
+    assert runs == [original, rewrite] * 3   # the original in every round, beside the rewrite

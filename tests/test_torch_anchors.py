@@ -1,0 +1,86 @@
+"""The torch anchors of the multi-GPU benchmarks compute what they claim: run on the CPU with gloo at W = 2 and 4
+(one set of processes per W, every anchor in it):
+- ring attention (benchmarks/torch_ring_attention.py), causal zigzag GQA and full MHA, against whole-sequence
+  attention;
+- the MoE layer (benchmarks/torch_moe_layer.py) with cuco's skewed routing, against each token's gated sum of its
+  experts' FFNs;
+- KV transfer (benchmarks/torch_kv_transfer.py), both schedules: every decode rank's paged cache holds, page by page
+  through its block table, the K/V its prefill rank computed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+KV_DIMS, KV_HIDDEN, KV_MLP = (64, 256, 3), 64, 96   # S, KV (2 KV heads), L; a small stack
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kv_errors(torch, dist, kvt) -> list[tuple[str, float]]:
+    out = []
+    for schedule in ("layered", "after"):
+        fn, held = kvt.run_pair(torch, dist, KV_DIMS, torch.device("cpu"), torch.float32, schedule, KV_HIDDEN, KV_MLP)
+        fn()
+        if dist.get_rank() % 2:
+            cache, table = held
+            s, kv, layers = KV_DIMS
+            hq = 32 // (kv // kvt.HEAD_DIM) * (kv // kvt.HEAD_DIM)
+            stack = kvt.Stack(torch, s, kv, layers, KV_HIDDEN, KV_MLP, hq, torch.device("cpu"), torch.float32)
+            x, err = stack.x0, 0.0
+            for layer in range(layers):
+                x, want = stack.layer(x)
+                err = max(err, float((cache[layer][:, table].reshape(2, s, kv) - want).abs().max()))
+            out.append((f"kv {schedule}", err))
+    return out
+
+
+def _rank(rank: int, world: int, port: int, out) -> None:
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, str(BENCH))
+    import torch_kv_transfer as kvt
+    import torch_moe_layer as moe
+    import torch_ring_attention as ring
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    cpu, f32 = torch.device("cpu"), torch.float32
+    try:
+        for dims in [(2 * world * 16, 4, 2, 32, 1), (world * 24, 4, 4, 16, 0)]:   # S, HQ, HKV, D, CAUSAL
+            out.put((rank, f"ring {dims}", ring.check(torch, dist, dims, cpu, f32, "auto")))
+        for dims in [(32, 16, 8, 2 * world, 2, 3), (24, 16, 8, world, 1, 2)]:   # T, H, I, E, top-K, skew
+            out.put((rank, f"moe {dims}", moe.check(torch, dist, dims, cpu, f32)))
+        for name, err in _kv_errors(torch, dist, kvt):
+            out.put((rank, name, err))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 4], ids=["w2", "w4"])
+def test_every_anchor_computes_what_it_claims(world):
+    torch = pytest.importorskip("torch")
+    mp = torch.multiprocessing.get_context("spawn")
+    out = mp.Queue()
+    port = _free_port()
+    procs = [mp.Process(target=_rank, args=(r, world, port, out)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    got = [out.get(timeout=5) for _ in range(world * 4 + world // 2 * 2)]
+    names = {n for _, n, _ in got}
+    assert {n.split()[0] for n in names} == {"ring", "moe", "kv"} and {"kv layered", "kv after"} <= names
+    assert max(e for _, n, e in got if not n.startswith("kv")) < 1e-5, got
+    assert max(e for _, n, e in got if n.startswith("kv")) == 0.0, got   # the cache moves bit for bit

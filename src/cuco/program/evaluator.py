@@ -66,7 +66,7 @@ class ProgramEvaluator:
     # -- building and running --------------------------------------------------------------------------
     def _build(self, code: str, name: str) -> tuple[Path | None, str]:
         out = build(code, workdir=self.work_dir / name, include_dirs=[self.program.path.resolve().parent],
-                    toolchain=self.toolchain, name="program")
+                    toolchain=self.toolchain, name="program", options=self.program.build)
         return out.binary, ("" if out.ok else out.summary() + "\n" + out.log[-3000:])
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:

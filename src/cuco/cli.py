@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import signal
 import sys
 import threading
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from cuco.errors import CucoError
+
+if TYPE_CHECKING:
+    from cuco.fastpath.verify import BuildOptions
 
 
 def _cmd_workloads(args: argparse.Namespace) -> int:
@@ -74,6 +78,15 @@ def _show_log() -> None:
     log.propagate = False  # shown once, here, not again by a root handler
 
 
+def build_options(args: argparse.Namespace) -> "BuildOptions | None":
+    """`cuco run`'s --include/--link/--cflags as the BuildOptions of a host program (None when none is given)."""
+    from cuco.fastpath.verify import BuildOptions
+
+    if not (args.include or args.link or args.cflags):
+        return None
+    return BuildOptions(args.include, args.link, [f for c in args.cflags for f in shlex.split(c)])
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from cuco.pipeline import RunOptions, run_workload
 
@@ -83,7 +96,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
         run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
         budget_usd=args.budget_usd, progress=not args.quiet, price_per_mtok=args.price_per_mtok,
-        executor=args.executor, address=args.address,
+        executor=args.executor, address=args.address, build=build_options(args),
     )
     summary = run_workload(opts)
     print(summary.text())
@@ -164,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where candidates are evaluated: this host's GPUs (default) or a Ray cluster")
     r.add_argument("--address", default=None,
                    help="with --executor ray: the head node (host:port); default: a new local Ray instance")
+    r.add_argument("--include", action="append", default=[], metavar="DIR",
+                   help="a host program's extra include dir (repeatable); cuBLAS, cuBLASLt, cuRAND, cuDNN, NVTX and "
+                        "NVSHMEM headers a program includes are found and linked without it")
+    r.add_argument("--link", action="append", default=[], metavar="LIB",
+                   help="a library to link a host program with (repeatable): a name cuco knows (cudnn, curand, ...), "
+                        "a library file, or a -l name")
+    r.add_argument("--cflags", action="append", default=[], metavar='"FLAGS"',
+                   help='more nvcc flags for a host program, e.g. --cflags "-DUSE_FP16 -lineinfo" (one flag alone: '
+                        '--cflags=-DUSE_FP16)')
     r.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, one line per candidate "
                    "when redirected); the run's messages still go to stderr")
     r.set_defaults(fn=_cmd_run)

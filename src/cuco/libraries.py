@@ -128,6 +128,11 @@ def register(spec: LibrarySpec) -> LibrarySpec:
     return spec
 
 
+def known() -> tuple[str, ...]:
+    """The names of every registered library."""
+    return tuple(_REGISTRY)
+
+
 def spec_of(name: str) -> LibrarySpec:
     """The registered LibrarySpec of `name`; LibraryError naming the known ones and how to register another."""
     if name not in _REGISTRY:
@@ -154,13 +159,46 @@ NVSHMEM = register(LibrarySpec(
     install_hint="pip install nvidia-nvshmem-cu13 (the cu13 extra brings it through nvshmem4py-cu13), or set "
     "NVSHMEM_HOME to an install with include/nvshmemx.h and lib/libnvshmem_host.so"))
 
-#: Headers whose inclusion makes a program an NVSHMEM program (compiled -rdc=true, linked with NVSHMEM).
-NVSHMEM_HEADERS = re.compile(r'^\s*#\s*include\s*[<"](nvshmem\.h|nvshmemx\.h|cuco/kit/nvshmem\.cuh)[>"]', re.M)
+CUBLAS = register(LibrarySpec(
+    "cublas", "cublas_v2.h", "libcublas.so", env_var="CUBLAS_HOME", wheel_dirs=("cu13", "cu12", "cublas"),
+    in_toolkit=True, install_hint="pip install nvidia-cublas (CUDA 13) or nvidia-cublas-cu12, or set CUBLAS_HOME / "
+    "CUDA_HOME to a toolkit with cublas_v2.h and libcublas.so", system_include=True))
+CURAND = register(LibrarySpec(
+    "curand", "curand.h", "libcurand.so", env_var="CURAND_HOME", wheel_dirs=("cu13", "cu12", "curand"),
+    in_toolkit=True, install_hint="pip install nvidia-curand (CUDA 13) or nvidia-curand-cu12, or set CURAND_HOME / "
+    "CUDA_HOME to a toolkit with curand.h and libcurand.so", system_include=True))
+NVTX = register(LibrarySpec(
+    "nvtx", "nvtx3/nvToolsExt.h", env_var="NVTX_HOME", wheel_dirs=("cu13", "cu12", "nvtx"), in_toolkit=True,
+    install_hint="pip install nvidia-nvtx (CUDA 13) or nvidia-nvtx-cu12 (NVTX 3 is header-only), or set NVTX_HOME",
+    system_include=True))
+
+#: Headers whose inclusion makes a program use a library: its headers found and, unless header-only, linked.
+#: libcublas needs libcublasLt, so both come with the cuBLAS headers. NVSHMEM's also compile -rdc=true.
+INCLUDED_LIBRARIES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("cublas_v2.h", "cublas.h", "cublas_api.h", "cublasXt.h"), ("cublas", "cublasLt")),
+    "cublasLt.h": ("cublasLt",),
+    **dict.fromkeys(("curand.h", "curand_kernel.h"), ("curand",)),
+    "cudnn.h": ("cudnn",),
+    **dict.fromkeys(("nvtx3/nvToolsExt.h", "nvtx3/nvToolsExtCuda.h", "nvtx3/nvtx3.hpp"), ("nvtx",)),
+    **dict.fromkeys(("nvshmem.h", "nvshmemx.h", "cuco/kit/nvshmem.cuh"), ("nvshmem",)),
+}
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+
+
+def includes(code: str) -> list[tuple[int, str]]:
+    """(line, header) of every #include in `code`, in order."""
+    return [(code.count("\n", 0, m.start()) + 1, m.group(1)) for m in _INCLUDE.finditer(code)]
+
+
+def library_of_header(header: str) -> str | None:
+    """The registered library that ships `header` (the first one INCLUDED_LIBRARIES names), else None."""
+    names = INCLUDED_LIBRARIES.get(header)
+    return names[0] if names else None
 
 
 def libraries_for(code: str, libraries: "tuple[str, ...] | list[str]") -> tuple[str, ...]:
-    """`libraries` plus what the code itself pulls in (NVSHMEM when it includes its headers)."""
-    out = tuple(libraries)
-    if NVSHMEM_HEADERS.search(code) and "nvshmem" not in out:
-        out += ("nvshmem",)
-    return out
+    """`libraries` plus those the code pulls in by including their headers (INCLUDED_LIBRARIES), in order."""
+    out = list(libraries)
+    for _line, header in includes(code):
+        out += INCLUDED_LIBRARIES.get(header, ())
+    return tuple(dict.fromkeys(out))

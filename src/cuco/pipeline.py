@@ -48,6 +48,8 @@ class RunOptions:
     islands: int = 4
     executor: str = "local"         # "local": this host's GPUs; "ray": a Ray cluster (cuco.evaluate.ray_executor)
     address: str | None = None      # the Ray head (host:port); None: a new local Ray instance
+    #: a host program's include dirs, libraries and nvcc flags (cuco.fastpath.verify.BuildOptions); None: none
+    build: Any = None
 
 
 @attrs.frozen

@@ -39,8 +39,9 @@ ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_ve
 log = logging.getLogger("cuco")
 
 
-def resolve(target: str) -> Any:
-    """The problem `target` names: a built-in workload, a workload folder, or a host program (.cu)."""
+def resolve(target: str, build: Any = None) -> Any:
+    """The problem `target` names: a built-in workload, a workload folder, or a host program (.cu), which is built
+    with `build` (a cuco.fastpath.verify.BuildOptions; None: none)."""
     from cuco import workloads
 
     if target in workloads.available():
@@ -51,7 +52,7 @@ def resolve(target: str) -> Any:
     if path.suffix in (".cu", ".cpp", ".cc", ".cxx") or path.is_file():
         from cuco.program.workload import ProgramWorkload
 
-        return ProgramWorkload.load(path)
+        return ProgramWorkload.load(path, *([build] if build is not None else []))
     raise CucoError(f"unknown workload {target!r}; available: {', '.join(workloads.available())}; or pass a workload "
                     "folder or a host CUDA+NCCL program (.cu)")
 
@@ -108,7 +109,7 @@ class Run:
 
     def _open(self) -> None:
         opts = self.opts
-        workload = self.workload = resolve(opts.workload)
+        workload = self.workload = resolve(opts.workload, opts.build)
         program = _is_program(workload)
         _check_options(opts)
         if program and opts.shape:

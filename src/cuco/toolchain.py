@@ -124,6 +124,17 @@ def find_nvcc() -> Path:
     )
 
 
+def toolkit_home(nvcc: Path) -> Path:
+    """The CUDA toolkit `nvcc` belongs to: its bin/'s parent when that holds the toolkit's headers, else CUDA_HOME
+    or /usr/local/cuda (an nvcc on PATH may be a copy or wrapper outside the toolkit, e.g. /usr/local/bin/nvcc)."""
+    own = nvcc.resolve().parent.parent
+    for cand in (own, os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if cand and any((Path(cand) / d / "cuda_runtime.h").exists()
+                        for d in ("include", "targets/x86_64-linux/include")):
+            return Path(cand)
+    return own
+
+
 def detect_arch() -> str:
     """CUCO_ARCH, else the first GPU's compute capability, else sm_90 (H100/H200)."""
     if os.environ.get("CUCO_ARCH"):
@@ -163,7 +174,7 @@ class Toolchain:
         except (OSError, subprocess.SubprocessError) as exc:
             raise ToolchainError(f"nvcc at {nvcc} does not run ({exc}); reinstall the CUDA toolkit") from None
         m = re.search(r"release (\d+\.\d+)", text)
-        cuda_home = nvcc.resolve().parent.parent
+        cuda_home = toolkit_home(nvcc)
         tc = cls(nvcc, m.group(1) if m else "unknown", cuda_home, find_nccl(), arch or detect_arch())
         for name in need:
             tc.library(name)

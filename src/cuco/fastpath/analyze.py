@@ -235,12 +235,13 @@ def analyze(text: str, path: str = "<memory>") -> Analysis:
     analysis = Analysis(path, form, text.count("\n") + 1, tuple(coll_list), tuple(allocs), tuple(frees),
                         tuple(kernels), tuple(launches), tuple(syncs), tuple(groups), tuple(comm_calls), (),
                         tuple(problems), _include_end(src), abi, launch_body, ctx_name,
-                        _launch_model(text, form, comm_calls), _names(storage, coll_list, allocs), storage.parameters)
+                        _launch_model(text, form, comm_calls, groups), _names(storage, coll_list, allocs), storage.parameters)
     return attrs.evolve(analysis, edges=tuple(dataflow_edges(analysis)))
 
 
-def _launch_model(text: str, form: str, comm_calls: list[CommCall]) -> str:
-    """How ranks map to processes (see Analysis.launch_model)."""
+def _launch_model(text: str, form: str, comm_calls: list[CommCall], groups: list[GroupSpan]) -> str:
+    """How ranks map to processes (see Analysis.launch_model). ncclCommInitRank inside an NCCL group without
+    threads is one process creating every device's communicator (NCCL requires the group for that)."""
     # a transformed program: its own calls, not the prelude's wrappers; cucoCommInit* records NCCL's call
     begin, end = text.find("// ==== cuco fast path: device-initiated"), text.find("// ==== end of cuco fast path prelude")
     lo, hi = (text.count("\n", 0, begin) + 1, text.count("\n", 0, end) + 1) if 0 <= begin < end else (0, -1)
@@ -249,8 +250,13 @@ def _launch_model(text: str, form: str, comm_calls: list[CommCall]) -> str:
         return "candidate-abi"
     if "ncclCommInitAll" in apis:
         return "single-process"
-    if apis & {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable"}:
-        return "thread-per-gpu" if _THREADS.search(text) else "process-per-gpu"
+    inits = {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable"}
+    if apis & inits:
+        if _THREADS.search(text):
+            return "thread-per-gpu"
+        grouped = any(c.api.replace("cucoComm", "ncclComm", 1) in inits and g.start_line < c.line < g.end_line
+                      for c in comm_calls for g in groups)
+        return "single-process" if grouped else "process-per-gpu"
     return "unknown"
 
 

@@ -2,9 +2,15 @@
 the same allocation). Followed through declarations and assignments, pointer arithmetic and casts, helper
 functions and lambdas (arguments to parameters, returns to callers), range-for over brace lists and
 containers, push_back/emplace_back, std::swap and struct fields (`b->partial` in a helper that was passed
-`&buf` is `buf.partial`). Flow-insensitive and over-approximating: two names in one class *may* alias."""
+`&buf` is `buf.partial`), and buffer-owning types: an object (or a container of objects) of a class with pointer
+members points where those members do (`cudaMalloc(&ptr_, ...)` in its constructor; `.data()`/`.get()` are
+read through), and a smart pointer or class constructed from a pointer (`DevicePtr(p)`, `std::unique_ptr<float,
+D>(p)`) points where `p` does. Flow-insensitive and over-approximating: two names in one class *may* alias, so
+every object of a buffer class shares the class's storage."""
 
 from __future__ import annotations
+
+import re
 
 import attrs
 import tree_sitter
@@ -16,6 +22,8 @@ _APPENDS = ("push_back", "emplace_back", "push_front", "emplace_front", "insert"
 _FREES = ("cudaFree", "cudaFreeAsync", "ncclMemFree", "cudaFreeHost")
 _DECLARING = ("declaration", "for_range_loop", "init_declarator", "field_declaration")
 _RETURN = "<return>"
+#: Standard types that own or view a pointer given to their constructor.
+_SMART = ("unique_ptr", "shared_ptr", "span")
 
 Key = tuple[str, str]      # (scope, name): scope is a function name, '' for globals; name may be 'buf.partial'
 
@@ -102,6 +110,8 @@ class _Builder:
         self.st = Storage()
         self.functions: dict[str, list[str]] = {}          # callable name -> parameter names
         self.scope_of_params: dict[str, str] = {}           # callable name -> scope its parameters live in
+        self.members: dict[str, list[str]] = {}             # class name -> its pointer members
+        self.wrappers: set[str] = set()                     # type names constructed from a pointer they own
 
     def scope(self, node: tree_sitter.Node) -> str:
         return P.function_name(self.src, P.enclosing(node, ("function_definition",)))
@@ -120,6 +130,13 @@ class _Builder:
                 self.scope_of_params.setdefault(name, name)
                 self.st.parameters.setdefault(name, tuple(params))
                 self.st.declared.setdefault(name, set()).update(params)
+            elif n.type in ("class_specifier", "struct_specifier") and n.child_by_field_name("body") is not None:
+                self.collect_class(n)
+            elif n.type == "alias_declaration" or n.type == "type_definition":
+                typ = n.child_by_field_name("type")
+                alias = n.named_children[0] if n.type == "alias_declaration" else n.child_by_field_name("declarator")
+                if typ is not None and alias is not None and any(w in src.node_text(typ) for w in _SMART):
+                    self.wrappers.add(src.node_text(alias))
             elif n.type == "lambda_expression":
                 holder = n.parent
                 decl = n.child_by_field_name("declarator")
@@ -141,6 +158,21 @@ class _Builder:
                     if name:
                         self.st.declared.setdefault(scope, set()).add(name)
 
+    def collect_class(self, n: tree_sitter.Node) -> None:
+        """A class's pointer members (keys as its methods use them: unqualified, hence global)."""
+        name = n.child_by_field_name("name")
+        fields = [f for f in P.walk(n.child_by_field_name("body")) if f.type == "field_declaration"
+                  and any(d.type == "pointer_declarator" for d in f.children_by_field_name("declarator"))]
+        ptrs = [_declared_name(self.src, d) for f in fields for d in f.children_by_field_name("declarator")]
+        if name is not None and ptrs:
+            self.members[self.src.node_text(name)] = [p for p in ptrs if p]
+            self.wrappers.add(self.src.node_text(name))
+
+    def owned(self, type_text: str) -> list[tuple[str, str]]:
+        """(member, its key) of every buffer class `type_text` names (`Buffer`, `std::vector<Buffer>`)."""
+        words = set(re.findall(r"[A-Za-z_]\w*", type_text))
+        return [(m, ("", m)) for cls, ms in self.members.items() if cls in words for m in ms]
+
     def roots(self, expr: tree_sitter.Node | None, scope: str) -> list:
         """Keys the value of `expr` may point into."""
         if expr is None:
@@ -161,6 +193,9 @@ class _Builder:
             if name in self.functions:
                 return [(self.scope_of_params[name], _RETURN) if name == self.scope_of_params[name]
                         else ("lambda", name, _RETURN)]
+            fn = expr.child_by_field_name("function")
+            if args and fn is not None and (name in self.wrappers or any(w in self.src.node_text(fn) for w in _SMART)):
+                return self.roots(args[0], scope)    # DevicePtr(p): the wrapper points where p does
         root = P.root_identifier(self.src, expr)
         return [self.st.key(scope, root)] if root else []
 
@@ -185,7 +220,15 @@ class _Builder:
                 root = P.root_identifier(src, n)
                 if "." in root.replace("->", "."):
                     self.st.find(self.st.key(scope, root))
-            elif n.type == "init_declarator":
+            elif n.type == "declaration" and self.members and (typ := n.child_by_field_name("type")) is not None:
+                owned = self.owned(src.node_text(typ))    # `Buffer a(n), b(n);`, `std::vector<Buffer> v;`
+                for d in n.children_by_field_name("declarator") if owned else ():
+                    name = _declared_name(src, d)
+                    if name and len(owned) == 1:      # one buffer: the object stands for it (`b.data()`)
+                        self.link(self.st.key(self.scope(n), name), [owned[0][1]])
+                    for member, key in owned if name and len(owned) > 1 else ():   # several: `obj.member`
+                        self.link(self.st.key(self.scope(n), f"{name}.{member}"), [key])
+            if n.type == "init_declarator":    # also inside a declaration: `DevicePtr g = device_alloc(n);`
                 name = _declared_name(src, n.child_by_field_name("declarator"))
                 value = n.child_by_field_name("value")
                 if name and value is not None and value.type != "lambda_expression":

@@ -226,6 +226,7 @@ def _symmetric_edits(a: Analysis) -> tuple[list[_Edit], list[Problem]]:
                 continue
             roles.setdefault(sid, (c, role, buf))
     converted: set[int] = set()
+    arg_of = {"send": "sendbuff", "receive": "recvbuff"}
     for sid, (c, role, buf) in roles.items():
         allocs = [x for x in a.allocations if x.storage == sid]
         base = buf.replace("->", ".").split(".")[0]
@@ -234,6 +235,12 @@ def _symmetric_edits(a: Analysis) -> tuple[list[_Edit], list[Problem]]:
                                     f"{c.function}() and no call in this file passes it memory allocated here; peers "
                                     "can only read symmetric memory, so allocate it in this file with cudaMalloc, "
                                     "cudaMallocAsync or ncclMemAlloc"))
+        elif not allocs and re.search(r"\.\s*(data|get)\s*\(\s*\)\s*$", c.args.get(arg_of[role], "")):
+            problems.append(Problem(c.line, f"line {c.line}: the {role} buffer `{c.args[arg_of[role]]}` of {c.name} "
+                                    f"is owned by an object whose allocation is not in this file (its class or "
+                                    "factory is defined in a header, or allocates with an allocator cuco does not "
+                                    "know); peers can only read symmetric memory, so cuco must see the cudaMalloc: "
+                                    "define the buffer class in this file, or pass a pointer allocated here"))
         elif not allocs:
             problems.append(Problem(c.line, f"line {c.line}: the {role} buffer `{buf}` of {c.name} comes from no "
                                     "allocation in this file (followed through assignments, pointer offsets, "

@@ -10,14 +10,49 @@ from typing import Sequence
 
 import attrs
 
-from cuco.harness.build import file_lock
-from cuco.process import run_group, scrubbed_env
 import functools
 
-from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir, default_toolchain
+from cuco import libraries as libs
+from cuco.harness.build import file_lock
+from cuco.process import run_group, scrubbed_env
+from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir
 
-_USES_CUBLASLT = re.compile(r'^\s*#\s*include\s*[<"]cublasLt\.h[>"]', re.M)
+_UNDEFINED = re.compile(r"undefined reference to [`'](?P<symbol>[^']+)'")
+_MISSING_HEADER = re.compile(r"(?P<file>[^\s:]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:]+): No such file")
 _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)[^:]*: (?P<msg>.*)$", re.M)
+
+
+def _paths(dirs: Sequence[str | Path]) -> tuple[Path, ...]:
+    return tuple(Path(d).resolve() for d in dirs)  # relative to where the user ran cuco, not where nvcc runs
+
+
+@attrs.frozen
+class BuildOptions:
+    """What a program needs to build beyond what cuco finds from its #includes (cuBLAS, cuBLASLt, cuRAND, cuDNN,
+    NVTX, NVSHMEM): more include dirs, libraries, and nvcc flags (`cuco run --include/--link/--cflags`)."""
+
+    include_dirs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    #: a library cuco knows by name (`cuco.libraries`, e.g. 'cudnn'), a library file, or a -l name ('m', '-lm')
+    libraries: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    cflags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    def known_libraries(self) -> tuple[str, ...]:
+        """The libraries given by a name cuco resolves itself (headers, library dir and rpath)."""
+        return tuple(n for n in self.libraries if n in libs.known())
+
+    def nvcc_flags(self) -> list[str]:
+        """The flags for everything else: -l names, library files (with their folder as rpath), the cflags."""
+        flags: list[str] = []
+        for lib in self.libraries:
+            if lib in libs.known():
+                continue
+            path = Path(lib)
+            if path.suffix in (".so", ".a") or ".so." in path.name:
+                path = path.resolve()
+                flags += [str(path), f"-Xlinker=-rpath,{path.parent}"]
+            else:
+                flags.append(lib if lib.startswith("-l") else f"-l{lib}")
+        return flags + list(self.cflags)
 
 
 @attrs.frozen
@@ -68,34 +103,60 @@ def nvcc_errors(log: str, source_name: str) -> tuple[tuple[int, str], ...]:
     return tuple(out)
 
 
+def missing_header_errors(log: str, code: str, source_name: str) -> tuple[tuple[int, str], ...]:
+    """(line, message naming the fix) for each header the preprocessor did not find, at the program's #include
+    line (or, for a header included from another header, at the first #include of that header's folder)."""
+    out = []
+    for m in _MISSING_HEADER.finditer(log):
+        header = m.group("header").strip()
+        line = int(m.group("line")) if Path(m.group("file")).name == source_name else \
+            next((ln for ln, h in libs.includes(code) if h == header), 0)
+        lib = libs.library_of_header(header)
+        fix = (f"{lib} is linked automatically once found: {libs.spec_of(lib).install_hint}" if lib else
+               "pass --include DIR (the folder that holds it; BuildOptions.include_dirs in Python), and --link LIB "
+               "for its library")
+        out.append((line, f"{header} not found: {fix}"))
+    symbols = list(dict.fromkeys(m.group("symbol") for m in _UNDEFINED.finditer(log)))
+    if symbols:
+        out.append((0, f"the linker found no definition of {', '.join(symbols[:3])}: pass --link LIB for the library "
+                       "that defines it (BuildOptions.libraries in Python)"))
+    return tuple(out)
+
+
 def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared: bool = False,
-          toolchain: Toolchain | None = None, name: str = "program", cache: bool = True) -> BuildOutcome:
-    """Compile `code` with nvcc (NCCL headers and library of the detected toolchain). With `cache`, a
-    successful build is kept under cache_dir()/fastpath, keyed by the code, the headers beside it and the
-    toolchain, and reused (the returned binary then lives there)."""
+          toolchain: Toolchain | None = None, name: str = "program", cache: bool = True,
+          options: BuildOptions = BuildOptions()) -> BuildOutcome:
+    """Compile `code` with nvcc (NCCL headers and library of the detected toolchain, plus the libraries its
+    #includes name and `options`). With `cache`, a successful build is kept under cache_dir()/fastpath, keyed by
+    the code, the headers beside it, the options and the toolchain, and reused (the binary then lives there)."""
     tc = toolchain or host_toolchain()
     workdir.mkdir(parents=True, exist_ok=True)
     src = workdir / f"{name}.cu"
     src.write_text(code)
-    includes = [*include_dirs, csrc_dir() / "include"]
-    # programs in candidate-ABI form often call cuBLASLt; link it only when the source includes it
-    libraries = ("cublasLt",) if _USES_CUBLASLT.search(code) else ()
-    if libraries and toolchain is None:
-        tc = default_toolchain()
+    user_dirs = [*include_dirs, *options.include_dirs]
+    includes = [*user_dirs, csrc_dir() / "include"]
+    libraries = libs.libraries_for(code, options.known_libraries())
+    try:  # a library the program includes but this machine lacks: say which, at the #include, and how to install it
+        tc.link_flags(libraries)
+    except libs.LibraryError as exc:
+        line = next((ln for ln, h in libs.includes(code) if libs.library_of_header(h) in libraries), 0)
+        return BuildOutcome(False, str(exc), None, ((line, str(exc)),))
+    extra = options.nvcc_flags()
     binary = f"lib{name}.so" if shared else name
     out = workdir / binary
     if cache:
-        headers = [h.read_bytes() for d in include_dirs for h in sorted(Path(d).glob("*.h*")) if h.is_file()]
+        headers = [h.read_bytes() for d in user_dirs for h in sorted(Path(d).glob("*.h*")) if h.is_file()]
         headers += [h.read_bytes() for h in sorted((csrc_dir() / "include").rglob("*.h*")) if h.is_file()]
-        key = content_hash(code, repr(tc), str(shared), *libraries, *headers)
+        key = content_hash(code, repr(tc), str(shared), *libraries, *extra, *map(str, user_dirs), *headers)
         out = cache_dir() / "fastpath" / key / ("libprogram.so" if shared else "program")
     # a cached key compiles once, across threads and processes; the lock is taken only when there is work to do
     lock = file_lock(out.parent.with_suffix(".lock")) if cache and not out.exists() else contextlib.nullcontext()
     with lock:
         if cache and out.exists():
             return BuildOutcome(True, "(cached)", out, ())
-        res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries)
-    return BuildOutcome(res.ok, res.log, out if res.ok else None, nvcc_errors(res.log, src.name), src)
+        res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries, extra=extra)
+    errors = missing_header_errors(res.log, code, src.name) + nvcc_errors(res.log, src.name)
+    return BuildOutcome(res.ok, res.log, out if res.ok else None, errors, src)
 
 
 @functools.lru_cache(maxsize=1)

@@ -88,7 +88,7 @@ class ProgramEvaluator:
     def _build(self, code: str, name: str) -> tuple[Path | None, str]:
         """(binary, '') or (None, the compiler's errors, each whole, at the user's lines where they are his)."""
         out = build(code, workdir=self.work_dir / name, include_dirs=[self.program.path.resolve().parent],
-                    toolchain=self.toolchain, name="program")
+                    toolchain=self.toolchain, name="program", options=self.program.build)
         if out.ok:
             return out.binary, ""
         # the log goes to the database, the report and the prompts: only through the filter, which quotes the

@@ -20,6 +20,7 @@ from cuco.fastpath import parse as P
 from cuco.fastpath.analyze import analyze
 from cuco.fastpath.model import Analysis
 from cuco.fastpath.transform import pipeline_ranges, plan
+from cuco.fastpath.verify import BuildOptions
 from cuco.program import diagnostics
 
 OBSERVE_INCLUDE = '#include "cuco/program/observe.h"  // cuco: read-backs and timed regions (inert unless observed)\n'
@@ -46,6 +47,7 @@ class HostProgram:
     analysis: Analysis = attrs.field(repr=False, eq=False)
     observed: str = attrs.field(repr=False)
     sites: int                                  # timed regions (pipeline ranges)
+    build: BuildOptions = BuildOptions()        # include dirs, libraries and flags beyond what cuco finds itself
 
     @property
     def name(self) -> str:
@@ -53,8 +55,9 @@ class HostProgram:
         return _name(self.path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "HostProgram":
-        """Read and check `path`; raises ProgramError naming the fix for a program cuco cannot run."""
+    def load(cls, path: str | Path, build: BuildOptions = BuildOptions()) -> "HostProgram":
+        """Read and check `path` (built with `build`); raises ProgramError naming the fix for a program cuco cannot
+        run."""
         p = Path(path)
         if p.suffix not in (".cu", ".cpp", ".cc", ".cxx"):
             raise ProgramError(f"{p}: cuco run takes a CUDA host program (.cu) or a workload name/folder")
@@ -64,7 +67,7 @@ class HostProgram:
             raise ProgramError(f"{p}: no such file; pass the path of your .cu program") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ProgramError(f"{p}: cannot read it as UTF-8 text ({exc})") from None
-        return cls.from_text(text, p)
+        return attrs.evolve(cls.from_text(text, p), build=build)
 
     @classmethod
     def from_text(cls, text: str, path: Path) -> "HostProgram":

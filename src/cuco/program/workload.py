@@ -12,6 +12,7 @@ from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.fastpath.model import Analysis
 from cuco.fastpath.render import prompt_text
 from cuco.program import space as program_space
+from cuco.fastpath.verify import BuildOptions
 from cuco.program.source import HostProgram
 
 
@@ -24,9 +25,10 @@ class ProgramWorkload:
     default_world: int = 1
 
     @classmethod
-    def load(cls, path: str | Path) -> "ProgramWorkload":
-        """The workload of the host program at `path`; raises ProgramError for a program cuco cannot run."""
-        program = HostProgram.load(path)
+    def load(cls, path: str | Path, build: BuildOptions = BuildOptions()) -> "ProgramWorkload":
+        """The workload of the host program at `path` (built with `build`); raises ProgramError for a program cuco
+        cannot run."""
+        program = HostProgram.load(path, build)
         return cls(program, program.observed_analysis())
 
     @property

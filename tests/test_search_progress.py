@@ -67,3 +67,15 @@ def test_unit_a_resumed_runs_bar_starts_at_its_count():
     text = out.getvalue()
     assert " 9/12 " in text and "compile 1" in text and "best 1.5 lsa/x" in text
     assert bar._bar.n - bar._bar.initial == 1  # the rate counts this process's candidates only
+
+
+def test_a_process_that_only_imported_ipykernel_still_gets_plain_lines(monkeypatch):
+    """A test runner that ran a notebook has ipykernel imported but draws to a pipe: no bar redraws there."""
+    import sys
+    import types
+
+    from cuco.search.progress import make_progress
+
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))  # unit-test stand-in: imported only
+    reporter = make_progress("auto")
+    assert not isinstance(reporter, TqdmProgress), reporter

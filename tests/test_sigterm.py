@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from cuco.manifest import MANIFEST_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "host_programs"
 
@@ -42,7 +44,9 @@ def test_sigterm_in_a_compile_leaves_no_temp_file_and_no_process(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not list(tmp.rglob("tmpxft_*")):   # nvcc is at work: its temp files exist
+        # nvcc at work on a candidate of a started run: the run's manifest is written (the program itself is
+        # compiled before anything is written, so a stop there leaves nothing to resume) and nvcc's temp files exist
+        while not ((run / MANIFEST_FILE).exists() and list(tmp.rglob("tmpxft_*"))):
             assert proc.poll() is None, f"cuco ended before a compile was seen: {proc.communicate()[1][-2000:]}"
             assert time.monotonic() < deadline, "no compile started"
             time.sleep(0.02)

@@ -180,7 +180,19 @@ class TqdmProgress:
 
 def _interactive() -> bool:
     """A terminal or a notebook kernel: where a redrawn bar reads well (a redirected log does not)."""
-    return "ipykernel" in sys.modules or bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return _in_notebook_kernel() or bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def _in_notebook_kernel() -> bool:
+    """True inside a Jupyter kernel's shell; a process that merely imported ipykernel (a test runner that ran a
+    notebook, a library) is not one."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
+    try:
+        shell = get() if get is not None else None
+    except Exception:  # an IPython that cannot answer: not a kernel this code can draw in
+        return False
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def make_progress(spec: str | ProgressFn | None) -> ProgressFn | None:

@@ -14,10 +14,6 @@ Shapes are kv_transfer's (S tokens, KV width, L layers); inputs and weights rand
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
 from typing import Any
 
 HEAD_DIM, BLOCK = 128, 16
@@ -101,44 +97,24 @@ def run_pair(torch: Any, dist: Any, dims: tuple[int, int, int], device: Any, dty
     return (lambda: decode(torch, dist, cache, table, peer, s, kv, dtype)), (cache, table)
 
 
-def main() -> None:
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    import torch
-    import torch.distributed as dist
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out")
-    ap.add_argument("--shapes", default="s2048-kv512,s3072-kv768,s4096-kv1024")
-    a = ap.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [here, os.path.join(here, "..", "src")]
+def measure(torch: Any, dist: Any, name: str, world: int, dev: Any) -> dict[str, Any]:
+    """One shape's row: both schedules timed (max over ranks), `torch_kv_ms` the faster."""
     from torch_anchor import _median_ms
 
     from cuco.workloads.kv_transfer import shapes as kv_shapes
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    dev = torch.device("cuda", torch.cuda.current_device())
-    dist.init_process_group("nccl", device_id=dev)
-    rows = []
-    for name in a.shapes.split(","):
-        dims = kv_shapes.parse(name).dims
-        row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
-        for schedule in ("layered", "after"):
-            fn, _ = run_pair(torch, dist, dims, dev, torch.bfloat16, schedule)
-            row[f"torch_kv_{schedule}_ms"] = _median_ms(torch, dist, fn, iters=10, warmup=2)
-            del fn
-        row["torch_kv_ms"] = min(row["torch_kv_layered_ms"], row["torch_kv_after_ms"])
-        rows.append(row)
-        if rank == 0:
-            print(json.dumps(row), flush=True)
-    if rank == 0:
-        with open(a.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
-                      indent=2)
-    dist.destroy_process_group()
+    dims = kv_shapes.parse(name).dims
+    kv_shapes.check(kv_shapes.parse(name), world)
+    row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
+    for schedule in ("layered", "after"):
+        fn, _ = run_pair(torch, dist, dims, dev, torch.bfloat16, schedule)
+        row[f"torch_kv_{schedule}_ms"] = _median_ms(torch, dist, fn, iters=10, warmup=2)
+        del fn
+    row["torch_kv_ms"] = min(row["torch_kv_layered_ms"], row["torch_kv_after_ms"])
+    return row
 
 
 if __name__ == "__main__":
-    main()
+    from torch_shapes_run import run_over_shapes
+
+    run_over_shapes(__doc__.splitlines()[0], "s2048-kv512,s3072-kv768,s4096-kv1024", measure)

@@ -13,8 +13,6 @@ timings after warm-up, max over ranks, in ms (`torch_layer_ms`), count exchange 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -114,47 +112,23 @@ def check(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any)
     return float(err.item())
 
 
-def main() -> None:
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    import torch
-    import torch.distributed as dist
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out")
-    ap.add_argument("--shapes", default="paper-r1,paper-r2,paper-r3,paper-r4,paper-r5,dsv3-r3")
-    a = ap.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+def measure(torch: Any, dist: Any, name: str, world: int, dev: Any) -> dict[str, Any]:
+    """One shape's row: the layer timed (max over ranks) and checked at a small size with the same experts."""
     from torch_anchor import _median_ms
 
     from cuco.workloads.moe import shapes as moe_shapes
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    dev = torch.device("cuda", torch.cuda.current_device())
-    dist.init_process_group("nccl", device_id=dev)
-    rows = []
-    for name in a.shapes.split(","):
-        dims = moe_shapes.parse(name).dims
-        row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
-        try:
-            moe_shapes.check(moe_shapes.parse(name), world)
-            layer, x, _ = make(torch, dist, dims, dev, torch.bfloat16)
-            row["torch_layer_ms"] = _median_ms(torch, dist, lambda: layer(x))
-            small = (64, 256, 128, dims[3], dims[4], dims[5])
-            row["check_rel_err"] = check(torch, dist, small, dev, torch.bfloat16)
-        except Exception as exc:  # a shape this W cannot split, or a failure: said in the row
-            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
-        rows.append(row)
-        if rank == 0:
-            print(json.dumps(row), flush=True)
-    if rank == 0:
-        with open(a.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
-                      indent=2)
-    dist.destroy_process_group()
+    shape = moe_shapes.parse(name)
+    moe_shapes.check(shape, world)
+    dims = shape.dims
+    layer, x, _ = make(torch, dist, dims, dev, torch.bfloat16)
+    row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world,
+                           "torch_layer_ms": _median_ms(torch, dist, lambda: layer(x))}
+    row["check_rel_err"] = check(torch, dist, (64, 256, 128, dims[3], dims[4], dims[5]), dev, torch.bfloat16)
+    return row
 
 
 if __name__ == "__main__":
-    main()
+    from torch_shapes_run import run_over_shapes
+
+    run_over_shapes(__doc__.splitlines()[0], "paper-r1,paper-r2,paper-r3,paper-r4,paper-r5,dsv3-r3", measure)

@@ -15,11 +15,7 @@ repeated per step (torch's LSE-returning SDPA ops take equal head counts).
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
-from typing import Any, Callable
+from typing import Any
 
 
 def zigzag_rows(s_total: int, world: int, rank: int, causal: bool) -> list[tuple[int, int]]:
@@ -111,58 +107,35 @@ def check(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any,
     return float(err.item())
 
 
-def _median_ms(torch: Any, dist: Any, fn: Callable[[], Any], iters: int = 20, warmup: int = 5) -> float:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from torch_anchor import _median_ms as median_ms
+def measure(torch: Any, dist: Any, name: str, world: int, dev: Any) -> dict[str, Any]:
+    """One shape's row: the ring timed with flash and with cuDNN (max over ranks), the faster as `torch_ring_ms`,
+    checked at a small size of the same heads."""
+    from torch_anchor import _median_ms
 
-    return median_ms(torch, dist, fn, iters=iters, warmup=warmup)
-
-
-def main() -> None:
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    import torch
-    import torch.distributed as dist
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out")
-    ap.add_argument("--shapes", default="s4096-d32,s8192-d32,s4096-d64,s8192-d64,llama3-8b,llama3-8b-full")
-    a = ap.parse_args()
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
     from cuco.workloads.attention_cp import shapes as cp_shapes
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    dev = torch.device("cuda", torch.cuda.current_device())
-    dist.init_process_group("nccl", device_id=dev)
-    rows = []
-    for name in a.shapes.split(","):
-        dims = cp_shapes.parse(name).dims
-        if name.startswith("llama3"):  # 8192 tokens per rank, as attention_cp's bench_for(world)
-            dims = (cp_shapes.LLAMA_TOKENS_PER_RANK * world, *dims[1:])
-        _, (q, k, v) = local_inputs(torch, dims, rank, world, dev, torch.bfloat16)
-        row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
-        for backend in ("flash", "cudnn"):
-            try:
-                row[f"torch_ring_{backend}_ms"] = _median_ms(
-                    torch, dist, lambda: ring_attention(torch, dist, q, (k, v), bool(dims[4]), backend))
-            except RuntimeError as exc:  # a backend that does not take this shape
-                row[f"torch_ring_{backend}_error"] = str(exc)[:300]
-        timed = {b: row[f"torch_ring_{b}_ms"] for b in ("flash", "cudnn") if f"torch_ring_{b}_ms" in row}
-        if timed:
-            best = min(timed, key=timed.get)
-            row.update(torch_ring_ms=timed[best], torch_ring_backend=best)
-            small = (2 * world * 128, *dims[1:])
-            row["check_rel_err"] = check(torch, dist, small, dev, torch.bfloat16, best)
-        rows.append(row)
-        if rank == 0:
-            print(json.dumps(row), flush=True)
-    if rank == 0:
-        with open(a.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
-                      indent=2)
-    dist.destroy_process_group()
+    dims = cp_shapes.parse(name).dims
+    if name.startswith("llama3"):  # 8192 tokens per rank, as attention_cp's bench_for(world)
+        dims = (cp_shapes.LLAMA_TOKENS_PER_RANK * world, *dims[1:])
+    cp_shapes.check(cp_shapes.Shape(dims), world)
+    _, (q, k, v) = local_inputs(torch, dims, dist.get_rank(), world, dev, torch.bfloat16)
+    row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world}
+    for backend in ("flash", "cudnn"):
+        try:
+            row[f"torch_ring_{backend}_ms"] = _median_ms(
+                torch, dist, lambda: ring_attention(torch, dist, q, (k, v), bool(dims[4]), backend))
+        except RuntimeError as exc:  # a backend that does not take this shape
+            row[f"torch_ring_{backend}_error"] = str(exc)[:300]
+    timed = {b: row[f"torch_ring_{b}_ms"] for b in ("flash", "cudnn") if f"torch_ring_{b}_ms" in row}
+    if timed:
+        best = min(timed, key=timed.get)
+        row.update(torch_ring_ms=timed[best], torch_ring_backend=best)
+        row["check_rel_err"] = check(torch, dist, (2 * world * 128, *dims[1:]), dev, torch.bfloat16, best)
+    return row
 
 
 if __name__ == "__main__":
-    main()
+    from torch_shapes_run import run_over_shapes
+
+    run_over_shapes(__doc__.splitlines()[0], "s4096-d32,s8192-d32,s4096-d64,s8192-d64,llama3-8b,llama3-8b-full",
+                    measure)

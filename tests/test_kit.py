@@ -41,7 +41,7 @@ def test_assemble_and_split_round_trip():
     assert frozen_text(code) == frozen_text(assemble("head", "other", "tail\n"))
     with pytest.raises(TemplateError, match="EVOLVE marker"):
         assemble(EVOLVE_START, "", "")
-    with pytest.raises(TemplateError, match="before"):
+    with pytest.raises(TemplateError, match="without a matching"):
         split(f"{EVOLVE_END}\n{EVOLVE_START}\n")
 
 

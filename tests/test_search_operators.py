@@ -36,10 +36,10 @@ def test_split_and_join_round_trip_and_splice():
 
 
 @pytest.mark.parametrize("code, why", [
-    ("// EVOLVE-BLOCK-START\nx\n", "no EVOLVE-BLOCK-END"),
+    ("// EVOLVE-BLOCK-START\nx\n", "never closed"),
     ("x\n// EVOLVE-BLOCK-END\n", "without a matching"),
     ("// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-END\n", "do not nest"),
-    ("int main() {}\n", "no EVOLVE-BLOCK"),
+    ("int main() {}\n", "no EVOLVE block"),
 ])
 def test_broken_markers_are_named(code, why):
     with pytest.raises(blk.BlockError, match=why):

@@ -18,7 +18,6 @@ _LEXEME = re.compile(
     r"""|(?P<chr>(?<![\w.])(?:u8|[uUL])?'(?:\\.|[^'\\\n])*'?))""",
     re.DOTALL,
 )
-_MARKER = re.compile(r"//\s*EVOLVE-BLOCK-(START|END)\b")
 #: Digraphs and trigraphs spell `#`, braces and brackets without those characters (`%:include`).
 
 _ALTERNATE_TOKENS = (("%:%:", "##"), ("%:", "#"), ("<%", "{"), ("%>", "}"), ("<:", "["), (":>", "]"),
@@ -68,7 +67,7 @@ class Lexed:
     no_comments: str
     code_only: str
     literals: tuple[str, ...]
-    markers: tuple[tuple[int, str], ...]   # (line, 'START' | 'END') of marker line comments
+    line_comments: tuple[int, ...]   # offsets of the `//` comments (where EVOLVE markers may stand)
 
 
 def _blank(text: str) -> str:
@@ -82,7 +81,7 @@ def lex(code: str) -> Lexed:
     no_comments: list[str] = []
     code_only: list[str] = []
     literals: list[str] = []
-    markers: list[tuple[int, str]] = []
+    line_comments: list[int] = []
     pos = 0
     for m in _LEXEME.finditer(code):
         gap = code[pos:m.start()]
@@ -90,9 +89,8 @@ def lex(code: str) -> Lexed:
         code_only.append(gap)
         text = m.group(0)
         if m.lastgroup in ("line", "block"):
-            marker = _MARKER.match(text) if m.lastgroup == "line" else None
-            if marker:
-                markers.append((code.count("\n", 0, m.start()) + 1, marker.group(1)))
+            if m.lastgroup == "line":
+                line_comments.append(m.start())
             no_comments.append(_blank(text))
             code_only.append(_blank(text))
         else:
@@ -105,7 +103,7 @@ def lex(code: str) -> Lexed:
         pos = m.end()
     no_comments.append(code[pos:])
     code_only.append(code[pos:])
-    return Lexed("".join(no_comments), "".join(code_only), tuple(literals), tuple(markers))
+    return Lexed("".join(no_comments), "".join(code_only), tuple(literals), tuple(line_comments))
 
 
 class Lines:

@@ -13,19 +13,15 @@ from __future__ import annotations
 import functools
 import re
 import time
-from typing import Iterable
-
 import attrs
 
 from cuco.candidate import LevelResult
 from cuco.evaluate.l0_rules import ALLOWED_INCLUDE_PREFIXES, ALLOWED_INCLUDES, FORBIDDEN_NAMES, shared_violations
 from cuco.evaluate.l0_text import Lexed, Lines, Violation, left_open, lex, normalise
+from cuco.evolve_blocks import BlockError, split
 
 __all__ = ["ALLOWED_INCLUDES", "ALLOWED_INCLUDE_PREFIXES", "ENTRY_POINTS", "FORBIDDEN_NAMES", "HOST_COLLECTIVES",
            "Violation", "check_program", "check_static", "normalise", "violations"]
-
-START_MARKER = "EVOLVE-BLOCK-START"
-END_MARKER = "EVOLVE-BLOCK-END"
 
 #: The candidate entry points of csrc/include/cuco/abi.h; the first two are required.
 REQUIRED_ENTRY_POINTS = ("cuco_candidate_requirements", "cuco_candidate_launch")
@@ -49,29 +45,12 @@ _ASSIGN_AFTER = re.compile(r"\s*(?:\[[^\]\n]*\]\s*)*(?:\.\s*\w+\s*(?:\[[^\]\n]*\
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
-def _blocks(markers: Iterable[tuple[int, str]], require: bool = True) -> tuple[list[tuple[int, int]], list[Violation]]:
-    """(start_line, end_line) of each EVOLVE block, and structure violations."""
-    blocks: list[tuple[int, int]] = []
-    problems: list[Violation] = []
-    open_line: int | None = None
-    for line, kind in markers:
-        if kind == "START":
-            if open_line is not None:
-                problems.append(Violation(line, "markers", f"{START_MARKER} inside the block opened at line "
-                                          f"{open_line}: blocks cannot nest; close it with {END_MARKER} first"))
-            else:
-                open_line = line
-        elif open_line is None:
-            problems.append(Violation(line, "markers", f"{END_MARKER} without a matching {START_MARKER}"))
-        else:
-            blocks.append((open_line, line))
-            open_line = None
-    if open_line is not None:
-        problems.append(Violation(open_line, "markers", f"{START_MARKER} is never closed by {END_MARKER}"))
-    if require and not blocks and not problems:
-        problems.append(Violation(0, "markers", f"no EVOLVE block: mark the mutable code with // {START_MARKER} "
-                                  f"and // {END_MARKER}"))
-    return blocks, problems
+def _blocks(code: str, require: bool = True) -> tuple[list[tuple[int, int]], list[Violation]]:
+    """(START line, END line) of each EVOLVE block, or the structure violation."""
+    try:
+        return split(code, require).block_lines(), []
+    except BlockError as exc:
+        return [], [Violation(exc.line, "markers", exc.reason)]
 
 
 def _frozen_segments(code: str, blocks: list[tuple[int, int]]) -> list[tuple[int, list[str]]]:
@@ -92,7 +71,7 @@ def _frozen_segments(code: str, blocks: list[tuple[int, int]]) -> list[tuple[int
 @functools.lru_cache(maxsize=64)
 def _parent_blocks(parent_code: str) -> tuple[list[tuple[int, int]], list[Violation]]:
     # Many children share a parent in a search; its analysis is cached.
-    return _blocks(lex(parent_code).markers)
+    return _blocks(parent_code)
 
 
 def _check_frozen(code: str, blocks: list[tuple[int, int]], parent_code: str) -> list[Violation]:
@@ -202,7 +181,7 @@ def _analyse(code: str, parent_code: str | None, require_blocks: bool = True) ->
     seen = normalise(code)
     lexed = lex(seen)
     line_of = Lines(seen)
-    blocks, found = _blocks(lexed.markers, require_blocks)
+    blocks, found = _blocks(code, require_blocks)
     if parent_code is not None and not found:
         found += _check_frozen(code, blocks, parent_code)
     found += shared_violations(seen, lexed, line_of)
@@ -280,7 +259,7 @@ def check_program(code: str, parent_code: str | None = None) -> LevelResult:
     start = time.perf_counter()
     seen = normalise(code)
     lexed = lex(seen)
-    blocks, found = _blocks(lexed.markers, True)
+    blocks, found = _blocks(code, True)
     if parent_code is not None and not found:
         found += _check_frozen(code, blocks, parent_code)
     found += _check_host_collectives(lexed, Lines(seen))

@@ -1,50 +1,36 @@
-"""EVOLVE-BLOCK markers: the regions a search may rewrite (kernels, communication/pipeline code); everything
-outside them (setup, teardown, verification) is frozen."""
+"""EVOLVE-block markers (the grammar is cuco.evolve_blocks): the regions a search may rewrite (kernels,
+communication/pipeline code); everything outside them (setup, teardown, verification) is frozen."""
 
 from __future__ import annotations
 
 import re
 
+from cuco import evolve_blocks
 from cuco.fastpath.model import FastPathError
 
-START = "// EVOLVE-BLOCK-START"
-END = "// EVOLVE-BLOCK-END"
+START = evolve_blocks.START_LINE
+END = evolve_blocks.END_LINE
 
 
 def marker_lines(text: str) -> list[tuple[int, str]]:
-    """(1-based line, 'start'|'end') of every marker."""
-    out = []
-    for i, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if s.startswith(START):
-            out.append((i, "start"))
-        elif s.startswith(END):
-            out.append((i, "end"))
-    return out
+    """(1-based line, 'start'|'end') of every marker; raises FastPathError for one that is not on its own line."""
+    try:
+        return [(m.line, m.kind.lower()) for m in evolve_blocks.markers(text)]
+    except evolve_blocks.BlockError as exc:
+        raise FastPathError(str(exc)) from None
 
 
 def check_markers(text: str) -> int:
     """Number of blocks; raises FastPathError when markers are unbalanced or nested."""
-    depth, blocks = 0, 0
-    for line, kind in marker_lines(text):
-        if kind == "start":
-            if depth:
-                raise FastPathError(f"line {line}: EVOLVE-BLOCK-START inside an open block; blocks do not nest")
-            depth = 1
-        else:
-            if not depth:
-                raise FastPathError(f"line {line}: EVOLVE-BLOCK-END without EVOLVE-BLOCK-START")
-            depth, blocks = 0, blocks + 1
-    if depth:
-        raise FastPathError("an EVOLVE-BLOCK-START is never closed")
-    return blocks
+    try:
+        return len(evolve_blocks.split(text, require=False).blocks)
+    except evolve_blocks.BlockError as exc:
+        raise FastPathError(str(exc)) from None
 
 
 def wrap(text: str, label: str = "") -> str:
     """`text` (whole lines) inside one block."""
-    tag = f" {label}" if label else ""
-    body = text if text.endswith("\n") else text + "\n"
-    return f"{START}{tag}\n{body}{END}{tag}\n"
+    return evolve_blocks.wrap(text, label)
 
 
 def line_ranges_to_edits(data: bytes, ranges: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:

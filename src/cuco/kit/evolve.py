@@ -1,11 +1,13 @@
-"""EVOLVE-block layout of a rendered candidate: frozen head, one mutable block, frozen tail."""
+"""EVOLVE-block layout of a rendered candidate: frozen head, one mutable block, frozen tail (the grammar is
+cuco.evolve_blocks)."""
 
 from __future__ import annotations
 
+from cuco import evolve_blocks
 from cuco.kit.template import TemplateError
 
-EVOLVE_START = "// EVOLVE-BLOCK-START"
-EVOLVE_END = "// EVOLVE-BLOCK-END"
+EVOLVE_START = evolve_blocks.START_LINE
+EVOLVE_END = evolve_blocks.END_LINE
 
 
 def assemble(head: str, block: str, tail: str) -> str:
@@ -15,21 +17,28 @@ def assemble(head: str, block: str, tail: str) -> str:
     byte for byte with the parent's), so anything that names the point belongs in `block`.
     """
     for name, part in (("head", head), ("block", block), ("tail", tail)):
-        if EVOLVE_START in part or EVOLVE_END in part:
+        # Any mention, even one the grammar reads as text, would make the layout ambiguous to a reader.
+        if evolve_blocks.START in part or evolve_blocks.END in part:
             raise TemplateError(f"the {name} of a candidate holds an EVOLVE marker; only assemble() writes them")
     return (head.rstrip("\n") + "\n" + EVOLVE_START + "\n" + block.strip("\n") + "\n" + EVOLVE_END + "\n"
             + tail.lstrip("\n"))
 
 
 def split(code: str) -> tuple[str, str, str]:
-    """(head, block, tail) of a candidate with exactly one EVOLVE block; the markers belong to neither."""
-    if code.count(EVOLVE_START) != 1 or code.count(EVOLVE_END) != 1:
-        raise TemplateError("a rendered candidate has exactly one EVOLVE-BLOCK-START and one EVOLVE-BLOCK-END")
-    if code.index(EVOLVE_END) < code.index(EVOLVE_START):
-        raise TemplateError("EVOLVE-BLOCK-END comes before EVOLVE-BLOCK-START")
-    head, rest = code.split(EVOLVE_START, 1)
-    block, tail = rest.split(EVOLVE_END, 1)
-    return head, block, tail
+    """(head, block, tail) of a candidate with exactly one EVOLVE block; the marker comments belong to neither
+    (what follows a marker on its line, its label and newline, stays with the block or the tail)."""
+    try:
+        found = evolve_blocks.markers(code)
+        n = len(evolve_blocks.split(code).blocks)
+    except evolve_blocks.BlockError as exc:
+        raise TemplateError(f"a rendered candidate has exactly one EVOLVE block: {exc}") from None
+    if n != 1:
+        raise TemplateError(f"a rendered candidate has exactly one EVOLVE block, not {n}")
+    start, end = found
+    head_end = start.offset
+    block_start = code.index(evolve_blocks.START, start.offset) + len(evolve_blocks.START)
+    tail_start = code.index(evolve_blocks.END, end.offset) + len(evolve_blocks.END)
+    return code[:head_end], code[block_start:end.offset], code[tail_start:]
 
 
 def frozen_text(code: str) -> str:

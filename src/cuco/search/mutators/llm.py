@@ -138,9 +138,8 @@ def _frozen_differs(text: str, skeleton: blk.Skeleton) -> bool:
         reply = blk.split(_strip_fence(text), require=False)
     except blk.BlockError:
         return False
-    def code_only(part: str) -> str:  # the frozen text between two blocks, without the marker lines
-        return "\n".join(ln.strip() for ln in part.splitlines()
-                         if ln.strip() and blk.START not in ln and blk.END not in ln)
+    def code_only(part: str) -> str:  # the frozen text between two blocks: its first and last lines are markers
+        return "\n".join(ln.strip() for ln in part.splitlines()[1:-1] if ln.strip())
 
     between = [code_only(f) for f in reply.frozen[1:-1]]
     parent_between = [code_only(f) for f in skeleton.frozen[1:-1]]

@@ -13,7 +13,7 @@ from cuco import rundir
 from cuco.candidate import LevelResult
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
-from cuco.pipeline import RunOptions
+from cuco.run_options import RunOptions
 from cuco.program.workload import ProgramWorkload
 from cuco.run import Run
 

@@ -25,8 +25,10 @@ import attrs
 
 from cuco import fastpath_cache, rundir, runlock
 from cuco.candidate import Candidate
+from cuco.db import CandidateDB
 from cuco.design_space import Topology
 from cuco.errors import CucoError
+from cuco.manifest import RunManifest
 from cuco.run_checks import check_gpus, check_resume, check_run_dir, make_manifest, make_run_dir
 from cuco.run_options import DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, check_options, run_budget, run_dir_of
 from cuco.run_summary import RunSummary, point_of
@@ -134,14 +136,14 @@ class Run:
         # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
         self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
         space = workload.space(self.topology)
-        llm = self._llm()
+        llm = self._llm(run_dir)
         if program:   # the original first: if it does not compile, its errors are the whole answer
             evaluator.compile_original()
         if program and evaluation == "measured":
             evaluator.reference()   # a program cuco cannot verify against is said now, before anything is written
         make_run_dir(run_dir)
-        self._stack.enter_context(runlock.held(run_dir))
-        if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile
+        self._stack.enter_context(runlock.held(run_dir))   # the one lock of the run, held until close()
+        if RunManifest.read(run_dir) != stored:  # another process started or changed it meanwhile
             raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
         if stored is None:
             manifest.write(run_dir)
@@ -153,10 +155,12 @@ class Run:
                       f"{'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
         self.evaluation, self.evaluations = evaluation, evaluations
         self.evaluator = self._remote if self._remote is not None else evaluator
+        # the one database of the run: the search, the fast path and the summary all use this connection
+        self.db = CandidateDB(run_dir / rundir.DB_FILE)
+        self._stack.callback(self.db.close)
         self.search_loop = self._open_search(space, llm, seed)
-        self._stack.callback(self.search_loop.db.close)
         # L0 compares frozen regions with the parent's, wherever the evaluation runs (here or on a Ray worker)
-        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.search_loop.db)
+        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.db)
 
     def _evaluator(self, world: int, stored: Any) -> tuple[str, Any]:
         from cuco.evaluate.executor import Executor
@@ -187,17 +191,19 @@ class Run:
             evaluation = check_gpus(executor, world)
         return evaluation, Evaluator(workload, world=world, bench_shape=shape, executor=executor)
 
-    def _llm(self) -> Any:
+    def _llm(self, run_dir: Path) -> Any:
+        """The run's one LLM client (None without --model), checked now: the search uses it as it is."""
         opts = self.opts
         if not opts.model:
             return None
-        from cuco.llm import LLMClient, LLMConfig
+        from cuco.llm import LLMConfig
+        from cuco.search import api
 
         prices = {opts.model: (opts.price_per_mtok[0] / 1e6, opts.price_per_mtok[1] / 1e6)} \
             if opts.price_per_mtok else {}
-        llm = LLMConfig(models=opts.model, budget_usd=self.budget_usd, prices=prices)
-        LLMClient(llm).check()  # unknown model, missing key or price: said now, before anything is written
-        return llm
+        client = api.llm_client(LLMConfig(models=opts.model, budget_usd=self.budget_usd, prices=prices), run_dir)
+        client.check()  # unknown model, missing key or price: said now, before anything is written
+        return client
 
     def _open_search(self, space: Any, llm: Any, seed: int) -> Any:
         """Resumed where the database holds a search, else started (a start killed before its database got the
@@ -205,17 +211,15 @@ class Run:
         from cuco.search import api
 
         opts = self.opts
-        if api.holds_search(self.run_dir):
-            return api.resume(self.run_dir, self.workload, self.evaluator, llm=llm, progress="auto" if opts.progress else None)
-        return api.start(self.run_dir, self.workload, self.evaluator, space=space, llm=llm,
-                         progress="auto" if opts.progress else None, seed=seed, batch_size=opts.batch_size,
-                         islands=opts.islands, max_in_flight=max(8, opts.batch_size))
+        return api.open_search(self.db, self.workload, self.evaluator, space=space, llm=llm,
+                               progress="auto" if opts.progress else None, seed=seed, batch_size=opts.batch_size,
+                               islands=opts.islands, max_in_flight=max(8, opts.batch_size))
 
     # -- seed, search ----------------------------------------------------------------------------------
     def seed(self) -> Candidate:
         """The fast path's candidate: stored in the run already, else made (workloads: from the cache), stored
         pending, evaluated and stored again."""
-        db, workload = self.search_loop.db, self.workload
+        db, workload = self.db, self.workload
         fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
         if fast is None:
             if _is_program(workload):
@@ -243,13 +247,10 @@ class Run:
     # -- summary, close ----------------------------------------------------------------------------------
     def summary(self) -> RunSummary:
         """The run's summary, also written as summary.json; the best verified candidate goes to best/."""
-        from cuco.db import CandidateDB
-
-        name = self.workload.name
-        with CandidateDB(self.run_dir / rundir.DB_FILE, readonly=True) as db:
-            every = db.all(name)
-            counts = db.count_by_status()
-            best = db.best(name) if self.evaluation == "measured" else None
+        name, db = self.workload.name, self.db
+        every = db.all(name)
+        counts = db.count_by_status()
+        best = db.best(name) if self.evaluation == "measured" else None
         if best is not None and _is_program(self.workload) and not best.metrics.get("speedup", 0.0) > 1.0:
             best = self.workload.original(best)   # never slower: no rewrite beat the program, so it stays
         env: dict[str, Any] = {}

@@ -96,6 +96,7 @@ class Run:
         self.workload: Any = None
         self.evaluator: Any = None
         self.search_loop: Any = None
+        self.db: Any = None   # the run's CandidateDB, opened once under the lock
         self.fast: Candidate | None = None
 
     # -- open ------------------------------------------------------------------------------------------

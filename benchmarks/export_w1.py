@@ -32,7 +32,7 @@ def main() -> int:
     import torch.distributed as dist
 
     from cuco.export import ExportedOp, as_torch_op
-    from cuco.pipeline import RunOptions, run_workload
+    from cuco.run import RunOptions, run_workload
 
     s = run_workload(RunOptions("gemm_allgather", world=1, shape=args.shape, evaluations=args.evals,
                                 run_dir=args.run_dir, resume=Path(args.run_dir, "manifest.json").exists(),

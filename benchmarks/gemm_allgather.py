@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cuco.db import CandidateDB
-from cuco.pipeline import RunOptions, run_workload
+from cuco.run import RunOptions, run_workload
 from record import machine, record_lines, search_costs  # sibling scripts
 from search_rows import of_record
 

@@ -25,7 +25,7 @@ CORPUS = ROOT / "tests" / "fixtures" / "host_programs"
 
 
 def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]:
-    from cuco.pipeline import RunOptions, run_workload
+    from cuco.run import RunOptions, run_workload
 
     path = CORPUS / f"{name}.cu"
     manifest = json.loads((CORPUS / "manifest.json").read_text())["programs"].get(name, {})

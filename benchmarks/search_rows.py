@@ -56,7 +56,7 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
     """Search shape `name` of `workload` at `world` ranks with `evals` evaluations; the row holds the best
     candidate's figures of record (`of_record`; record=False: the search's own times), the fast path, what the
     search cost and every evaluation."""
-    from cuco.pipeline import RunOptions, run_workload
+    from cuco.run import RunOptions, run_workload
     from cuco.workloads import get
 
     shape = get(workload).parse_shape(name)

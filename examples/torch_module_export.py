@@ -48,7 +48,7 @@ def main() -> int:
         return 2
     if args.search:
         logging.basicConfig(level=logging.INFO, format="%(message)s")  # the run's messages (the "cuco" logger)
-        from cuco.pipeline import RunOptions, run_workload
+        from cuco.run import RunOptions, run_workload
 
         summary = run_workload(RunOptions("gemm_allgather", world=1, shape=args.shape, evaluations=args.evals,
                                           run_dir=args.run_dir, progress=False))

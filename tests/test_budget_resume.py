@@ -50,8 +50,8 @@ def test_a_resume_without_budget_keeps_the_runs_cap(tmp_path):
 
 def test_unit_a_resume_of_a_run_whose_cap_was_not_recorded_asks_for_one():
     from cuco.errors import CucoError
-    from cuco.pipeline import RunOptions
-    from cuco.run import _budget
+    from cuco.run_options import RunOptions
+    from cuco.run_options import run_budget as _budget
 
     class Stored:  # a manifest written before the cap was kept
         budget_usd = None

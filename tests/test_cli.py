@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import cuco.pipeline
+import cuco.run
 from cuco.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ _AS_USER = """
 import os, sys
 uid, gid = int(sys.argv[1]), int(sys.argv[2])
 from cuco.cli import build_parser, main
-import cuco.pipeline, cuco.search.api, cuco.evaluate.cascade, cuco.workloads.gemm_allgather
+import cuco.run, cuco.search.api, cuco.evaluate.cascade, cuco.workloads.gemm_allgather
 build_parser().parse_args(["workloads"])  # loads what argparse needs while the files are still readable
 if uid >= 0:  # drop root for good: root ignores permission bits
     os.setgroups([])
@@ -115,7 +115,7 @@ def test_operating_system_errors_are_reported_without_traceback(monkeypatch: pyt
     def fail(*_args: object, **_kw: object) -> None:
         raise PermissionError(13, "Permission denied", "/somewhere/candidates.db")
 
-    monkeypatch.setattr(cuco.pipeline, "run_workload", fail)
+    monkeypatch.setattr(cuco.run, "run_workload", fail)
     code, err = run(["run", "gemm_allgather"], capsys)
     assert code == 2
     assert err.strip() == ("cuco: error: Permission denied: /somewhere/candidates.db; check that path, its "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cuco.candidate import Candidate
 from cuco.evaluate.cascade import Evaluator
-from cuco.pipeline import RunSummary
+from cuco.run_summary import RunSummary
 from cuco.run import ENVIRONMENT_KEYS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "run_dir.md"

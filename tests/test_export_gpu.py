@@ -13,7 +13,7 @@ SHAPE = "1024,512,256"
 @pytest.fixture(scope="module")
 def op(tmp_path_factory):
     from cuco.export import ExportedOp
-    from cuco.pipeline import RunOptions, run_workload
+    from cuco.run import RunOptions, run_workload
 
     run = tmp_path_factory.mktemp("export") / "run"
     s = run_workload(RunOptions("gemm_allgather", world=1, shape=SHAPE, evaluations=1, run_dir=str(run),

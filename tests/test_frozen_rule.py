@@ -12,7 +12,7 @@ from cuco.candidate import Candidate
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
 from cuco.evaluate.static import check_static
-from cuco.pipeline import RunOptions, parent_code_from
+from cuco.run import RunOptions, parent_code_from
 from cuco.run import Run
 from cuco.search.mutators.base import MutationContext
 from cuco.search.mutators.directive import DirectiveMutator

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from cuco.cli import _BarSafeHandler, _show_log
-from cuco.pipeline import RunOptions
+from cuco.run_options import RunOptions
 from cuco.run import Run
 
 

@@ -13,7 +13,7 @@ from cuco import rundir
 from cuco.candidate import LevelResult
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
-from cuco.pipeline import RunOptions
+from cuco.run_options import RunOptions
 from cuco.program.workload import ProgramWorkload
 from cuco.run import Run
 
@@ -35,7 +35,8 @@ def _summary(tmp_path: Path, speedups: list[float]):
                                                                    "device": "X"}))
             db.add(c.evolve(metrics={"time_ms": 2.0 / s, "host_ms": 2.0, "speedup": s, "cold_ms": 9.0},
                             fitness=s))
-    return w, run.summary()
+        run.db = db  # the run's one database, as Run.open would hand it
+        return w, run.summary()
 
 
 @pytest.mark.parametrize("speedups", [[0.28, 0.3], [0.97], [1.0]])

@@ -95,7 +95,7 @@ def test_errors_are_shown_whole_and_counted_past_the_limit():
 
 
 def test_the_summary_without_a_gpu_counts_only_candidates_that_compiled(tmp_path):
-    from cuco.pipeline import RunSummary
+    from cuco.run_summary import RunSummary
 
     s = RunSummary("p", tmp_path, "unmeasured", 3, {"unmeasured": 1, "failed:compile": 2}, None, None, {})
     assert "1 of 3 candidates passed the static check and compiled" in s.text()

@@ -33,7 +33,7 @@ from cuco.evaluate.ray_executor import (  # noqa: E402
     measured_evaluator,
     modelled_evaluator,
 )
-from cuco.pipeline import RunOptions  # noqa: E402
+from cuco.run_options import RunOptions  # noqa: E402
 from cuco.run import Run  # noqa: E402
 from cuco.search import api  # noqa: E402
 from cuco.toolchain import cache_dir  # noqa: E402

@@ -22,7 +22,7 @@ from cuco.db import CandidateDB
 from cuco.errors import CucoError
 from cuco.evaluate.executor import Executor
 from cuco.manifest import RunManifest
-from cuco.pipeline import _check_gpus, make_manifest
+from cuco.run_checks import check_gpus, make_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"),
@@ -194,9 +194,9 @@ def test_manifest_round_trips_and_is_written_atomically(stored, tmp_path):
 # -- GPUs -----------------------------------------------------------------------------------------------------
 def test_fewer_gpus_than_the_world_is_an_up_front_error_not_no_gpu():
     with pytest.raises(CucoError, match=r"^1 GPU\(s\) found, --world 2 needs 2; run with --world 1"):
-        _check_gpus(Executor(world=2, devices=["0"]), 2)
-    assert _check_gpus(Executor(world=2, devices=[]), 2) == "unmeasured"
-    assert _check_gpus(Executor(world=1, devices=["0"]), 1) == "measured"
+        check_gpus(Executor(world=2, devices=["0"]), 2)
+    assert check_gpus(Executor(world=2, devices=[]), 2) == "unmeasured"
+    assert check_gpus(Executor(world=1, devices=["0"]), 1) == "measured"
 
 
 @pytest.mark.gpu

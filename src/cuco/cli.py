@@ -88,7 +88,7 @@ def build_options(args: argparse.Namespace) -> "BuildOptions | None":
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from cuco.pipeline import RunOptions, run_workload
+    from cuco.run import RunOptions, run_workload
 
     _show_log()
 

@@ -25,12 +25,16 @@ import attrs
 
 from cuco import fastpath_cache, rundir, runlock
 from cuco.candidate import Candidate
+from cuco.db import CandidateDB
 from cuco.design_space import Topology
 from cuco.errors import CucoError
-from cuco.pipeline import (
-    DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, RunSummary, _check_gpus, _check_options, _check_resume,
-    _check_run_dir, _make_run_dir, _progress, _run_dir, make_manifest, parent_code_from, point_of,
-)
+from cuco.manifest import RunManifest
+from cuco.run_checks import check_gpus, check_resume, check_run_dir, make_manifest, make_run_dir
+from cuco.run_options import DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, check_options, run_budget, run_dir_of
+from cuco.run_summary import RunSummary, point_of
+
+__all__ = ["DEFAULT_BUDGET_USD", "DEFAULT_EVALUATIONS", "Run", "RunOptions", "RunSummary", "load_workload_folder",
+           "parent_code_from", "point_of", "resolve", "run_workload", "write_best"]
 
 BEST_DIR = "best"
 #: What summary.json's "environment" takes from the best candidate's timing run (docs/run_dir.md).
@@ -92,6 +96,7 @@ class Run:
         self.workload: Any = None
         self.evaluator: Any = None
         self.search_loop: Any = None
+        self.db: Any = None   # the run's CandidateDB, opened once under the lock
         self.fast: Candidate | None = None
 
     # -- open ------------------------------------------------------------------------------------------
@@ -111,35 +116,35 @@ class Run:
         opts = self.opts
         workload = self.workload = resolve(opts.workload, opts.build)
         program = _is_program(workload)
-        _check_options(opts)
+        check_options(opts)
         if program and opts.shape:
             raise CucoError("a program's sizes are its own; drop --shape")
         if program and opts.executor != "local":
             raise CucoError("--executor ray runs workloads; run a program with the local executor")
-        self.run_dir = run_dir = _run_dir(attrs.evolve(opts, workload=workload.name))
-        _check_run_dir(run_dir)
+        self.run_dir = run_dir = run_dir_of(attrs.evolve(opts, workload=workload.name))
+        check_run_dir(run_dir)
         found = rundir.probe(run_dir)
         rundir.check_start(found, opts.resume)
         stored = found.manifest
         world = opts.world if opts.world is not None else stored.world if stored else workload.default_world
         seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
         evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
-        self.budget_usd = _budget(opts, stored)
+        self.budget_usd = run_budget(opts, stored)
         evaluation, evaluator = self._evaluator(world, stored)
         manifest = make_manifest(workload, evaluator, seed, evaluations, self.budget_usd)
         if stored is not None:
-            _check_resume(stored, manifest, opts, found.evaluated)
+            check_resume(stored, manifest, opts, found.evaluated)
         # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
         self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
         space = workload.space(self.topology)
-        llm = self._llm()
+        llm = self._llm(run_dir)
         if program:   # the original first: if it does not compile, its errors are the whole answer
             evaluator.compile_original()
         if program and evaluation == "measured":
             evaluator.reference()   # a program cuco cannot verify against is said now, before anything is written
-        _make_run_dir(run_dir)
-        self._stack.enter_context(runlock.held(run_dir))
-        if rundir.probe(run_dir).manifest != stored:  # another process started or changed it meanwhile
+        make_run_dir(run_dir)
+        self._stack.enter_context(runlock.held(run_dir))   # the one lock of the run, held until close()
+        if RunManifest.read(run_dir) != stored:  # another process started or changed it meanwhile
             raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
         if stored is None:
             manifest.write(run_dir)
@@ -151,10 +156,12 @@ class Run:
                       f"{'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
         self.evaluation, self.evaluations = evaluation, evaluations
         self.evaluator = self._remote if self._remote is not None else evaluator
+        # the one database of the run: the search, the fast path and the summary all use this connection
+        self.db = CandidateDB(run_dir / rundir.DB_FILE)
+        self._stack.callback(self.db.close)
         self.search_loop = self._open_search(space, llm, seed)
-        self._stack.callback(self.search_loop.db.close)
         # L0 compares frozen regions with the parent's, wherever the evaluation runs (here or on a Ray worker)
-        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.search_loop.db)
+        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.db)
 
     def _evaluator(self, world: int, stored: Any) -> tuple[str, Any]:
         from cuco.evaluate.executor import Executor
@@ -166,7 +173,7 @@ class Run:
         if _is_program(workload):
             from cuco.program.evaluator import ProgramEvaluator
 
-            evaluation = _check_gpus(executor, world)
+            evaluation = check_gpus(executor, world)
             evaluator = ProgramEvaluator(workload.program, world=world, executor=executor)
             self._stack.callback(shutil.rmtree, evaluator.work_dir, True)   # sources only: binaries are cached
             return evaluation, evaluator
@@ -182,20 +189,22 @@ class Run:
                                         world, address=opts.address)
             evaluation = "measured"
         else:
-            evaluation = _check_gpus(executor, world)
+            evaluation = check_gpus(executor, world)
         return evaluation, Evaluator(workload, world=world, bench_shape=shape, executor=executor)
 
-    def _llm(self) -> Any:
+    def _llm(self, run_dir: Path) -> Any:
+        """The run's one LLM client (None without --model), checked now: the search uses it as it is."""
         opts = self.opts
         if not opts.model:
             return None
-        from cuco.llm import LLMClient, LLMConfig
+        from cuco.llm import LLMConfig
+        from cuco.search import api
 
         prices = {opts.model: (opts.price_per_mtok[0] / 1e6, opts.price_per_mtok[1] / 1e6)} \
             if opts.price_per_mtok else {}
-        llm = LLMConfig(models=opts.model, budget_usd=self.budget_usd, prices=prices)
-        LLMClient(llm).check()  # unknown model, missing key or price: said now, before anything is written
-        return llm
+        client = api.llm_client(LLMConfig(models=opts.model, budget_usd=self.budget_usd, prices=prices), run_dir)
+        client.check()  # unknown model, missing key or price: said now, before anything is written
+        return client
 
     def _open_search(self, space: Any, llm: Any, seed: int) -> Any:
         """Resumed where the database holds a search, else started (a start killed before its database got the
@@ -203,17 +212,15 @@ class Run:
         from cuco.search import api
 
         opts = self.opts
-        if api.holds_search(self.run_dir):
-            return api.resume(self.run_dir, self.workload, self.evaluator, llm=llm, progress=_progress(opts.progress))
-        return api.start(self.run_dir, self.workload, self.evaluator, space=space, llm=llm,
-                         progress=_progress(opts.progress), seed=seed, batch_size=opts.batch_size,
-                         islands=opts.islands, max_in_flight=max(8, opts.batch_size))
+        return api.open_search(self.db, self.workload, self.evaluator, space=space, llm=llm,
+                               progress="auto" if opts.progress else None, seed=seed, batch_size=opts.batch_size,
+                               islands=opts.islands, max_in_flight=max(8, opts.batch_size))
 
     # -- seed, search ----------------------------------------------------------------------------------
     def seed(self) -> Candidate:
         """The fast path's candidate: stored in the run already, else made (workloads: from the cache), stored
         pending, evaluated and stored again."""
-        db, workload = self.search_loop.db, self.workload
+        db, workload = self.db, self.workload
         fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
         if fast is None:
             if _is_program(workload):
@@ -241,13 +248,10 @@ class Run:
     # -- summary, close ----------------------------------------------------------------------------------
     def summary(self) -> RunSummary:
         """The run's summary, also written as summary.json; the best verified candidate goes to best/."""
-        from cuco.db import CandidateDB
-
-        name = self.workload.name
-        with CandidateDB(self.run_dir / rundir.DB_FILE, readonly=True) as db:
-            every = db.all(name)
-            counts = db.count_by_status()
-            best = db.best(name) if self.evaluation == "measured" else None
+        name, db = self.workload.name, self.db
+        every = db.all(name)
+        counts = db.count_by_status()
+        best = db.best(name) if self.evaluation == "measured" else None
         if best is not None and _is_program(self.workload) and not best.metrics.get("speedup", 0.0) > 1.0:
             best = self.workload.original(best)   # never slower: no rewrite beat the program, so it stays
         env: dict[str, Any] = {}
@@ -310,16 +314,33 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
     return final
 
 
-def _budget(opts: Any, stored: Any) -> float:
-    """The run's LLM cap: --budget-usd when given, else the cap the run was started with (a resume must not fall
-    back to the default and spend past the cap the run was given), else DEFAULT_BUDGET_USD."""
-    if opts.budget_usd is not None:
-        return opts.budget_usd
-    if stored is None:
-        return DEFAULT_BUDGET_USD
-    if stored.budget_usd is None:
-        if opts.model:
-            raise CucoError(f"{opts.run_dir}: the run's LLM budget was not recorded when it was started; pass "
-                            "--budget-usd with --resume")
-        return DEFAULT_BUDGET_USD
-    return float(stored.budget_usd)
+def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None) -> RunSummary:
+    """Run (or resume) the main job through its owner (cuco.run.Run) and return its summary; also writes
+    summary.json and, when a candidate was verified and timed, best/ in the run directory. Messages go to
+    `on_event`, by default the "cuco" logger (logging.getLogger("cuco")) at INFO."""
+    with Run.open(opts, on_event) as run:
+        run.seed()
+        run.search()
+        return run.summary()
+
+
+
+def parent_code_from(db: Any) -> Callable[[Candidate], str | None]:
+    """The Evaluator's `parent_code` callback: the stored parent's source, for L0's frozen-region check.
+
+    None (no check) for a candidate without a stored parent, and for a directive child of a parent that is not
+    a rendering of the workload's template (the fast path's program): such a child is the template rendered
+    afresh by cuco, not an edit of its parent, so there is no shared frozen code to compare."""
+    from cuco.db import UnknownCandidateError
+
+    def code(c: Candidate) -> str | None:
+        if not c.parent_id:
+            return None
+        try:
+            parent = db.get(c.parent_id)
+        except UnknownCandidateError:
+            return None
+        if parent.directives is None and c.mutation.startswith("directive"):
+            return None
+        return parent.code
+    return code

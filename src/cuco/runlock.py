@@ -3,7 +3,7 @@
 flock is released by the kernel when its holder dies, SIGKILL included, so a crashed run never leaves a
 stale lock behind. Readers (a report, a notebook, CandidateDB) take no lock and are never blocked: SQLite's
 WAL keeps their view consistent while the writer works. The lock is re-entrant within one process (the
-pipeline holds it around the search, which takes it again), never across processes.
+run holds it around the search, which takes it again), never across processes.
 """
 
 from __future__ import annotations

@@ -13,16 +13,13 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, Sequence
 
 import attrs
 
 from cuco.errors import CucoError
 from cuco.harness.build import file_lock
 from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir
-
-if TYPE_CHECKING:
-    from cuco.workload import Workload
 
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl")
 # Library kernels shared by several workloads' compute libraries (e.g. CUTLASS's Hopper FMHA), included as
@@ -80,6 +77,16 @@ class LinkOptions:
     extra: tuple[str, ...] = ()
 
 
+class CompiledWorkload(Protocol):
+    """What the build reads of a workload (cuco.workload.Workload has it): named here rather than imported,
+    since the workload module imports ComputeLibrary from this one."""
+
+    name: str
+    folder: Path
+    compute: ComputeLibrary | None
+    libraries: Sequence[str]
+
+
 def _inputs(folder: Path, spec: ComputeLibrary) -> list[Path]:
     """Every file the build can read: all sources and headers in the sources' folders, and the library-kernel
     instantiations that several workloads share (csrc/include/cuco/kit/compute/)."""
@@ -94,7 +101,7 @@ def _key_name(path: Path, folder: Path) -> str:
     return path.relative_to(base).as_posix()
 
 
-def compute_key(workload: "Workload", toolchain: Toolchain) -> str:
+def compute_key(workload: CompiledWorkload, toolchain: Toolchain) -> str:
     """The cache key of a workload's compute library on this toolchain."""
     spec = workload.compute
     assert spec is not None
@@ -105,11 +112,11 @@ def compute_key(workload: "Workload", toolchain: Toolchain) -> str:
                         *(str(tc.library(n).include) for n in spec.libraries), workload.name, "compute-v1")
 
 
-def _out_dir(workload: "Workload", toolchain: Toolchain) -> Path:
+def _out_dir(workload: CompiledWorkload, toolchain: Toolchain) -> Path:
     return cache_dir() / "compute" / compute_key(workload, toolchain)
 
 
-def publish_header(workload: "Workload", toolchain: Toolchain) -> Path:
+def publish_header(workload: CompiledWorkload, toolchain: Toolchain) -> Path:
     """The include dir holding cuco/compute/<workload>.h, without building the library: enough for a compile
     check of a shared object (the fast path's), which may leave the library's symbols undefined."""
     spec = workload.compute
@@ -125,7 +132,7 @@ def publish_header(workload: "Workload", toolchain: Toolchain) -> Path:
     return include
 
 
-def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float = 1800) -> BuiltCompute:
+def build_compute(workload: CompiledWorkload, toolchain: Toolchain, timeout_s: float = 1800) -> BuiltCompute:
     """Compile (or find cached) `workload`'s compute library; ComputeBuildError with nvcc's log on failure."""
     spec = workload.compute
     if spec is None:
@@ -153,7 +160,7 @@ def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float =
     return BuiltCompute(library, include, time.monotonic() - start, True)
 
 
-def link_options(workload: "Workload", toolchain: Toolchain) -> LinkOptions:
+def link_options(workload: CompiledWorkload, toolchain: Toolchain) -> LinkOptions:
     """How to compile `workload`'s plugin, seed and candidates: its libraries, and its compute library (built
     here once if it declares one)."""
     if workload.compute is None:

@@ -44,9 +44,21 @@ def holds_search(run_dir: str | Path) -> bool:
         return False
     try:
         with CandidateDB(path, readonly=True) as db:
-            return stored_identity(db)["workload"] is not None
+            return _holds_search(db)
     except CucoError:
         return False  # no tables yet: a start killed before its first write
+
+
+def _holds_search(db: CandidateDB) -> bool:
+    return stored_identity(db)["workload"] is not None
+
+
+def llm_client(llm: LLMConfig, run_dir: Path) -> LLMClient:
+    """The run's client for `llm`: its spend in the run's ledger (the cap holds across resumes) and, unless
+    caching is off, its replay cache in the run directory. Building it writes nothing."""
+    if llm.cache_mode != "off" and not llm.cache_path:
+        llm = attrs.evolve(llm, cache_path=str(run_dir / LLM_CACHE_FILE))
+    return LLMClient(llm, ledger=SpendLedger(run_dir / LEDGER_FILE))
 
 
 def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, given: Mutators | None = None,
@@ -61,11 +73,8 @@ def _mutators(llm: LLMConfig | LLMClient | None, run_dir: Path, given: Mutators 
         if check is not None:
             check()
         return base
-    if isinstance(llm, LLMConfig) and llm.cache_mode != "off" and not llm.cache_path:
-        llm = attrs.evolve(llm, cache_path=str(run_dir / LLM_CACHE_FILE))
-    # the spend is the run's, not the process's: the cap holds across resumes
-    client = llm if isinstance(llm, LLMClient) else LLMClient(llm, ledger=SpendLedger(run_dir / LEDGER_FILE))
-    client.check()
+    client = llm if isinstance(llm, LLMClient) else llm_client(llm, run_dir)
+    client.check()  # once per client: a client the caller checked already is not checked again
     extra = {} if fix_attempts is None else {"fix_attempts": fix_attempts}
     return attrs.evolve(base, llm=LLMMutator(client, **extra))
 
@@ -124,24 +133,24 @@ def start(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator
     _check_one_llm(llm, mutators)
     run_dir.mkdir(parents=True, exist_ok=True)
     with runlock.held(run_dir):  # the look at the directory and the first writes are one writer's
-        return _start(run_dir, workload, evaluator, space, llm, mutators, config, progress, search_kwargs)
-
-
-def _start(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, space: DesignSpace,
-           llm: LLMConfig | LLMClient | None, mutators: Mutators | None, config: SearchConfig, progress: Any,
-           search_kwargs: dict[str, Any]) -> Search:
-    path = run_dir / DB_FILE
-    if path.exists():
-        db = CandidateDB(path)
-        if stored_identity(db)["workload"] is not None or len(db):
+        mutators = _mutators(llm, run_dir, mutators)  # before the database exists: a bad model leaves nothing
+        db = CandidateDB(run_dir / DB_FILE)
+        try:
+            return _start(db, run_dir, workload, evaluator, space, mutators, config, progress, search_kwargs)
+        except BaseException:
             db.close()
-            raise RunDirError(f"{run_dir} already holds a run; resume it (cuco.search.api.resume) or pick a new directory")
-        db.close()
-    mutators = _mutators(llm, run_dir, mutators)
-    db = CandidateDB(path)
+            raise
+
+
+def _start(db: CandidateDB, run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, space: DesignSpace,
+           mutators: Mutators, config: SearchConfig, progress: Any, search_kwargs: dict[str, Any],
+           take_lock: bool = True) -> Search:
+    """A new search in `db`, the open database of `run_dir`, whose lock the caller holds."""
+    if _holds_search(db) or len(db):
+        raise RunDirError(f"{run_dir} already holds a run; resume it (cuco.search.api.resume) or pick a new directory")
     _store_mutators(db, mutators)
     return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress,
-                  **search_kwargs)
+                  take_lock=take_lock, **search_kwargs)
 
 
 def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, llm: LLMConfig | LLMClient | None = None,
@@ -156,33 +165,50 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluato
     if not path.exists():
         raise RunDirError(f"{run_dir} has no {DB_FILE}; it is not a cuco search run (start one with api.start)")
     with runlock.held(run_dir):  # a writer mid-start is refused here, not read half-written
-        return _resume(run_dir, workload, evaluator, llm=llm, mutators=mutators, progress=progress)
+        db = CandidateDB(path)
+        try:
+            return _resume(db, run_dir, workload, evaluator, llm=llm, mutators=mutators, progress=progress)
+        except BaseException:  # a run that cannot resume leaves the database closed and untouched
+            db.close()
+            raise
 
 
-def _resume(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *,
-            llm: LLMConfig | LLMClient | None, mutators: Mutators | None, progress: Any) -> Search:
-    db = CandidateDB(run_dir / DB_FILE)
+def _resume(db: CandidateDB, run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *,
+            llm: LLMConfig | LLMClient | None, mutators: Mutators | None, progress: Any,
+            take_lock: bool = True) -> Search:
+    """The search stored in `db`, the open database of `run_dir`, whose lock the caller holds."""
     ident = stored_identity(db)
     if ident["workload"] is None or ident["config"] is None or ident["space"] is None:
-        db.close()
         raise RunDirError(f"{run_dir} holds no search run metadata; start a run there with api.start")
     if ident["workload"] != workload.name:
-        db.close()
         raise RunMismatchError(f"{run_dir} is a run of workload {ident['workload']!r}, not {workload.name!r}; "
                                f"resume it with workload {ident['workload']!r} or start a new run directory")
-    try:  # a space or LLM that cannot load leaves the database closed and untouched
-        space = _stored_space(ident["space"], workload)
-        config = SearchConfig.from_dict(ident["config"])
-        fix_attempts = None
-        if mutators is None:
-            mutators, fix_attempts = _stored_mutators(db)
-            if llm is None and db.meta_get(PREFIX + "llm") is not None:
-                llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
-        mutators = _mutators(llm, run_dir, mutators, fix_attempts)
-    except CucoError:
-        db.close()
-        raise
-    return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress)
+    space = _stored_space(ident["space"], workload)
+    config = SearchConfig.from_dict(ident["config"])
+    fix_attempts = None
+    if mutators is None:
+        mutators, fix_attempts = _stored_mutators(db)
+        if llm is None and db.meta_get(PREFIX + "llm") is not None:
+            llm = LLMConfig.from_dict(db.meta_get(PREFIX + "llm"))
+    mutators = _mutators(llm, run_dir, mutators, fix_attempts)
+    return Search(workload, space, evaluator, db, config=config, mutators=mutators, progress=progress,
+                  take_lock=take_lock)
+
+
+def open_search(db: CandidateDB, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace,
+                llm: LLMConfig | LLMClient | None = None, progress: Any = None, **settings: Any) -> Search:
+    """The search stored in `db` resumed, else a new one started there with `settings` (SearchConfig fields),
+    for a caller that holds the run directory's lock for the search's whole life and owns `db` (cuco.run.Run):
+    neither is taken again, and `db` stays open on an error."""
+    run_dir = db.path.parent
+    if _holds_search(db):
+        return _resume(db, run_dir, workload, evaluator, llm=llm, mutators=None, progress=progress, take_lock=False)
+    search_kwargs = {k: settings.pop(k) for k in ("novelty", "meta") if k in settings}
+    config = SearchConfig().with_settings(**settings)
+    config.check_space(space)
+    mutators = _mutators(llm, run_dir, None)
+    return _start(db, run_dir, workload, evaluator, space, mutators, config, progress, search_kwargs,
+                  take_lock=False)
 
 
 def run(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
@@ -195,12 +221,7 @@ def run(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, 
 
 def _run(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int,
          **kwargs: Any) -> SearchResult:
-    path = run_dir / DB_FILE
-    if path.exists():
-        db = CandidateDB(path)
-        exists = stored_identity(db)["workload"] is not None
-        db.close()
-        if exists:
-            return resume(run_dir, workload, evaluator, llm=kwargs.get("llm"), mutators=kwargs.get("mutators"),
-                          progress=kwargs.get("progress")).run(n_evaluations)
+    if holds_search(run_dir):
+        return resume(run_dir, workload, evaluator, llm=kwargs.get("llm"), mutators=kwargs.get("mutators"),
+                      progress=kwargs.get("progress")).run(n_evaluations)
     return start(run_dir, workload, evaluator, **kwargs).run(n_evaluations)

@@ -85,7 +85,8 @@ class Search:
     def __init__(self, workload: Workload, space: DesignSpace, evaluator: CandidateEvaluator, db: Any, *,
                  islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
                  seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
-                 meta: MetaSummarizer | None = None, progress: Any = None, **overrides: Any):
+                 meta: MetaSummarizer | None = None, progress: Any = None, take_lock: bool = True,
+                 **overrides: Any):
         changes = dict(overrides)
         if islands is not None:
             changes["islands"] = islands
@@ -95,6 +96,8 @@ class Search:
             changes["seed"] = seed
         self.config = (config or SearchConfig()).with_settings(**changes)
         self.workload, self.space, self.evaluator, self.db = workload, space, evaluator, db
+        # False where the caller holds the run directory's lock for the search's whole life (cuco.run.Run)
+        self.take_lock = take_lock
         self.config.check_space(space)
         self._spaces = [self.config.spec(i).space(space) for i in range(self.config.islands)]
         self.mutators = mutators or Mutators()
@@ -234,7 +237,7 @@ class Search:
         if n_evaluations < 1:
             raise CucoError(f"n_evaluations must be >= 1, got {n_evaluations}")
         path = getattr(self.db, "path", None)
-        lock = runlock.held(Path(path).parent) if path is not None else contextlib.nullcontext()
+        lock = runlock.held(Path(path).parent) if path is not None and self.take_lock else contextlib.nullcontext()
         with lock:  # one writer per run directory; readers take no lock
             self._restore()
             evaluated = sum(1 for c in self.all if c.status != "pending")

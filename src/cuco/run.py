@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import attrs
 
-from cuco import fastpath_cache, rundir, runlock
+from cuco import atomic, fastpath_cache, rundir, runlock
 from cuco.candidate import Candidate
 from cuco.design_space import Topology
 from cuco.errors import CucoError
@@ -272,9 +272,7 @@ class Run:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(data, indent=2, default=str))
 
 
 def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
@@ -302,11 +300,7 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
     (tmp / "kernel.cu").write_text(best.code)
     (tmp / "best.json").write_text(json.dumps(info, indent=2, default=str))
     final = run_dir / BEST_DIR
-    old = run_dir / f".best.{os.getpid()}.old"
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
+    atomic.publish_dir(tmp, final)
     return final
 
 

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import attrs
 
+from cuco import atomic
 from cuco.errors import CucoError
 from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
     csrc_dir, pid_alive
@@ -183,12 +184,6 @@ def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int
     return text
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(text)}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 class Compiler:
     """Compiles candidates (and workload plugins) to shared objects for one toolchain, with a disk cache.
 
@@ -252,7 +247,7 @@ class Compiler:
             return CompileOutcome(False, None, fail_path.read_text(), time.monotonic() - start, True, key)
         entry.mkdir(parents=True, exist_ok=True)
         source = entry / SOURCE_NAME
-        _write_atomic(source, candidate_code)
+        atomic.write_text(source, candidate_code)
         result = self.toolchain.compile([source], so_path, shared=True,
                                         include_dirs=[self.include_dir, *include_dirs], libraries=libraries,
                                         extra=(*self.extra_flags, *extra), timeout_s=self.timeout_s)
@@ -264,9 +259,9 @@ class Compiler:
         if machine:  # the machine failed, not the candidate: say so first, and never cache it
             excerpt = "\n".join(dict.fromkeys(_shorten(m) for m in machine[:3])) + "\n" + excerpt
             return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
-        _write_atomic(entry / "full_log.txt", result.log)
+        atomic.write_text(entry / "full_log.txt", result.log)
         if "timed out" not in result.log:  # a timeout may pass on a less loaded machine: do not cache it
-            _write_atomic(fail_path, excerpt)
+            atomic.write_text(fail_path, excerpt)
         return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
 
     def compile_many(self, codes: Sequence[str], libraries: Sequence[str] = (),

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from cuco import atomic
 from cuco.errors import CucoError
 from cuco.toolchain import CompileResult, Toolchain, cache_dir, content_hash, csrc_dir, default_toolchain
 
@@ -167,9 +168,7 @@ def compile_shared(source: Path | str, libraries: Sequence[str] = (), *, toolcha
         else:
             src = out_dir / f"{stem}.cu"
             if not src.exists():
-                tmp = src.with_name(f".{src.name}.{os.getpid()}.tmp")
-                tmp.write_text(code)
-                os.replace(tmp, src)
+                atomic.write_text(src, code)
         return tc.compile([src], output, shared=True, include_dirs=incs, libraries=libraries, extra=extra,
                           timeout_s=timeout_s)
 

@@ -9,7 +9,6 @@ kernels cost to build.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from cuco import atomic
 from cuco.errors import CucoError
 from cuco.harness.build import file_lock
 from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir
@@ -119,9 +119,9 @@ def publish_header(workload: "Workload", toolchain: Toolchain) -> Path:
     published = include / "cuco" / "compute" / f"{workload.name}.h"
     if not published.exists():
         published.parent.mkdir(parents=True, exist_ok=True)
-        tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
+        tmp = atomic.temp_path(published)
         shutil.copyfile(workload.folder / spec.header, tmp)
-        os.replace(tmp, published)
+        atomic.publish(tmp, published)
     return include
 
 

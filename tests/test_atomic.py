@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -95,14 +94,21 @@ def test_a_cache_sweep_keeps_a_live_writers_temp_file(tmp_path):
     assert live.exists()                               # this process is alive and writing: entry kept
 
 
-def test_publish_dir_replaces_a_folder_whole(tmp_path):
+def test_write_dir_replaces_a_folder_whole(tmp_path):
     final = tmp_path / "best"
     final.mkdir()
     (final / "old.txt").write_text("old")
-    new = tmp_path / ".best.new"
-    new.mkdir()
-    (new / "kernel.cu").write_text("new")
-    atomic.publish_dir(new, final)
-    assert [p.name for p in final.iterdir()] == ["kernel.cu"]
+    atomic.write_dir(final, {"kernel.cu": "new", "best.json": "{}"})
+    assert sorted(p.name for p in final.iterdir()) == ["best.json", "kernel.cu"]
+    assert (final / "kernel.cu").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]
-    assert os.access(final / "kernel.cu", os.R_OK)
+
+
+def test_a_failed_write_dir_leaves_the_old_folder_and_no_temp_folder(tmp_path):
+    final = tmp_path / "best"
+    final.mkdir()
+    (final / "kernel.cu").write_text("old")
+    with pytest.raises(AttributeError):
+        atomic.write_dir(final, {"kernel.cu": "new", "best.json": None})  # type: ignore[dict-item]
+    assert [p.name for p in final.iterdir()] == ["kernel.cu"] and (final / "kernel.cu").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]

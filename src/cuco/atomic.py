@@ -12,8 +12,9 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Mapping
 
-__all__ = ["publish", "publish_dir", "temp_path", "write_bytes", "write_text"]
+__all__ = ["publish", "temp_path", "write_bytes", "write_dir", "write_text"]
 
 
 def temp_path(final: Path) -> Path:
@@ -55,13 +56,21 @@ def write_text(path: Path, text: str, *, fsync: bool = False) -> None:
     write_bytes(path, text.encode(), fsync=fsync)
 
 
-def publish_dir(tmp_dir: Path, final: Path) -> None:
-    """Put the finished folder `tmp_dir` in place of `final` (a folder or nothing). A folder cannot be renamed
-    onto a non-empty one, so the old one moves aside first: a reader sees the old folder, none for an instant,
-    or the new one, never a mix of the two."""
+def write_dir(final: Path, files: Mapping[str, str]) -> None:
+    """Make `final` a folder holding exactly `files` (name: UTF-8 text), replacing any folder there whole. A
+    folder cannot be renamed onto a non-empty one, so the old one moves aside first: a reader sees the old folder,
+    none for an instant, or the new one, never a mix. A failure leaves the old folder and no temp folder."""
     final = Path(final)
-    old = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}.old")
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp_dir, final)
+    tmp = temp_path(final)
+    tmp.mkdir()
+    try:
+        for name, text in files.items():
+            (tmp / name).write_bytes(text.encode())
+        old = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}.old")
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(old, ignore_errors=True)

@@ -15,7 +15,6 @@ import functools
 import importlib.util
 import json
 import logging
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -294,13 +293,8 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
         info["is_original"] = best.mutation == "original"   # kernel.cu is then the user's program, unchanged
         info["build"] = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
                          "(the observation header is inert unless CUCO_OBSERVE_DIR is set)")
-    tmp = run_dir / f".best.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    (tmp / "kernel.cu").write_text(best.code)
-    (tmp / "best.json").write_text(json.dumps(info, indent=2, default=str))
     final = run_dir / BEST_DIR
-    atomic.publish_dir(tmp, final)
+    atomic.write_dir(final, {"kernel.cu": best.code, "best.json": json.dumps(info, indent=2, default=str)})
     return final
 
 

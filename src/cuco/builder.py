@@ -6,8 +6,7 @@ flags that find them (include and library folders, rpath) and the identity of ev
 the text of its headers). Whatever can change the artefact is in the key, so a hit is safe to reuse and two
 different inputs never share a key. `build` compiles a missing artefact once across threads and processes (a
 file lock per key); `Toolchain.compile` writes nvcc's output to a temp file and publishes it whole
-(`cuco.atomic`). A failed build's log is the caller's to show, through `cuco.evaluate.compile.trim_log` where it
-reaches a person or an LLM.
+(`cuco.atomic`). `failure_text` trims a failed build's log for a person or an LLM.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from typing import Callable, Iterator, Sequence
 from cuco.errors import CucoError
 from cuco.toolchain import CompileResult, Toolchain, content_hash
 
-__all__ = ["CACHED_LOG", "HEADER_SUFFIXES", "LOCK_NAME", "build", "build_key", "file_lock", "include_identity",
-           "is_cached"]
+__all__ = ["CACHED_LOG", "HEADER_SUFFIXES", "LOCK_NAME", "build", "build_key", "failure_text", "file_lock",
+           "include_identity", "is_cached"]
 
 #: The lock file of a key, in the key's folder.
 LOCK_NAME = ".lock"
@@ -94,3 +93,11 @@ def build(out_dir: Path, name: str, make: Callable[[Path], CompileResult]) -> Co
 def is_cached(result: CompileResult) -> bool:
     """Whether `build` found this result in the cache rather than compiling it."""
     return result.ok and result.log == CACHED_LOG and not result.command
+
+
+def failure_text(result: CompileResult, source: Path | None = None, code: str = "") -> str:
+    """A failed build's log as a person or an LLM reads it: the first errors, each with the line of `source`
+    (whose text is `code`) it names, paths shortened (`cuco.evaluate.compile.trim_log`)."""
+    from cuco.evaluate.compile import trim_log  # noqa: PLC0415 (it imports this module)
+
+    return trim_log(result.log, code, source_path=source)

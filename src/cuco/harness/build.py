@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cuco import atomic
-from cuco.builder import build, build_key, file_lock, include_identity
+from cuco.builder import build, build_key, failure_text, file_lock, include_identity
 from cuco.errors import CucoError
 from cuco.toolchain import CompileResult, Toolchain, cache_dir, csrc_dir, default_toolchain
 
@@ -54,11 +54,10 @@ def harness_sources() -> list[Path]:
     return sorted([*d.glob("*.cpp"), *d.glob("*.cu"), *d.glob("*.h"), *d.glob("*.cuh")])
 
 
-def _check(result: CompileResult, what: str) -> Path:
+def _check(result: CompileResult, what: str, source: Path | None = None, code: str = "") -> Path:
     if not result.ok:
-        tail = "\n".join(result.log.strip().splitlines()[-40:])
-        raise BuildError(f"building {what} failed (nvcc: {' '.join(result.command[:1])}):\n{tail}",
-                         result.log, result.command)
+        raise BuildError(f"building {what} failed (nvcc: {' '.join(result.command[:1])}):\n"
+                         f"{failure_text(result, source, code)}", result.log, result.command)
     return result.output
 
 
@@ -106,7 +105,7 @@ def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = Non
             # Compile-only: the link flags Toolchain appends are ignored by nvcc with -c.
             return _check(tc.compile([src], obj, shared=False, include_dirs=[include_dir(), *extra_incs],
                                      extra=["-c"]),
-                          f"harness source {src.name}")
+                          f"harness source {src.name}", src, src.read_text(errors="replace"))
 
         workers = max(1, min(jobs or os.cpu_count() or 1, len(compiled), 8))
         with ThreadPoolExecutor(workers) as pool:
@@ -162,4 +161,7 @@ def build_shared(source: Path | str, libraries: Sequence[str] = (), *, toolchain
                  include_dirs: Sequence[Path] = (), extra: Sequence[str] = (), name: str | None = None) -> Path:
     """Like `compile_shared`, but returns the .so path and raises `BuildError` (with the nvcc log) on failure."""
     result = compile_shared(source, libraries, toolchain=toolchain, include_dirs=include_dirs, extra=extra, name=name)
-    return _check(result, f"{source if isinstance(source, Path) else (name or 'candidate code')}")
+    if isinstance(source, Path):
+        return _check(result, str(source), source, source.read_text())
+    # a text is compiled from <stem>.cu beside its artefact (compile_shared)
+    return _check(result, name or "candidate code", result.output.parent / f"{name or 'candidate'}.cu", source)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from cuco import atomic
-from cuco.builder import build, build_key, include_identity, is_cached
+from cuco.builder import build, build_key, failure_text, include_identity, is_cached
 from cuco.errors import CucoError
 from cuco.toolchain import CompileResult, Toolchain, cache_dir, csrc_dir
 
@@ -147,8 +147,8 @@ def build_compute(workload: "Workload", toolchain: Toolchain, timeout_s: float =
 
     result = build(out_dir, library.name, make)
     if not result.ok:
-        tail = "\n".join(result.log.strip().splitlines()[-40:])
-        raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{tail}", result.log)
+        raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{failure_text(result)}",
+                                result.log)
     return BuiltCompute(library, include, time.monotonic() - start, is_cached(result))
 
 

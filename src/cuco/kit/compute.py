@@ -9,7 +9,6 @@ kernels cost to build.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,9 +118,7 @@ def publish_header(workload: "Workload", toolchain: Toolchain) -> Path:
     published = include / "cuco" / "compute" / f"{workload.name}.h"
     if not published.exists():
         published.parent.mkdir(parents=True, exist_ok=True)
-        tmp = atomic.temp_path(published)
-        shutil.copyfile(workload.folder / spec.header, tmp)
-        atomic.publish(tmp, published)
+        atomic.write_bytes(published, (workload.folder / spec.header).read_bytes())
     return include
 
 

@@ -92,6 +92,18 @@ def test_build_shared_reports_compile_errors(toolchain: Toolchain) -> None:
     assert not result.ok and "error" in result.log
 
 
+def test_a_build_error_says_the_first_errors_at_their_lines_without_cache_paths(toolchain: Toolchain) -> None:
+    from cuco.toolchain import cache_dir
+
+    code = 'extern "C" int ok() { return 0; }\nextern "C" int broken3( { return 0; }\n'
+    with pytest.raises(BuildError) as err:
+        build_shared(code, toolchain=toolchain, name="broken3")
+    message = str(err.value)
+    assert "broken3.cu(2): error" in message and 'extern "C" int broken3( { return 0; }' in message
+    assert str(cache_dir()) not in message        # the log is trimmed as a candidate's is: paths shortened
+    assert str(cache_dir()) in err.value.log      # the whole log is kept
+
+
 def test_build_shared_missing_file_is_a_clear_error(toolchain: Toolchain) -> None:
     with pytest.raises(BuildError, match="does not exist"):
         build_shared(FIXTURES / "no_such_candidate.cu", toolchain=toolchain)
@@ -104,8 +116,8 @@ class CountingToolchain:
     inner: Toolchain
     calls: list = attrs.field(factory=list)
 
-    def fingerprint(self) -> str:
-        return self.inner.fingerprint()
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)  # the key reads its fingerprint, flags and link flags
 
     def compile(self, *args, **kwargs):
         self.calls.append(args)

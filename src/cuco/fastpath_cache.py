@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from cuco import atomic
 from cuco.candidate import Candidate
 from cuco.toolchain import cache_dir
 
@@ -46,9 +46,7 @@ def store(seed_code: str, code: str, rules: list[str]) -> None:
     """Cache the fast path's `code` and `rules` for this seed (written atomically)."""
     path = _entry(key(seed_code))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"code": code, "rules": rules}))
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps({"code": code, "rules": rules}))
 
 
 def _compute_includes(workload: Any) -> tuple[Path, ...]:

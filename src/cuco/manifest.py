@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
+from cuco import atomic
 from cuco.errors import CucoError
 
 MANIFEST_FILE = "manifest.json"
@@ -61,12 +61,7 @@ class RunManifest:
 
     def write(self, run_dir: Path) -> None:
         """Write run_dir/manifest.json atomically (a kill leaves the old file or the new one, never half)."""
-        tmp = run_dir / f".{MANIFEST_FILE}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, run_dir / MANIFEST_FILE)
+        atomic.write_text(run_dir / MANIFEST_FILE, json.dumps(self.to_dict(), indent=2, sort_keys=True), fsync=True)
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunManifest | None":

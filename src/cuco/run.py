@@ -15,7 +15,6 @@ import functools
 import importlib.util
 import json
 import logging
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Callable
 
 import attrs
 
-from cuco import fastpath_cache, rundir, runlock
+from cuco import atomic, fastpath_cache, rundir, runlock
 from cuco.candidate import Candidate
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
@@ -276,9 +275,7 @@ class Run:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(data, indent=2, default=str))
 
 
 def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
@@ -300,17 +297,8 @@ def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
         info["is_original"] = best.mutation == "original"   # kernel.cu is then the user's program, unchanged
         info["build"] = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
                          "(the observation header is inert unless CUCO_OBSERVE_DIR is set)")
-    tmp = run_dir / f".best.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    (tmp / "kernel.cu").write_text(best.code)
-    (tmp / "best.json").write_text(json.dumps(info, indent=2, default=str))
     final = run_dir / BEST_DIR
-    old = run_dir / f".best.{os.getpid()}.old"
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
+    atomic.write_dir(final, {"kernel.cu": best.code, "best.json": json.dumps(info, indent=2, default=str)})
     return final
 
 

@@ -17,6 +17,7 @@ from typing import Sequence
 import attrs
 
 from cuco import libraries as libs
+from cuco import atomic
 from cuco.errors import CucoError
 from cuco.libraries import Library, LibraryError
 
@@ -213,7 +214,7 @@ class Toolchain:
                 extra: Sequence[str] = (), timeout_s: float = 600) -> CompileResult:
         """Run nvcc; never raises on compile errors (they are in the result's log)."""
         output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+        tmp = atomic.temp_path(output)
         cmd = [str(self.nvcc), *self.base_flags(), *(["-shared"] if shared else []),
                *(f"-I{d}" for d in include_dirs), *map(str, sources), "-o", str(tmp),
                *self.link_flags(libraries), *extra]
@@ -230,7 +231,7 @@ class Toolchain:
             ok = done.returncode == 0 and not done.timed_out
             log = f"nvcc timed out after {timeout_s:.0f}s" if done.timed_out else done.stdout + done.stderr
             if ok:
-                os.replace(tmp, output)  # atomic: a cached artefact is never half-written
+                atomic.publish(tmp, output)  # a cached artefact is never half-written
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
             if not ok:

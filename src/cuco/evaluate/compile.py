@@ -18,8 +18,10 @@ from typing import Callable, Sequence
 
 import attrs
 
+from cuco import atomic
+from cuco.builder import build, build_key, include_identity, is_cached
 from cuco.errors import CucoError
-from cuco.toolchain import MIN_NCCL, Toolchain, ToolchainError, cache_dir as default_cache_dir, content_hash, \
+from cuco.toolchain import MIN_NCCL, CompileResult, Toolchain, ToolchainError, cache_dir as default_cache_dir, \
     csrc_dir, pid_alive
 
 #: Name the candidate's source gets on disk, so compiler messages read "candidate.cu(12): error ...".
@@ -92,11 +94,6 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 def _detect(arch: str | None) -> Toolchain:
     """nvcc and NCCL are required; a workload's libraries are resolved when it links them."""
     return Toolchain.detect(arch)
-
-
-def _dir_hash(directory: Path) -> str:
-    files = sorted(p for p in Path(directory).glob("*") if p.suffix in (".h", ".cuh", ".hpp") and p.is_file())
-    return content_hash(str(directory), *(p.name + p.read_text(errors="replace") for p in files))
 
 
 # Quoted fragments of a compiler or assembler message: "x", 'x', `x', and the typographic quotes gcc uses.
@@ -183,12 +180,6 @@ def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int
     return text
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(text)}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 class Compiler:
     """Compiles candidates (and workload plugins) to shared objects for one toolchain, with a disk cache.
 
@@ -217,17 +208,16 @@ class Compiler:
         self.extra_flags = DEFAULT_FLAGS + tuple(extra_flags)
         self.timeout_s = timeout_s
         self.include_dir = csrc_dir() / "include"
-        # Header contents are part of the key: an ABI change must not reuse old objects.
-        headers = sorted(p for p in self.include_dir.rglob("*") if p.is_file())
-        self._headers_hash = content_hash(*(p.relative_to(self.include_dir).as_posix() + p.read_text(errors="replace")
-                                            for p in headers))
+        # Header contents are part of the key: an ABI change must not reuse old objects. Read once: every
+        # candidate of this compiler includes them.
+        self._include_id = include_identity(self.include_dir, recursive=True)
 
     def key(self, code: str, libraries: Sequence[str] = (), include_dirs: Sequence[Path] = (),
             extra: Sequence[str] = ()) -> str:
-        """The cache key of one compilation."""
-        return content_hash(code, self.toolchain.fingerprint(), " ".join(self.toolchain.base_flags()),
-                            " ".join(self.extra_flags), ",".join(sorted(libraries)), " ".join(extra),
-                            *(_dir_hash(d) for d in include_dirs), self._headers_hash)
+        """The cache key of one compilation (`cuco.builder.build_key`'s recipe)."""
+        return build_key("candidate", self.toolchain, [(SOURCE_NAME, code)], flags=[*self.extra_flags, *extra],
+                         libraries=sorted(libraries),
+                         includes=[self._include_id, *(include_identity(d) for d in include_dirs)])
 
     def compile(self, candidate_code: str, libraries: Sequence[str] = (),
                 include_dirs: Sequence[Path] = (), extra: Sequence[str] = ()) -> CompileOutcome:
@@ -250,23 +240,26 @@ class Compiler:
             return CompileOutcome(True, so_path, "", time.monotonic() - start, True, key)
         if fail_path.exists():
             return CompileOutcome(False, None, fail_path.read_text(), time.monotonic() - start, True, key)
-        entry.mkdir(parents=True, exist_ok=True)
-        source = entry / SOURCE_NAME
-        _write_atomic(source, candidate_code)
-        result = self.toolchain.compile([source], so_path, shared=True,
-                                        include_dirs=[self.include_dir, *include_dirs], libraries=libraries,
-                                        extra=(*self.extra_flags, *extra), timeout_s=self.timeout_s)
+
+        def make(output: Path) -> CompileResult:
+            source = entry / SOURCE_NAME
+            atomic.write_text(source, candidate_code)
+            return self.toolchain.compile([source], output, shared=True,
+                                          include_dirs=[self.include_dir, *include_dirs], libraries=libraries,
+                                          extra=(*self.extra_flags, *extra), timeout_s=self.timeout_s)
+
+        result = build(entry, so_path.name, make)  # a lock per key: parallel compilers of one program compile once
         if result.ok:
-            return CompileOutcome(True, so_path, "", time.monotonic() - start, False, key)
+            return CompileOutcome(True, so_path, "", time.monotonic() - start, is_cached(result), key)
         excerpt = trim_log(result.log, candidate_code)
         machine = [_elide_quotes(line.strip()) for line in result.log.splitlines()
                if _MACHINE_FAULT.search(line) and not line.startswith((" ", "\t"))]
         if machine:  # the machine failed, not the candidate: say so first, and never cache it
             excerpt = "\n".join(dict.fromkeys(_shorten(m) for m in machine[:3])) + "\n" + excerpt
             return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
-        _write_atomic(entry / "full_log.txt", result.log)
+        atomic.write_text(entry / "full_log.txt", result.log)
         if "timed out" not in result.log:  # a timeout may pass on a less loaded machine: do not cache it
-            _write_atomic(fail_path, excerpt)
+            atomic.write_text(fail_path, excerpt)
         return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
 
     def compile_many(self, codes: Sequence[str], libraries: Sequence[str] = (),

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from cuco import atomic
 from cuco.errors import CucoError
 
 
@@ -38,9 +39,7 @@ def _llm(model: str | None) -> Any:
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file, so no reader sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic.write_text(path, text)
 
 
 def check_output(out: Path, seed: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import tempfile
 from pathlib import Path
@@ -12,10 +11,9 @@ import attrs
 
 import functools
 
-from cuco import libraries as libs
-from cuco.harness.build import file_lock
+from cuco import builder, libraries as libs
 from cuco.process import run_group, scrubbed_env
-from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir
+from cuco.toolchain import CompileResult, Toolchain, cache_dir, csrc_dir
 
 _UNDEFINED = re.compile(r"undefined reference to [`'](?P<symbol>[^']+)'")
 _MISSING_HEADER = re.compile(r"(?P<file>[^\s:]+):(?P<line>\d+):\d+: fatal error: (?P<header>[^:]+): No such file")
@@ -142,19 +140,22 @@ def build(code: str, *, workdir: Path, include_dirs: Sequence[Path] = (), shared
         line = next((ln for ln, h in libs.includes(code) if libs.library_of_header(h) in libraries), 0)
         return BuildOutcome(False, str(exc), None, ((line, str(exc)),))
     extra = options.nvcc_flags()
-    binary = f"lib{name}.so" if shared else name
-    out = workdir / binary
-    if cache:
-        headers = [h.read_bytes() for d in user_dirs for h in sorted(Path(d).glob("*.h*")) if h.is_file()]
-        headers += [h.read_bytes() for h in sorted((csrc_dir() / "include").rglob("*.h*")) if h.is_file()]
-        key = content_hash(code, repr(tc), str(shared), *libraries, *extra, *map(str, user_dirs), *headers)
-        out = cache_dir() / "fastpath" / key / ("libprogram.so" if shared else "program")
-    # a cached key compiles once, across threads and processes; the lock is taken only when there is work to do
-    lock = file_lock(out.parent.with_suffix(".lock")) if cache and not out.exists() else contextlib.nullcontext()
-    with lock:
-        if cache and out.exists():
-            return BuildOutcome(True, "(cached)", out, ())
-        res = tc.compile([src], out, shared=shared, include_dirs=includes, libraries=libraries, extra=extra)
+
+    def make(output: Path) -> CompileResult:
+        return tc.compile([src], output, shared=shared, include_dirs=includes, libraries=libraries, extra=extra)
+
+    if cache:  # a key compiles once, across threads and processes
+        # the file's name is left out: one program built under two names is one artefact
+        key = builder.build_key("fastpath-shared" if shared else "fastpath", tc, [("program.cu", code)],
+                                flags=extra, libraries=libraries,
+                                includes=[*(builder.include_identity(d) for d in user_dirs),
+                                          builder.include_identity(csrc_dir() / "include", recursive=True)])
+        res = builder.build(cache_dir() / "fastpath" / key, "libprogram.so" if shared else "program", make)
+        if builder.is_cached(res):
+            return BuildOutcome(True, "(cached)", res.output, ())
+    else:
+        res = make(workdir / (f"lib{name}.so" if shared else name))
+    out = res.output
     errors = missing_header_errors(res.log, code, src.name) + nvcc_errors(res.log, src.name)
     return BuildOutcome(res.ok, res.log, out if res.ok else None, errors, src)
 

@@ -1,21 +1,21 @@
 """Building the harness binary and shared objects (workload plugins, candidates), cached by content hash.
 
-Artefacts live under ``cache_dir()/<kind>/<hash>/``; the hash covers the sources, the headers they can
-include, the flags and ``Toolchain.fingerprint()``. Builds go to a temporary file that is renamed into
-place, under a per-hash file lock, so parallel callers (threads or processes) compile once.
+Artefacts live under ``cache_dir()/<kind>/<key>/``, built through `cuco.builder` (one key recipe, a lock per
+key, an atomic publish), so parallel callers (threads or processes) compile once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
+from cuco import atomic
+from cuco.builder import build, build_key, failure_text, file_lock, include_identity
 from cuco.errors import CucoError
-from cuco.toolchain import CompileResult, Toolchain, cache_dir, content_hash, csrc_dir, default_toolchain
+from cuco.toolchain import CompileResult, Toolchain, cache_dir, csrc_dir, default_toolchain
 
 #: Name of the harness executable.
 HARNESS_NAME = "cuco-harness"
@@ -30,20 +30,8 @@ class BuildError(CucoError):
         self.command = tuple(command)
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (created) held for the with-block, across threads and processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _read_all(paths: Sequence[Path]) -> list[bytes]:
-    return [p.as_posix().encode() + b"\0" + p.read_bytes() for p in sorted(paths)]
+__all__ = ["HARNESS_NAME", "BuildError", "build_shared", "compile_shared", "file_lock", "harness_binary",
+           "harness_sources", "include_dir", "nvshmem_host_library"]
 
 
 def include_dir() -> Path:
@@ -51,8 +39,13 @@ def include_dir() -> Path:
     return csrc_dir() / "include"
 
 
-def _header_files() -> list[Path]:
-    return sorted(p for p in (include_dir() / "cuco").rglob("*") if p.is_file())
+def _sources(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
+    return [(p.as_posix(), p.read_bytes()) for p in sorted(paths)]
+
+
+def _library_include(path: Path) -> str:
+    # an installed library's headers are named by their folder (the toolchain's fingerprint names its version)
+    return f"library:{path}"
 
 
 def harness_sources() -> list[Path]:
@@ -61,11 +54,10 @@ def harness_sources() -> list[Path]:
     return sorted([*d.glob("*.cpp"), *d.glob("*.cu"), *d.glob("*.h"), *d.glob("*.cuh")])
 
 
-def _check(result: CompileResult, what: str) -> Path:
+def _check(result: CompileResult, what: str, source: Path | None = None, code: str = "") -> Path:
     if not result.ok:
-        tail = "\n".join(result.log.strip().splitlines()[-40:])
-        raise BuildError(f"building {what} failed (nvcc: {' '.join(result.command[:1])}):\n{tail}",
-                         result.log, result.command)
+        raise BuildError(f"building {what} failed (nvcc: {' '.join(result.command[:1])}):\n"
+                         f"{failure_text(result, source, code)}", result.log, result.command)
     return result.output
 
 
@@ -99,15 +91,12 @@ def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = Non
     if not any(p.suffix in (".cpp", ".cu") for p in sources):
         raise BuildError(f"no harness sources in {csrc_dir() / 'harness'}; reinstall cuco")
     extra_incs = _optional_includes(tc)
-    key = content_hash(*_read_all(sources), *_read_all(_header_files()), tc.fingerprint(), "harness-v2",
-                       *map(str, extra_incs))
+    link = ["-ldl", "-lpthread"]
+    key = build_key("harness", tc, _sources(sources), flags=link,
+                    includes=[include_identity(include_dir(), recursive=True), *map(_library_include, extra_incs)])
     out_dir = cache_dir() / "harness" / key
-    binary = out_dir / HARNESS_NAME
-    if binary.exists():
-        return binary
-    with file_lock(out_dir.with_suffix(".lock")):
-        if binary.exists():  # another caller built it while we waited
-            return binary
+
+    def make(binary: Path) -> CompileResult:
         compiled = [p for p in sources if p.suffix in (".cpp", ".cu")]
         objdir = out_dir / f"obj.{os.getpid()}"
 
@@ -116,18 +105,19 @@ def harness_binary(toolchain: Toolchain | None = None, *, jobs: int | None = Non
             # Compile-only: the link flags Toolchain appends are ignored by nvcc with -c.
             return _check(tc.compile([src], obj, shared=False, include_dirs=[include_dir(), *extra_incs],
                                      extra=["-c"]),
-                          f"harness source {src.name}")
+                          f"harness source {src.name}", src, src.read_text(errors="replace"))
 
         workers = max(1, min(jobs or os.cpu_count() or 1, len(compiled), 8))
         with ThreadPoolExecutor(workers) as pool:
             objects = list(pool.map(compile_one, compiled))
-        _check(tc.compile(objects, binary, shared=False, extra=["-ldl", "-lpthread"]),
-               "the harness binary")
+        result = tc.compile(objects, binary, shared=False, extra=link)
         for obj in objects:
             obj.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             objdir.rmdir()
-    return binary
+        return result
+
+    return _check(build(out_dir, HARNESS_NAME, make), "the harness binary")
 
 
 def compile_shared(source: Path | str, libraries: Sequence[str] = (), *, toolchain: Toolchain | None = None,
@@ -146,36 +136,32 @@ def compile_shared(source: Path | str, libraries: Sequence[str] = (), *, toolcha
         code = source.read_text()
         incs.append(source.parent.resolve())
         stem = name or source.stem
-        local_headers = [p for p in source.parent.iterdir() if p.suffix in (".h", ".cuh", ".hpp")]
     else:
         code = source
         stem = name or "candidate"
-        local_headers = []
-    extra_headers = [p for d in include_dirs for p in Path(d).glob("*") if p.suffix in (".h", ".cuh", ".hpp")]
-    key = content_hash(code, *_read_all(_header_files()), *_read_all(local_headers), *_read_all(extra_headers),
-                       tc.fingerprint(), ",".join(libraries), " ".join(extra), " ".join(map(str, incs)))
+    key = build_key("shared", tc, [(stem, code)], flags=extra, libraries=libraries,
+                    includes=[include_identity(include_dir(), recursive=True),
+                              *(include_identity(d) for d in incs[1:])])
     out_dir = cache_dir() / "shared" / key
-    output = out_dir / f"lib{stem}.so"
-    if output.exists():
-        return CompileResult(True, output, "cached", 0.0, ())
-    with file_lock(out_dir.with_suffix(".lock")):
-        if output.exists():
-            return CompileResult(True, output, "cached", 0.0, ())
-        out_dir.mkdir(parents=True, exist_ok=True)
+
+    def make(output: Path) -> CompileResult:
         if isinstance(source, Path):
             src = source  # compile the file itself, so nvcc's messages name it
         else:
             src = out_dir / f"{stem}.cu"
             if not src.exists():
-                tmp = src.with_name(f".{src.name}.{os.getpid()}.tmp")
-                tmp.write_text(code)
-                os.replace(tmp, src)
+                atomic.write_text(src, code)
         return tc.compile([src], output, shared=True, include_dirs=incs, libraries=libraries, extra=extra,
                           timeout_s=timeout_s)
+
+    return build(out_dir, f"lib{stem}.so", make)
 
 
 def build_shared(source: Path | str, libraries: Sequence[str] = (), *, toolchain: Toolchain | None = None,
                  include_dirs: Sequence[Path] = (), extra: Sequence[str] = (), name: str | None = None) -> Path:
     """Like `compile_shared`, but returns the .so path and raises `BuildError` (with the nvcc log) on failure."""
     result = compile_shared(source, libraries, toolchain=toolchain, include_dirs=include_dirs, extra=extra, name=name)
-    return _check(result, f"{source if isinstance(source, Path) else (name or 'candidate code')}")
+    if isinstance(source, Path):
+        return _check(result, str(source), source, source.read_text())
+    # a text is compiled from <stem>.cu beside its artefact (compile_shared)
+    return _check(result, name or "candidate code", result.output.parent / f"{name or 'candidate'}.cu", source)

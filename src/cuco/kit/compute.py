@@ -9,17 +9,16 @@ kernels cost to build.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import attrs
 
+from cuco import atomic
+from cuco.builder import build, build_key, failure_text, include_identity, is_cached
 from cuco.errors import CucoError
-from cuco.harness.build import file_lock
-from cuco.toolchain import Toolchain, cache_dir, content_hash, csrc_dir
+from cuco.toolchain import CompileResult, Toolchain, cache_dir, csrc_dir
 
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl")
 # Library kernels shared by several workloads' compute libraries (e.g. CUTLASS's Hopper FMHA), included as
@@ -107,9 +106,9 @@ def compute_key(workload: CompiledWorkload, toolchain: Toolchain) -> str:
     assert spec is not None
     tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
     files = _inputs(workload.folder, spec)
-    return content_hash(*(_key_name(p, workload.folder) + "\0" + p.read_text(errors="replace") for p in files),
-                        tc.fingerprint(), " ".join(tc.base_flags()), " ".join(spec.flags), ",".join(spec.libraries),
-                        *(str(tc.library(n).include) for n in spec.libraries), workload.name, "compute-v1")
+    return build_key(f"compute:{workload.name}", tc, [(_key_name(p, workload.folder), p.read_bytes()) for p in files],
+                     flags=spec.flags, libraries=spec.libraries,
+                     includes=[include_identity(csrc_dir() / "include", recursive=True)])
 
 
 def _out_dir(workload: CompiledWorkload, toolchain: Toolchain) -> Path:
@@ -126,9 +125,7 @@ def publish_header(workload: CompiledWorkload, toolchain: Toolchain) -> Path:
     published = include / "cuco" / "compute" / f"{workload.name}.h"
     if not published.exists():
         published.parent.mkdir(parents=True, exist_ok=True)
-        tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
-        shutil.copyfile(workload.folder / spec.header, tmp)
-        os.replace(tmp, published)
+        atomic.write_bytes(published, (workload.folder / spec.header).read_bytes())
     return include
 
 
@@ -145,19 +142,18 @@ def build_compute(workload: CompiledWorkload, toolchain: Toolchain, timeout_s: f
     out_dir = _out_dir(workload, toolchain)
     library = out_dir / f"lib{workload.name}_compute.so"
     include = publish_header(workload, toolchain)
-    if library.exists():
-        return BuiltCompute(library, include, time.monotonic() - start, True)
-    with file_lock(out_dir.with_suffix(".lock")):
-        if not library.exists():
-            tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
-            incs = [csrc_dir() / "include", workload.folder, *{(workload.folder / s).parent for s in spec.sources}]
-            result = tc.compile([workload.folder / s for s in spec.sources], library, shared=True,
-                                include_dirs=incs, libraries=spec.libraries, extra=spec.flags, timeout_s=timeout_s)
-            if not result.ok:
-                tail = "\n".join(result.log.strip().splitlines()[-40:])
-                raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{tail}", result.log)
-            return BuiltCompute(library, include, time.monotonic() - start, False)
-    return BuiltCompute(library, include, time.monotonic() - start, True)
+    tc = attrs.evolve(toolchain, arch=spec.arch) if spec.arch else toolchain
+    incs = [csrc_dir() / "include", workload.folder, *{(workload.folder / s).parent for s in spec.sources}]
+
+    def make(output: Path) -> CompileResult:
+        return tc.compile([workload.folder / s for s in spec.sources], output, shared=True, include_dirs=incs,
+                          libraries=spec.libraries, extra=spec.flags, timeout_s=timeout_s)
+
+    result = build(out_dir, library.name, make)
+    if not result.ok:
+        raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{failure_text(result)}",
+                                result.log)
+    return BuiltCompute(library, include, time.monotonic() - start, is_cached(result))
 
 
 def link_options(workload: CompiledWorkload, toolchain: Toolchain) -> LinkOptions:

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from html import escape
 from pathlib import Path
 
+from cuco import atomic
 from cuco.candidate import NOT_RUN_HERE
 from cuco.report import charts
 from cuco.report.data import STATES, RunData, load_run
@@ -220,7 +221,5 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run = load_run(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(render(run, path.parent), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_text(path, render(run, path.parent))
     return path

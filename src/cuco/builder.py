@@ -97,7 +97,7 @@ def is_cached(result: CompileResult) -> bool:
 
 def failure_text(result: CompileResult, source: Path | None = None, code: str = "") -> str:
     """A failed build's log as a person or an LLM reads it: the first errors, each with the line of `source`
-    (whose text is `code`) it names, paths shortened (`cuco.evaluate.compile.trim_log`)."""
-    from cuco.evaluate.compile import trim_log  # noqa: PLC0415 (it imports this module)
+    (whose text is `code`) it names, paths shortened (`cuco.compile_log.trim_log`)."""
+    from cuco.compile_log import trim_log
 
     return trim_log(result.log, code, source_path=source)

@@ -20,28 +20,17 @@ import attrs
 
 from cuco import atomic
 from cuco.builder import build, build_key, include_identity, is_cached
+from cuco.compile_log import (MAX_ERRORS, MAX_EXCERPT_CHARS, SOURCE_NAME, elide_quotes, shorten_paths,
+                              trim_log)
 from cuco.errors import CucoError
 from cuco.toolchain import MIN_NCCL, CompileResult, Toolchain, ToolchainError, cache_dir as default_cache_dir, \
     csrc_dir, pid_alive
 
-#: Name the candidate's source gets on disk, so compiler messages read "candidate.cu(12): error ...".
-SOURCE_NAME = "candidate.cu"
 #: An undefined symbol must fail here, not later when the harness loads the object.
 DEFAULT_FLAGS = ("-Xlinker=--no-undefined",)
-MAX_ERRORS = 5
-MAX_EXCERPT_CHARS = 3000
-
-_HEADER = re.compile(r"^(?P<file>[^\s(:][^(:\n]*?)(?:\((?P<line>\d+)\)|:(?P<gline>\d+)(?::\d+)?):\s*"
-                     r"(?P<kind>(?:catastrophic |fatal )?error|warning|remark|note)\b", re.IGNORECASE)
-_OTHER_ERROR = re.compile(r"^(ptxas|nvlink|nvcc|/usr/bin/ld|ld|collect2)\b.*\b(error|fatal)\b"
-                          r"|undefined reference to|^ptxas fatal", re.IGNORECASE)
-_NOISE = re.compile(r"detected during|instantiation of|^\s*Remark: The warnings can be suppressed|"
-                    r"^\s*In file included from|^\s*from\s|Compilation terminated|^\d+ errors? detected",
-                    re.IGNORECASE)
 #: Failures of the machine rather than of the candidate's code (disk full, out of memory, read-only disk).
 _MACHINE_FAULT = re.compile(r"No space left on device|Disk quota exceeded|Cannot allocate memory|"
                             r"Read-only file system|out of memory", re.IGNORECASE)
-_ABS_PATH = re.compile(r"(?:/[\w.+\-]+)+/([\w.+\-]+)")
 
 
 #: Bound of the compiled-candidate cache in MB ($CUCO_CACHE_MAX_MB); the least recently used entries go first.
@@ -97,89 +86,6 @@ def _detect(arch: str | None) -> Toolchain:
 
 
 # Quoted fragments of a compiler or assembler message: "x", 'x', `x', and the typographic quotes gcc uses.
-_QUOTED = re.compile(r"`[^'\n]*'|\"[^\"\n]*\"|'[^'\n]*'|\u2018[^\u2019\n]*\u2019")
-
-
-def _elide_quotes(text: str) -> str:
-    """`text` with every quoted fragment replaced: messages about another file quote that file's tokens."""
-    return _QUOTED.sub('"…"', text)
-
-
-def _is_candidate(path: str, source_path: Path | None, source_name: str) -> bool:
-    if source_path is not None:
-        return os.path.normpath(path.strip()) == os.path.normpath(str(source_path))
-    return Path(path.strip()).name == source_name
-
-
-def _shorten(line: str) -> str:
-    return _ABS_PATH.sub(lambda m: m.group(1), line)
-
-
-def trim_log(log: str, source: str, max_errors: int = MAX_ERRORS, max_chars: int = MAX_EXCERPT_CHARS,
-             source_path: Path | None = None) -> str:
-    """The first `max_errors` errors of an nvcc log, each with its source line; warnings and template
-    instantiation notes dropped; absolute paths shortened to the file name.
-
-    The log is stored and sent to an LLM, and the compiler echoes lines of whatever file it read (a header, or
-    a file reached by an assembler's `.include`). So only the candidate's own lines are quoted: an error in
-    another file keeps its name, line and message with every quoted fragment elided, and never that file's
-    text. The candidate is the file at `source_path` (by default any file named like it)."""
-    source_name = source_path.name if source_path is not None else SOURCE_NAME
-    src_lines = source.splitlines()
-    lines = log.splitlines()
-    errors: list[list[str]] = []
-    total = 0
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        header = _HEADER.match(line.strip())
-        if header:
-            # nvcc prints the offending source line and a caret under a header: take them with it.
-            context = []
-            j = i + 1
-            while j < len(lines) and lines[j].startswith((" ", "\t")) and not _HEADER.match(lines[j].strip()):
-                if lines[j].strip() and not _NOISE.search(lines[j]):
-                    context.append(lines[j].rstrip())
-                j += 1
-            i = j
-            if "error" not in header.group("kind").lower():
-                continue
-            total += 1
-            if len(errors) >= max_errors:
-                continue
-            shown: list[str] = []
-            if len(context) >= 2 and context[-1].strip() == "^":
-                shown = context[-2:]       # nvcc's copy of the source line and the caret under it
-                context = context[:-2]
-            lineno = int(header.group("line") or header.group("gline"))
-            if not _is_candidate(header.group("file"), source_path, source_name):
-                errors.append([_elide_quotes(_shorten(line.strip())) + "  (in a file that is not the candidate; "
-                               "its text is not shown)"])
-                continue
-            if 1 <= lineno <= len(src_lines):
-                # The candidate's own line, as written (nvcc shows it after macro rewriting).
-                shown = ["    " + src_lines[lineno - 1].strip()]
-            errors.append([_shorten(line.strip()), *(_shorten(c) for c in context[:3]), *shown])
-            continue
-        if _OTHER_ERROR.search(line) and not _NOISE.search(line):
-            total += 1
-            if len(errors) < max_errors:
-                errors.append([_shorten(line.strip())])  # the linker and ptxas name symbols, never file text
-        i += 1
-    if not errors:
-        # Not a format we know: keep the tail, which is where compilers put the verdict; it may quote any file.
-        kept = [_elide_quotes(_shorten(l)) for l in lines if l.strip() and not _NOISE.search(l)
-                and not l.startswith((" ", "\t"))]
-        text = "\n".join(kept[-12:]) or "nvcc failed without output"
-        return text[-max_chars:]
-    text = "\n".join("\n".join(e) for e in errors)
-    if total > len(errors):
-        text += f"\n... and {total - len(errors)} more errors"
-    if len(text) > max_chars:
-        text = text[:max_chars - 20] + "\n... (truncated)"
-    return text
-
-
 class Compiler:
     """Compiles candidates (and workload plugins) to shared objects for one toolchain, with a disk cache.
 
@@ -252,10 +158,10 @@ class Compiler:
         if result.ok:
             return CompileOutcome(True, so_path, "", time.monotonic() - start, is_cached(result), key)
         excerpt = trim_log(result.log, candidate_code)
-        machine = [_elide_quotes(line.strip()) for line in result.log.splitlines()
+        machine = [elide_quotes(line.strip()) for line in result.log.splitlines()
                if _MACHINE_FAULT.search(line) and not line.startswith((" ", "\t"))]
         if machine:  # the machine failed, not the candidate: say so first, and never cache it
-            excerpt = "\n".join(dict.fromkeys(_shorten(m) for m in machine[:3])) + "\n" + excerpt
+            excerpt = "\n".join(dict.fromkeys(shorten_paths(m) for m in machine[:3])) + "\n" + excerpt
             return CompileOutcome(False, None, excerpt, time.monotonic() - start, False, key)
         atomic.write_text(entry / "full_log.txt", result.log)
         if "timed out" not in result.log:  # a timeout may pass on a less loaded machine: do not cache it

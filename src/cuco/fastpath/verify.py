@@ -64,9 +64,9 @@ class BuildOutcome:
     source: Path | None = None               # the compiled file, whose lines the filtered log may quote
 
     def filtered(self, code: str) -> str:
-        """The log as it may be stored, shown or sent to an LLM: through cuco.evaluate.compile.trim_log, which
+        """The log as it may be stored, shown or sent to an LLM: through cuco.compile_log.trim_log, which
         quotes `code` (the compiled text) and never another file."""
-        from cuco.evaluate.compile import trim_log  # noqa: PLC0415 (the evaluator's filter; it imports no fast path)
+        from cuco.compile_log import trim_log  # noqa: PLC0415
 
         return "" if self.ok else trim_log(self.log, code, source_path=self.source)
 
@@ -78,7 +78,7 @@ class BuildOutcome:
             return "; ".join(f"line {ln}: {msg}" for ln, msg in self.errors[:limit])
         if not self.log.strip():
             return "nvcc failed"
-        from cuco.evaluate.compile import trim_log  # noqa: PLC0415
+        from cuco.compile_log import trim_log  # noqa: PLC0415
 
         return trim_log(self.log, "", max_errors=1).splitlines()[-1]
 

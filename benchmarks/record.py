@@ -123,11 +123,14 @@ def machine(world: int) -> dict[str, Any]:
     return {"topology": topo, "p2p": measure(world, mib=128, reps=5)}
 
 
+def fmt(v: Any, nd: int = 3) -> str:
+    """A figure for a results table: `nd` decimals, or a dash where there is none."""
+    return f"{v:.{nd}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+
 def record_lines(meta: dict[str, Any]) -> list[str]:
     """Markdown lines every results file ends with: how its figures were measured, the machine, and per row the
     repeats, spread, 256-level figures and what its search cost."""
-    from search_rows import fmt
-
     lines = ["", "Figures of record (docs/measuring.md): host, best, fast path and the parts re-timed together on "
              "full-entropy bf16 inputs, median of >= 3 interleaved repeats (each one harness process, every rank "
              f"waited on), repeated while the spread exceeds {SPREAD_LIMIT}; `*_q`: one repeat on 256-level inputs.",

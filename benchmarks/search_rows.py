@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from record import search_costs
+from record import fmt, search_costs  # noqa: F401  (fmt: the tables' number format, used by the scripts)
 
 
 def history(run_dir: Path, workload: str) -> list[dict[str, Any]]:
@@ -45,11 +45,6 @@ def candidate_row(c: Any) -> dict[str, Any]:
             "bench_shape": data.get("shape"),
             **{k: data.get(k) for k in ("device", "nccl_version", "cuda_runtime_version", "driver_version", "date",
                                          "world", "iters", "warmup", "runs")}}
-
-
-def fmt(v: Any, nd: int = 3) -> str:
-    """A figure for a results table: `nd` decimals, or a dash where there is none."""
-    return f"{v:.{nd}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
 
 
 def search_row(workload: str, name: str, world: int, evals: int, runs: Path, record: bool = True) -> dict[str, Any]:

@@ -178,3 +178,32 @@ def test_llm_summary_is_parsed_and_falls_back_when_malformed():
     assert ok.recommendations == ("try fused", "avoid world") and ok.source == "llm"
     assert parse_summary("nothing useful", 7) is None
     assert MetaSummarizer(every=5).due(4, 5) and not MetaSummarizer(every=5).due(5, 9)
+
+
+@pytest.mark.parametrize("space_of", ["moe", "program"])
+def test_crossover_mixes_every_directive_of_a_space_with_extra_ones(space_of):
+    """MoE's dispatch_dtype and a program's extra directives take part in the mix: a mix of the five core ones
+    alone was illegal in such spaces, so every crossover silently became a neighbour step."""
+    from pathlib import Path
+
+    from cuco import workloads
+    from cuco.design_space import Topology
+    from cuco.program.workload import ProgramWorkload
+
+    if space_of == "moe":
+        wl = workloads.get("moe")
+    else:
+        wl = ProgramWorkload.load(Path(__file__).parent / "fixtures" / "host_programs" / "sp_mlp_ag_rs.cu")
+    space = wl.space(Topology(world=2, nodes=1, gin_available=False, nvshmem_available=False))
+    points = list(space.points())
+    a = points[0]
+    assert a.extra, "a space with extra directives"
+    b = max(points, key=lambda p: sum(p.get(n) != a.get(n) for n in [*p.to_dict(), *dict(p.extra)] if n != "extra"))
+    pa = Candidate(code=wl.render(a), workload=wl.name, directives=a)
+    pb = Candidate(code=wl.render(b), workload=wl.name, directives=b)
+    c = MutationContext(wl, space, seen=frozenset({a.label(), b.label()}))
+    for seed in range(5):
+        x = DirectiveMutator().crossover(pa, pb, c, random.Random(seed))
+        assert x.mutation == "directive_cross" and space.is_legal(x.directives), x.mutation
+        names = [n for n in x.directives.to_dict() if n != "extra"] + [n for n, _ in x.directives.extra]
+        assert all(x.directives.get(n) in (a.get(n), b.get(n)) for n in names), x.directives.label()

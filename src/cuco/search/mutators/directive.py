@@ -11,6 +11,10 @@ from cuco.candidate import Candidate
 from cuco.design_space import DIRECTIVE_NAMES, Directives
 from cuco.search.mutators.base import MutationContext, MutationError
 
+#: Mixes a crossover tries at most (2^directives, in random order): enough for the five core directives and a
+#: few extra ones.
+MAX_MIXES = 1024
+
 
 @attrs.frozen
 class DirectiveMutator:
@@ -97,12 +101,16 @@ class DirectiveMutator:
         neighbour of the mix that is legal."""
         if a.directives is None or b.directives is None:
             return self.near(a, ctx, rng)
-        da, db = a.directives.to_dict(), b.directives.to_dict()
-        masks = list(range(1 << len(DIRECTIVE_NAMES)))
+        # Every directive the points have, the workload's extra ones too (a mix of the five core ones alone lacks
+        # them, so in a space with extras every such mix was illegal and crossover silently became a step).
+        extra = sorted(set(dict(a.directives.extra)) & set(dict(b.directives.extra)))
+        names = [*DIRECTIVE_NAMES, *extra]
+        masks = list(range(1 << len(names)))
         rng.shuffle(masks)
         legal: list[Directives] = []
-        for mask in masks:
-            mix = Directives.from_dict({n: (db if mask >> i & 1 else da)[n] for i, n in enumerate(DIRECTIVE_NAMES)})
+        for mask in masks[:MAX_MIXES]:
+            pick = {n: (b if mask >> i & 1 else a).directives.get(n) for i, n in enumerate(names)}
+            mix = Directives.from_dict({**{n: pick[n] for n in DIRECTIVE_NAMES}, "extra": {n: pick[n] for n in extra}})
             if ctx.space.is_legal(mix) and mix not in legal:
                 legal.append(mix)
         mixed = [p for p in legal if p not in (a.directives, b.directives)]

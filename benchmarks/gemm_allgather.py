@@ -125,7 +125,10 @@ def _write(out: Path, rows: list[dict[str, Any]], searches: list[dict[str, Any]]
     out.mkdir(parents=True, exist_ok=True)
     tag = f"gemm_allgather_w{world}"   # one file per world size: W = 2 and W = 4 never overwrite each other
     (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
-    (out / f"search_{tag}.json").write_text(json.dumps({"date": meta["date"], "searches": searches}, indent=2))
+    env_row = next((r for r in rows if r.get("device")), {})
+    (out / f"search_{tag}.json").write_text(json.dumps({"date": meta["date"], "device": env_row.get("device"),
+                                                        "nccl_version": env_row.get("nccl_version"), "world": world,
+                                                        "searches": searches}, indent=2))
     (out / f"{tag}.md").write_text(_table(meta) + "\n".join(record_lines(meta)) + "\n")
     print(_table(meta), flush=True)
 

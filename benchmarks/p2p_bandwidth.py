@@ -15,7 +15,8 @@ import time
 
 
 def _timed(torch, copies, reps: int) -> float:
-    """Median seconds of one round of `copies` [(dst, src)], all issued at once, each on its source's stream."""
+    """Median seconds of one round of `copies` [(dst, src)], all issued at once, each on its source's stream; the
+    repeats' spread ((max - min) / median) is kept in SPREADS under the round's order of call."""
     streams = {src.device.index: torch.cuda.Stream(device=src.device) for _, src in copies}
     times = []
     for i in range(reps + 3):
@@ -29,12 +30,17 @@ def _timed(torch, copies, reps: int) -> float:
             torch.cuda.synchronize(d)
         if i >= 3:
             times.append(time.perf_counter() - t0)
+    SPREADS.append((max(times) - min(times)) / statistics.median(times))
     return statistics.median(times)
+
+
+SPREADS: list[float] = []
 
 
 def measure(world: int, mib: int = 256, reps: int = 10) -> dict:
     import torch
 
+    SPREADS.clear()
     n = mib << 20
     bufs = [torch.empty(n, dtype=torch.uint8, device=f"cuda:{d}") for d in range(world)]
     dsts = [[torch.empty(n, dtype=torch.uint8, device=f"cuda:{d}") for _ in range(world)] for d in range(world)]
@@ -46,7 +52,8 @@ def measure(world: int, mib: int = 256, reps: int = 10) -> dict:
     ring = [(dsts[(a + 1) % world][a], bufs[a]) for a in range(world)]
     every = [(dsts[b][a], bufs[a]) for a in range(world) for b in range(world) if a != b]
     into0 = [(dsts[0][a], bufs[a]) for a in range(1, world)]
-    out = {"bytes_per_copy": n, "reps": reps, "one_peer_gbps": one}
+    out = {"device": torch.cuda.get_device_name(0), "gpus": world, "torch": torch.__version__, "bytes_per_copy": n,
+           "reps": reps, "one_peer_gbps": one}
     if world > 1:
         t = _timed(torch, ring, reps)
         out["ring_all_at_once_gbps_per_rank"] = n / t / 1e9
@@ -55,6 +62,7 @@ def measure(world: int, mib: int = 256, reps: int = 10) -> dict:
         t = _timed(torch, into0, reps)
         out["all_peers_into_gpu0_gbps"] = (world - 1) * n / t / 1e9
         out["one_peer_median_gbps"] = statistics.median(one.values())
+    out["spread"] = max(SPREADS) if SPREADS else None   # the widest of every timed round's repeats
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
+from results_rows import merge_torch, open_meta, put_error, put_row, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -82,12 +83,16 @@ def main() -> None:
     ap.add_argument("--runs", default="/tmp/cuco-attention-cp-runs")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--world", type=int, default=1, help="ranks = GPUs")
+    ap.add_argument("--torch-json", default=None, help="output of benchmarks/torch_ring_attention.py (W > 1)")
     a = ap.parse_args()
     shapes = [s for s in a.shapes.split(",") if s]
     for s in shapes:  # bad names and shapes fail here, before anything builds
         w.check_shape(w.parse_shape(s), a.world)
-    meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "world": a.world, "rows": [], "errors": [], "machine": machine(a.world)}
+    out = Path(a.out)
+    anchors = torch_rows(a.torch_json)
+    meta = open_meta(out / f"attention_cp_w{a.world}.json", a.world)  # rows of other shapes from earlier calls stay
+    meta.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                machine=machine(a.world))
     try:
         from cuco.kit.compute import build_compute
         from cuco.toolchain import default_toolchain
@@ -96,12 +101,13 @@ def main() -> None:
         meta["compute_library"] = {"cached": built.cached, "build_s": round(built.seconds, 1)}
     except Exception as exc:
         meta["errors"].append({"shape": "compute library", "error": repr(exc)})
-    out = Path(a.out)
     for name in shapes:
         try:
-            meta["rows"].append(run_shape(name, a.evals, Path(a.runs), a.world))
+            row = run_shape(name, a.evals, Path(a.runs), a.world)
+            merge_torch(row, anchors.get(name), "torch_ring_ms")
+            put_row(meta, row)
         except Exception as exc:  # one shape's failure must not lose the others
-            meta["errors"].append({"shape": name, "error": repr(exc), "trace": traceback.format_exc()[-2000:]})
+            put_error(meta, name, repr(exc), traceback.format_exc())
         _write(out, meta)
 
 
@@ -114,12 +120,15 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     lines = [f"# Ring attention, world {meta['world']} — {env.get('device', '?')}, "
              f"NCCL {env.get('nccl_version', '?')}, CUDA runtime {env.get('cuda_runtime_version', '?')}, "
              f"torch {env.get('torch', '?')}, {meta['date']}",
-             "", "| shape | verified | host | fast path | best (cuco) | compute library | torch SDPA (backend) | "
-             "anchor/compute | best point |", "|---|---|---|---|---|---|---|---|---|"]
+             "", "| shape | verified | host | fast path | best (cuco) | speedup | compute library | comm | "
+             "torch ring | torch SDPA (backend) | anchor/compute | best point |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         backend = f" ({r['anchor_backend']})" if r.get("anchor_backend") else ""
+        ring = f" ({r['torch_ring_backend']})" if r.get("torch_ring_backend") else ""
         lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
-                     f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('compute_ms'))} | "
+                     f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
+                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('torch_ring_ms'))}{ring} | "
                      f"{fmt(r.get('anchor_ms'))}{backend} | {fmt(r.get('anchor_over_compute'), 2)} | "
                      f"`{r.get('best_point', '—')}` |")
     for e in meta["errors"]:
@@ -127,7 +136,9 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     lines += ["", "Times in ms. Host, fast path, best and the compute library's attention alone (the harness's "
               "'compute' part) come from one harness process per shape (median of the timed iterations); torch's "
               "scaled_dot_product_attention on the same shape, flash and cuDNN backends, the faster one shown, in the "
-              "same device session.", ""]
+              "same device session (W = 1). torch ring (W > 1): benchmarks/torch_ring_attention.py — SDPA per ring "
+              "step, batch_isend_irecv of the next K/V block, log-sum-exp merge, zigzag for causal — on the same "
+              "machine in the same device call.", ""]
     (out / f"{tag}.md").write_text("\n".join(lines + record_lines(meta)))
 
 

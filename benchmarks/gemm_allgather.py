@@ -21,19 +21,17 @@ from typing import Any
 from cuco.db import CandidateDB
 from cuco.run import RunOptions, run_workload
 from record import machine, record_lines, search_costs  # sibling scripts
+from results_rows import open_meta, torch_rows
 from search_rows import of_record
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# The six public shapes, then two where the GEMM is many times the AllGather alone.
 SHAPES = ["8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,8192", "12288,5120,5120",
-          "2048,8192,28672"]
+          "2048,8192,28672", "8192,4096,28672", "4096,7168,18432"]
 
 
 def _torch_rows(path: str | None) -> dict[tuple[int, int, int], dict[str, Any]]:
-    if not path or not Path(path).exists():
-        return {}
-    data = json.loads(Path(path).read_text())
-    return {(r["M"], r["K"], r["N"]): {**r, "torch_device": data.get("device"), "torch": data.get("torch")}
-            for r in data.get("rows", [])}
+    return torch_rows(path, key=lambda r: (r.get("M"), r.get("K"), r.get("N")))
 
 
 def _history(run_dir: Path, workload: str) -> dict[str, Any]:
@@ -76,7 +74,13 @@ def main() -> None:
     args = ap.parse_args()
     torch_rows = _torch_rows(args.torch_json)
     env = machine(args.world)
-    rows, searches = [], []
+    # Rows and searches of other shapes from earlier calls stay (a file may be filled by several device calls).
+    kept = open_meta(Path(args.out) / f"gemm_allgather_w{args.world}.json", args.world)
+    old_search = Path(args.out) / f"search_gemm_allgather_w{args.world}.json"
+    searches_kept = json.loads(old_search.read_text()).get("searches", []) if old_search.exists() and kept["rows"] else []
+    named = set(args.shapes.split(";"))
+    rows = [r for r in kept["rows"] if r.get("shape") not in named]
+    searches = [x for x in searches_kept if x.get("shape") not in named]
     for shape in args.shapes.split(";"):
         run_dir = Path(args.runs) / f"gemm_allgather-{shape.replace(',', 'x')}-{int(time.time())}"
         start = time.monotonic()
@@ -109,7 +113,7 @@ def main() -> None:
         t = torch_rows.get((m, k, n))
         if t:
             row.update(torch_fused_ms=t["torch_fused_ms"], torch_host_ms=t["torch_host_ms"],
-                       torch=t.get("torch"))
+                       torch=t.get("torch"), torch_device=t.get("torch_device"))
             if row.get("best_ms"):
                 row["faster_than_torch_fused"] = row["best_ms"] < t["torch_fused_ms"]
         rows.append(row)

@@ -4,7 +4,9 @@
 #
 #   bash benchmarks/gpu_w.sh W PART [OUT_DIR]
 #
-# PART: env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s) | build (every workload's compute
+# PART: env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
+# later parts' results files record) | bench-<workload> (its torch anchor, then its benchmark, back to back, shapes
+# from SHAPES or the issue's list; results merged by shape into benchmarks/results/<workload>_w<W>.*) | build (every workload's compute
 # library, in parallel) | tests-<workload> (its GPU tests at world W) | sanitize-<workload> (compute-sanitizer memcheck
 # and synccheck over its fast path and best point, benchmarks/sanitize.py) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
@@ -31,7 +33,38 @@ PY
 case $PART in
   env)
     { header; nvidia-smi topo -m; python3 benchmarks/p2p_bandwidth.py --world "$W" --json "$OUT_DIR/p2p_w$W.json"
+      python3 -c "import json, sys; sys.path.insert(0, 'benchmarks'); from record import machine; \
+json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
     } 2>&1 | tee "$OUT_DIR/env_w$W.log" ;;
+  bench-*)
+    wl=${PART#bench-}
+    [ -f "$OUT_DIR/machine.json" ] && export CUCO_P2P_JSON="$(cd "$OUT_DIR" && pwd)/machine.json"
+    case $wl in
+      attention_cp) anchor=torch_ring_attention.py
+        shapes=${SHAPES:-s4096-d32,s8192-d64,s8192-d32,s4096-d64,llama3-8b,llama3-8b-full} ;;
+      moe) anchor=torch_moe_layer.py
+        if [ "$W" = 4 ]; then d=paper4; else d=paper; fi
+        shapes=${SHAPES:-$d-r1,$d-r2,$d-r3,$d-r4,$d-r5,dsv3-r3} ;;
+      kv_transfer) anchor=torch_kv_transfer.py
+        shapes=${SHAPES:-s2048-kv512,s2048-kv768,s2048-kv1024,s3072-kv512,s3072-kv768,s3072-kv1024,s4096-kv512,s4096-kv768,s4096-kv1024,long} ;;
+      gemm_allgather) anchor=torch_anchor.py
+        shapes=${SHAPES:-8192,8192,8192;16384,8192,3584;4096,4096,4096;32768,8192,8192;12288,5120,5120;2048,8192,28672;8192,4096,28672;4096,7168,18432} ;;
+      *) echo "unknown workload $wl" >&2; exit 2 ;;
+    esac
+    { header
+      echo "# shapes: $shapes; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all}"
+      # torch first, then cuco, in the same call: one machine, back to back
+      rm -f "$OUT_DIR/torch_${wl}_w$W.json"
+      timeout "${TORCH_TIMEOUT:-240}" python3 -m torch.distributed.run --standalone --nproc_per_node "$W" \
+        "benchmarks/$anchor" "$OUT_DIR/torch_${wl}_w$W.json" --shapes "$shapes"
+      echo "torch anchor: exit $?"
+      extra=()
+      [ -f "$OUT_DIR/torch_${wl}_w$W.json" ] && extra=(--torch-json "$OUT_DIR/torch_${wl}_w$W.json")
+      [ "$wl" = kv_transfer ] && extra+=(--rank-layers "${RANK_LAYERS:-4}" --record-iters "${RECORD_ITERS:-10}" --long-iters 5)
+      [ "$wl" = moe ] && extra+=(--sweep '')
+      timeout "${BENCH_TIMEOUT:-480}" python3 "benchmarks/$wl.py" --world "$W" --shapes "$shapes" \
+        --evals "${EVALS:-8}" --out benchmarks/results "${extra[@]}"
+      echo "bench: exit $?"; } 2>&1 | tee "$OUT_DIR/bench_${wl}_w$W.log" ;;
   build)
     { header
       for wl in gemm_allgather moe kv_transfer attention_cp; do
@@ -56,5 +89,6 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     tar czf "$OUT_DIR/cache.tgz" -C "$CUCO_CACHE_DIR" . && ls -la "$OUT_DIR/cache.tgz" ;;
   cache-load)
     mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
-  *) echo "unknown part $PART (env, build, tests-<workload>, cache-save, cache-load)" >&2; exit 2 ;;
+  *) echo "unknown part $PART (env, bench-<workload>, build, tests-<workload>, sanitize-<workload>, cache-save, cache-load)" >&2
+     exit 2 ;;
 esac

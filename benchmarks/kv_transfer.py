@@ -24,6 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
+from results_rows import merge_torch, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -31,9 +32,16 @@ SWEEP = [f"s{s}-kv{kv}" for s in (2048, 3072, 4096) for kv in (512, 768, 1024)]
 LONG_FROM = "s4096-kv1024"
 
 
-def searched(name: str, evals: int, runs: Path, world: int) -> tuple[dict[str, Any], list[str]]:
-    """The directive search at `name`: its row, and its timed points fastest first."""
-    row = search_row("kv_transfer", name, world, evals, runs)
+def searched(name: str, evals: int, runs: Path, world: int, rank_layers: int = 0,
+             record_iters: int = 30) -> tuple[dict[str, Any], list[str]]:
+    """The directive search at `name`: its row, and its timed points fastest first. rank_layers > 0: the points are
+    ranked on a stack of that many layers (one evaluation of 32 layers at S = 4096 takes seconds; the per-layer
+    schedule, which decides the ranking, is the same), and the figures of record are taken at `name`."""
+    from cuco.workloads.kv_transfer import shapes as kv_shapes
+
+    s, kv, layers = kv_shapes.parse(name).dims
+    cheaper = f"{s},{kv},{rank_layers}" if 0 < rank_layers < layers else None
+    row = search_row("kv_transfer", name, world, evals, runs, search_shape=cheaper, record_iters=record_iters)
     return row, timed_points(row)
 
 
@@ -92,6 +100,10 @@ def main() -> None:
     ap.add_argument("--runs", default="/tmp/cuco-kv-runs")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--world", type=int, default=1, help="ranks = GPUs (1, or even: prefill -> decode pairs)")
+    ap.add_argument("--rank-layers", type=int, default=0,
+                    help="rank the searched points on this many layers (0: the shape's own); record at the shape")
+    ap.add_argument("--record-iters", type=int, default=30, help="timed iterations per figure-of-record repeat")
+    ap.add_argument("--torch-json", default=None, help="output of benchmarks/torch_kv_transfer.py on this machine")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,13 +113,14 @@ def main() -> None:
     ranked: dict[str, list[str]] = {r["shape"]: r.get("timed_points", []) for r in meta["rows"]}
     meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") not in a.shapes.split(",")]
     meta["machine"] = machine(a.world)
+    anchors = torch_rows(a.torch_json)
     for name in a.shapes.split(","):
         try:
             if name == "long":
                 labels = ranked.get(LONG_FROM, [])[:3] or ["lsa/stream_overlap/world/copy_engine/whole"]
                 row = retimed(name, labels, a.long_iters, a.world)
             else:
-                row, order = searched(name, a.evals, Path(a.runs), a.world)
+                row, order = searched(name, a.evals, Path(a.runs), a.world, a.rank_layers, a.record_iters)
                 row["timed_points"] = order
                 ranked[name] = order
             # The transfer path of the best design point (the fast path's program has no directives to render).
@@ -117,6 +130,7 @@ def main() -> None:
                     row.update(copy_point=point, **copy_gbps(name, point, a.long_iters if name == "long" else 20, a.world))
                 except Exception as exc:  # the shape's row stands without it
                     row["copy_error"] = f"{type(exc).__name__}: {exc}"[:1000]
+            merge_torch(row, anchors.get(name), "torch_kv_ms")
             rows[name] = row
         except Exception as exc:  # a failed shape is reported, the others still run
             traceback.print_exc()
@@ -129,6 +143,12 @@ def main() -> None:
         write_md(out, meta)
 
 
+def exposed_share(r: dict[str, Any]) -> float | None:
+    """(best - compute) / comm: the share of the transfer left exposed (the goal is <= 0.25)."""
+    best, comp, comm = r.get("best_ms"), r.get("compute_ms"), r.get("comm_ms")
+    return (best - comp) / comm if best and comp and comm else None
+
+
 def write_md(out: Path, meta: dict[str, Any]) -> None:
     rows = meta["rows"]
     env = next((r for r in rows if r.get("device")), {})
@@ -136,13 +156,13 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
     lines = [f"# KV-cache transfer, world {world} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, CUDA "
              f"runtime {env.get('cuda_runtime_version', '?')}, driver {env.get('driver_version', '?')}, "
              f"{meta.get('date', '?')}", "",
-             "| shape | verified | host | fast path | best | speedup | compute | comm | copy GB/s | best point |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| shape | verified | host | fast path | best | speedup | compute | comm | exposed/comm | copy GB/s | "
+             "torch kv | best point |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
                      f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
-                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('copy_gbps'), 1)} | "
-                     f"`{r.get('best_point', '—')}` |")
+                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(exposed_share(r), 2)} | "
+                     f"{fmt(r.get('copy_gbps'), 1)} | {fmt(r.get('torch_kv_ms'))} | `{r.get('best_point', '—')}` |")
     for e in meta.get("errors", []):
         lines.append(f"\nError ({e.get('shape')}): {e['error']}")
     lines += ["", "Times in ms: median of the timed iterations (max over ranks), host seed, fast path, best point and "
@@ -152,7 +172,10 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
                                           "Rank 2p prefills, rank 2p + 1 decodes. ") + "copy GB/s: the KV bytes (2 x S x KV x L x 2) over the transfer path of the best "
               "design point (copy_point in the JSON; the fastest searched point where the fast path won) timed alone "
               "(its layer compute switched off). 'long' re-times the best points of "
-              f"{LONG_FROM} (no search at S = 32768).", ""]
+              f"{LONG_FROM} (no search at S = 32768). Where a row has `searched_at` in the JSON, its points were ranked "
+              "on that (fewer-layer) stack and its figures of record taken at the full shape. torch kv: "
+              "benchmarks/torch_kv_transfer.py (per-layer isend/irecv after each layer, or after the whole prefill, "
+              "the faster) on the same machine in the same device call.", ""]
     (out / f"kv_transfer_w{world}.md").write_text("\n".join(lines + record_lines(meta)))
 
 

@@ -24,6 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
+from results_rows import merge_torch, open_meta, put_error, put_row, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -105,6 +106,7 @@ def main() -> None:
     ap.add_argument("--sweep", default="paper-r3", help="shape of the exhaustive sweep ('' to skip)")
     ap.add_argument("--runs", default="/tmp/cuco-moe-runs")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--torch-json", default=None, help="output of benchmarks/torch_moe_layer.py on this machine")
     a = ap.parse_args()
     world = a.world
     if world <= 0:
@@ -117,14 +119,16 @@ def main() -> None:
     shapes = [s for s in a.shapes.split(",") if s]
     for s in shapes:  # bad names and shapes fail here, before anything builds
         w.check_shape(w.parse_shape(s), world)
-    meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "world": world, "rows": [], "errors": [], "machine": machine(world)}
     out = Path(a.out)
+    anchors = torch_rows(a.torch_json)
+    meta = open_meta(out / f"moe_w{world}.json", world)  # rows of other shapes from earlier calls stay
+    meta.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                machine=machine(world))
     for name in shapes:
         try:
             row = run_shape(name, world, a.evals, Path(a.runs))
         except Exception as exc:  # one shape's failure must not lose the others
-            meta["errors"].append({"shape": name, "error": repr(exc), "trace": traceback.format_exc()[-2000:]})
+            put_error(meta, name, repr(exc), traceback.format_exc())
             _write(out, meta)
             continue
         try:
@@ -133,7 +137,8 @@ def main() -> None:
                 row["anchor_over_compute"] = row["anchor_compute_ms"] / row["compute_ms"]
         except Exception as exc:
             row["anchor_error"] = repr(exc)
-        meta["rows"].append(row)
+        merge_torch(row, anchors.get(name), "torch_layer_ms")
+        put_row(meta, row)
         _write(out, meta)
         if name == a.sweep:  # right after its search, so a cut-off run still has both
             try:
@@ -155,11 +160,13 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     lines = [f"# MoE, world {meta['world']} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, "
              f"CUDA runtime {env.get('cuda_runtime_version', '?')}, {meta['date']}", "",
              "| shape | verified | host | fast path | best (cuco) | speedup | FFN alone | dispatch+combine | "
-             "torch grouped FFN | anchor/FFN | best point |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "overlap eff. | torch layer | torch grouped FFN | anchor/FFN | best point |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
                      f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
-                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('anchor_compute_ms'))} | "
+                     f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('overlap_efficiency'), 2)} | "
+                     f"{fmt(r.get('torch_layer_ms'))} | {fmt(r.get('anchor_compute_ms'))} | "
                      f"{fmt(r.get('anchor_over_compute'), 2)} | `{r.get('best_point', '—')}` |")
     sw = meta.get("sweep")
     if sw:
@@ -173,7 +180,9 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     lines += ["", "Times in ms: median of the timed iterations, max over ranks. Host, fast path, best and the parts "
               "(FFN alone on the received rows through the compute library; dispatch+combine alone through NCCL "
               "grouped send/recv) come from the same harness process; torch's grouped-GEMM FFN (torch._grouped_mm) "
-              "on the same rows in the same device session.", ""]
+              "on the same rows in the same device session. torch layer: benchmarks/torch_moe_layer.py (all_to_all_single "
+              "dispatch, torch._grouped_mm SwiGLU, all_to_all_single combine, count exchange and host sync included, "
+              "the same routing) on the same machine in the same device call.", ""]
     (out / f"{tag}.md").write_text("\n".join(lines + record_lines(meta)))
 
 

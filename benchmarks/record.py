@@ -7,10 +7,13 @@ file also records the machine: `nvidia-smi topo -m` and measured peer-to-peer ba
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import statistics
 import subprocess
 import time
-from typing import Any
+from typing import Any, Iterator
 
 SPREAD_LIMIT = 0.03
 FIGURES = ("host_ms", "best_ms", "fastpath_ms", "compute_ms", "comm_ms")
@@ -35,9 +38,13 @@ def _one_run(ev: Any, sos: dict[str, Any], order: list[str], inputs: str, verify
     return out
 
 
-def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats: int = 3, max_repeats: int = 7,
-           iters: int = 30) -> dict[str, Any]:
-    """Figures of record for `codes` ({'best': ..., 'fastpath': ...}; the host seed is added) at `shape`."""
+def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats: int = 3,
+           max_repeats: int | None = None, iters: int = 30) -> dict[str, Any]:
+    """Figures of record for `codes` ({'best': ..., 'fastpath': ...}; the host seed is added) at `shape`. The timed
+    repeats hold a machine-wide lock (RECORD_LOCK), so two benchmark processes on disjoint GPUs of one host never
+    re-time at the same moment. max_repeats: CUCO_RECORD_MAX_REPEATS, else 7."""
+    if max_repeats is None:
+        max_repeats = int(os.environ.get("CUCO_RECORD_MAX_REPEATS", "7"))
     from cuco.evaluate.cascade import Evaluator
     from cuco.workloads import get
 
@@ -51,23 +58,41 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
         raise RuntimeError(f"re-timing {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
     sos = {k: b.so_path for k, b in zip(labels, built)}
     runs: list[dict[str, Any]] = []
-    start = time.monotonic()
-    while len(runs) < max_repeats:
-        order = labels if len(runs) % 2 == 0 else labels[::-1]  # interleaved: no candidate always runs first
-        runs.append(_one_run(ev, sos, order, "full", verify=not runs, iters=iters))
-        if len(runs) >= repeats and _spread(runs)[0] <= SPREAD_LIMIT:
-            break
-    q = _one_run(ev, sos, labels, "q256", verify=False, iters=iters)
+    with _record_lock() as waited_s:
+        start = time.monotonic()
+        while len(runs) < max_repeats:
+            order = labels if len(runs) % 2 == 0 else labels[::-1]  # interleaved: no candidate always runs first
+            runs.append(_one_run(ev, sos, order, "full", verify=not runs, iters=iters))
+            if len(runs) >= repeats and _spread(runs)[0] <= SPREAD_LIMIT:
+                break
+        q = _one_run(ev, sos, labels, "q256", verify=False, iters=iters)
     row = {k: _median(runs, k) for k in FIGURES}
     spread, by_figure = _spread(runs)
     row.update(spread=spread, spread_by_figure=by_figure, repeats=len(runs), inputs="full",
                verified_full_entropy=all(s == "ok" for s in runs[0]["status"].values()),
                statuses=runs[0]["status"], retime_wall_s=round(time.monotonic() - start, 1),
+               record_lock_wait_s=round(waited_s, 1), iters=iters,
+               spread_above_limit=spread > SPREAD_LIMIT,
                device=runs[0]["device"], nccl_version=runs[0]["nccl_version"], date=runs[0]["date"],
                **{f"{k}_q": q.get(k) for k in FIGURES})
     row.update(derived(row))
     row.update({f"{k}_q": v for k, v in derived({k: q.get(k) for k in FIGURES}).items()})
     return row
+
+
+RECORD_LOCK = "/tmp/cuco-record.lock"
+
+
+@contextlib.contextmanager
+def _record_lock() -> Iterator[float]:
+    """Hold the host's re-timing lock; yields the seconds waited for it."""
+    t0 = time.monotonic()
+    with open(RECORD_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield time.monotonic() - t0
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def derived(f: dict[str, Any]) -> dict[str, Any]:
@@ -111,9 +136,16 @@ def search_costs(run_dir: Any, workload: str, wall_s: float) -> dict[str, Any]:
 
 
 def machine(world: int) -> dict[str, Any]:
-    """The machine a W >= 2 results file was measured on: `nvidia-smi topo -m` and peer-to-peer GB/s."""
+    """The machine a W >= 2 results file was measured on: `nvidia-smi topo -m` and peer-to-peer GB/s (from
+    CUCO_P2P_JSON, measured with nothing else running, when set: results_rows.machine_or_measured)."""
     if world < 2:
         return {}
+    from results_rows import machine_or_measured
+
+    return machine_or_measured(world, _measured_machine)
+
+
+def _measured_machine(world: int) -> dict[str, Any]:
     try:
         topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as exc:

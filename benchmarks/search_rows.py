@@ -47,23 +47,28 @@ def candidate_row(c: Any) -> dict[str, Any]:
                                          "world", "iters", "warmup", "runs")}}
 
 
-def search_row(workload: str, name: str, world: int, evals: int, runs: Path, record: bool = True) -> dict[str, Any]:
+def search_row(workload: str, name: str, world: int, evals: int, runs: Path, record: bool = True,
+               search_shape: str | None = None, record_iters: int = 30) -> dict[str, Any]:
     """Search shape `name` of `workload` at `world` ranks with `evals` evaluations; the row holds the best
     candidate's figures of record (`of_record`; record=False: the search's own times), the fast path, what the
-    search cost and every evaluation."""
+    search cost and every evaluation. search_shape: rank the points at this (cheaper) shape instead, e.g. fewer
+    layers of a deep stack, and take the figures of record at `name`."""
     from cuco.run import RunOptions, run_workload
     from cuco.workloads import get
 
     shape = get(workload).parse_shape(name)
     run_dir = runs / f"{workload}-{name}-w{world}-{int(time.time())}"
     start = time.monotonic()
-    opts = RunOptions(workload=workload, world=world, shape=name, evaluations=evals, run_dir=str(run_dir),
+    opts = RunOptions(workload=workload, world=world, shape=search_shape or name, evaluations=evals,
+                      run_dir=str(run_dir),
                       progress=False, batch_size=8, islands=2)
     summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
     print(summary.text(), flush=True)
     row: dict[str, Any] = {"shape": name, "dims": dict(zip(get(workload).dim_names, shape.dims)), "world": world,
                            "search_wall_s": round(time.monotonic() - start, 1), "evaluations": summary.evaluated,
                            "measured": summary.measured, "run_dir": str(run_dir)}
+    if search_shape:
+        row["searched_at"] = search_shape
     row.update(search_costs(run_dir, workload, row["search_wall_s"]))
     if summary.best is not None:
         row.update(candidate_row(summary.best))
@@ -73,13 +78,13 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
     row["evaluations_in_order"] = history(run_dir, workload)
     if record and summary.measured and summary.best is not None:
         try:
-            row.update(of_record(workload, name, world, summary))
+            row.update(of_record(workload, name, world, summary, iters=record_iters))
         except Exception as exc:  # the search's row stands; the missing record is said, not hidden
             row["record_error"] = f"{type(exc).__name__}: {exc}"[:1000]
     return row
 
 
-def of_record(workload: str, name: str, world: int, summary: Any) -> dict[str, Any]:
+def of_record(workload: str, name: str, world: int, summary: Any, iters: int = 30) -> dict[str, Any]:
     """The row's figures of record (benchmarks/record.py): best point, fast path and host seed re-timed together
     on full-entropy inputs in interleaved repeats; the search's own times stay as `search_*` fields."""
     from record import retime
@@ -90,6 +95,6 @@ def of_record(workload: str, name: str, world: int, summary: Any) -> dict[str, A
     m = summary.best.metrics
     searched = {"search_best_ms": m.get("time_ms"), "search_host_ms": m.get("host_ms"),
                 "search_speedup": m.get("speedup")}
-    rec = retime(workload, name, world, codes)
+    rec = retime(workload, name, world, codes, iters=iters)
     rec["verified"] = summary.best.status == "passed" and rec["verified_full_entropy"]
     return {**searched, **rec}

@@ -11,7 +11,7 @@ import os
 import sys
 
 SHAPES = [(8192, 8192, 8192), (16384, 8192, 3584), (4096, 4096, 4096), (32768, 8192, 8192), (12288, 5120, 5120),
-          (2048, 8192, 28672)]
+          (2048, 8192, 28672), (8192, 4096, 28672), (4096, 7168, 18432)]
 
 
 def _median_ms(torch, dist, fn, iters: int = 30, warmup: int = 5) -> float:
@@ -34,7 +34,7 @@ def _median_ms(torch, dist, fn, iters: int = 30, warmup: int = 5) -> float:
     return float(local.item())
 
 
-def main(out_path: str) -> None:
+def main(out_path: str, shapes: list[tuple[int, int, int]] = SHAPES) -> None:
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     import torch
@@ -42,12 +42,13 @@ def main(out_path: str) -> None:
     import torch.distributed._symmetric_memory as symm_mem
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     group = dist.group.WORLD
     symm_mem.enable_symm_mem_for_group(group.group_name)
     rows = []
-    for m, k, n in SHAPES:
+    for m, k, n in shapes:
         if m % world:
             continue
         a = torch.randn(m // world, k, device="cuda", dtype=torch.bfloat16)
@@ -78,4 +79,10 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "torch_anchor.json")
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", default="torch_anchor.json")
+    ap.add_argument("--shapes", default=";".join(",".join(map(str, s)) for s in SHAPES), help="';'-separated M,K,N")
+    a = ap.parse_args()
+    main(a.out, [tuple(int(x) for x in s.split(",")) for s in a.shapes.split(";") if s])

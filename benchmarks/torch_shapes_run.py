@@ -37,11 +37,12 @@ def run_over_shapes(description: str, default_shapes: str,
         except Exception as exc:  # a shape this W cannot split, or a failure: said in its row, the others still run
             row = {"shape": name, "world": world, "error": f"{type(exc).__name__}: {exc}"[:500]}
         rows.append(row)
-        if rank == 0:
+        if rank == 0:  # after every shape: a run cut off by its timeout keeps the shapes it measured
             print(json.dumps(row), flush=True)
-    if rank == 0:
-        with open(a.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
-                      indent=2)
+            tmp = a.out + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world, "rows": rows}, f,
+                          indent=2)
+            os.replace(tmp, a.out)
     dist.destroy_process_group()

@@ -11,9 +11,11 @@ DIM_NAMES = ("T", "H", "I", "E", "K", "R")
 MAX_WORLD = 72          # one NVLink domain (moe_dev.cuh kMaxWorld)
 MAX_EXPERTS = 1024      # per-expert counters in shared memory (moe_dev.cuh kMaxExperts)
 
-#: The paper's shape (2 experts, top-1) and the DeepSeek-V3 shape (256 experts, top-8), T tokens per rank.
+#: The paper's shape (2 experts, top-1; `paper4`: 4 experts, one per rank at W = 4) and the DeepSeek-V3 shape
+#: (256 experts, top-8), T tokens per rank.
 NAMED: dict[str, Shape] = {
     **{f"paper-r{r}": Shape((4096, 7168, 2048, 2, 1, r)) for r in (1, 2, 3, 4, 5)},
+    **{f"paper4-r{r}": Shape((4096, 7168, 2048, 4, 1, r)) for r in (1, 2, 3, 4, 5)},
     **{f"dsv3-r{r}": Shape((4096, 7168, 2048, 256, 8, r)) for r in (1, 3)},
     "verify-top2": Shape((256, 2048, 256, 8, 2, 3)),
     "verify-top1": Shape((128, 256, 128, 4, 1, 2)),

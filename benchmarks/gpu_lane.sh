@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A lane of benchmarks/gpu_w.sh parts on some GPUs of the machine, within a deadline, so one device command can run
+# two W = 2 lanes side by side on disjoint GPU pairs and still end in time:
+#
+#   bash benchmarks/gpu_lane.sh DEADLINE_S GPUS W:PART [W:PART ...]      e.g.  540 0,1 2:graph-moe 2:bench-moe
+#
+# Each part runs on CUDA_VISIBLE_DEVICES=GPUS with its timeouts cut to the time left before DEADLINE_S (seconds
+# from the lane's start); a part that would start with under 45 s left is skipped and said so. The figures of record
+# of two lanes never overlap (benchmarks/record.py holds a host-wide lock while it re-times).
+set -uo pipefail
+DEADLINE=${1:?usage: gpu_lane.sh DEADLINE_S GPUS W:PART ...}
+GPUS=${2:?usage: gpu_lane.sh DEADLINE_S GPUS W:PART ...}
+shift 2
+cd "$(dirname "$0")/.."
+export CUDA_VISIBLE_DEVICES=$GPUS
+for item in "$@"; do
+  W=${item%%:*} PART=${item#*:}
+  left=$((DEADLINE - SECONDS))
+  if [ "$left" -lt 45 ]; then echo "lane $GPUS: skipped $item ($left s left)"; continue; fi
+  echo "lane $GPUS: $item with $left s left"
+  export TEST_TIMEOUT=$((left - 10)) SAN_TIMEOUT=$((left - 10)) GRAPH_TIMEOUT=$((left - 10))
+  export TORCH_TIMEOUT=$(( left / 4 < 240 ? left / 4 : 240 ))
+  export BENCH_TIMEOUT=$((left - TORCH_TIMEOUT - 15))
+  bash benchmarks/gpu_w.sh "$W" "$PART" "${LANE_OUT:-benchmarks/results/w$W}"
+done
+echo "lane $GPUS: done after $SECONDS s"

@@ -1,0 +1,77 @@
+"""A results file's rows kept across calls: a shape measured again replaces its row, every other shape stays (a W = 2
+file can be filled by several device calls); torch anchors' rows merged in by shape; the machine's peer-to-peer
+figures taken from a measurement made with nothing else running when one is named (CUCO_P2P_JSON)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def open_meta(path: Path, world: int) -> dict[str, Any]:
+    """The results file at `path` if it holds rows of this world size, else a new one."""
+    if path.exists():
+        meta = json.loads(path.read_text())
+        if meta.get("world") == world:
+            meta.setdefault("rows", [])
+            meta.setdefault("errors", [])
+            return meta
+    return {"world": world, "rows": [], "errors": []}
+
+
+def put_row(meta: dict[str, Any], row: dict[str, Any], key: str = "shape") -> None:
+    """`row` replaces the row of the same shape (in place), or is appended; that shape's old errors go."""
+    meta["rows"] = [r for r in meta["rows"] if r.get(key) != row.get(key)] + [row]
+    meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") != row.get(key)]
+    meta["date"] = now()
+
+
+def put_error(meta: dict[str, Any], shape: str, error: str, trace: str = "") -> None:
+    meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") != shape]
+    meta["errors"].append({"shape": shape, "error": error, "trace": trace[-2000:], "date": now()})
+
+
+def torch_rows(path: str | None, key: Callable[[dict[str, Any]], Any] = lambda r: r.get("shape")
+               ) -> dict[Any, dict[str, Any]]:
+    """The rows of a torch anchor's output (benchmarks/torch_*.py) by shape, each with the anchor's device and
+    versions; {} when no file is named. A named file that is missing is an error (the anchor did not run)."""
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"torch anchor results {path} not found: run the anchor first (benchmarks/gpu_w.sh)")
+    data = json.loads(p.read_text())
+    env = {"torch_device": data.get("device"), "torch": data.get("torch"), "torch_nccl": data.get("nccl")}
+    return {key(r): {**r, **env} for r in data.get("rows", [])}
+
+
+def merge_torch(row: dict[str, Any], anchor: dict[str, Any] | None, field: str) -> None:
+    """Copy the anchor's `field` (and its error, device, versions) into `row`; `faster_than_torch` where both
+    times exist."""
+    if not anchor:
+        return
+    keep = {k: v for k, v in anchor.items() if k.startswith(field.rsplit("_ms", 1)[0]) or k in
+            ("torch_device", "torch", "torch_nccl", "error")}
+    if "error" in keep:
+        keep["torch_error"] = keep.pop("error")
+    row.update(keep)
+    if row.get("best_ms") and row.get(field):
+        row["faster_than_torch"] = row["best_ms"] < row[field]
+
+
+def machine_or_measured(world: int, measure: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """The machine record of a W >= 2 file: CUCO_P2P_JSON's (topology and p2p measured alone, at the start of the
+    device session) when set, else measured now."""
+    src = os.environ.get("CUCO_P2P_JSON")
+    if world >= 2 and src and Path(src).exists():
+        data = json.loads(Path(src).read_text())  # record.machine()'s output for every GPU of the host
+        if (data.get("p2p") or {}).get("gpus", 0) >= world:
+            return {**data, "measured_alone": True, "source": os.path.basename(src)}
+    return measure(world)

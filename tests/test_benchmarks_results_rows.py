@@ -1,0 +1,71 @@
+"""benchmarks/results_rows.py: a results file filled by several calls keeps every shape, a shape measured again
+replaces its row, torch anchors merge by shape, and the machine record comes from a measurement made alone."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import results_rows  # noqa: E402
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=12))
+def test_put_row_keeps_one_row_per_shape_the_latest(shapes):
+    meta = {"world": 2, "rows": [], "errors": []}
+    for i, s in enumerate(shapes):
+        results_rows.put_row(meta, {"shape": s, "i": i})
+    assert sorted(r["shape"] for r in meta["rows"]) == sorted(set(shapes))
+    for r in meta["rows"]:
+        assert r["i"] == max(i for i, s in enumerate(shapes) if s == r["shape"])
+
+
+def test_open_meta_keeps_rows_of_the_same_world_only(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"world": 2, "rows": [{"shape": "a"}]}))
+    assert results_rows.open_meta(p, 2)["rows"] == [{"shape": "a"}]
+    assert results_rows.open_meta(p, 4)["rows"] == []
+    assert results_rows.open_meta(tmp_path / "none.json", 2) == {"world": 2, "rows": [], "errors": []}
+
+
+def test_a_new_row_clears_that_shapes_old_error():
+    meta = {"world": 2, "rows": [], "errors": []}
+    results_rows.put_error(meta, "a", "boom")
+    results_rows.put_error(meta, "b", "boom")
+    results_rows.put_row(meta, {"shape": "a"})
+    assert [e["shape"] for e in meta["errors"]] == ["b"]
+
+
+def test_torch_rows_merge_by_shape_with_device_and_the_comparison(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"device": "GPU", "torch": "2.11", "nccl": "2.28.9", "rows": [
+        {"shape": "a", "world": 2, "torch_layer_ms": 2.0, "torch_layer_count_ms": 0.1},
+        {"shape": "b", "world": 2, "error": "ShapeError: no"}]}))
+    anchors = results_rows.torch_rows(str(p))
+    row = {"shape": "a", "best_ms": 1.5}
+    results_rows.merge_torch(row, anchors["a"], "torch_layer_ms")
+    assert row["torch_layer_ms"] == 2.0 and row["torch_device"] == "GPU" and row["faster_than_torch"] is True
+    assert "world" not in row or row["world"] is None
+    other = {"shape": "b", "best_ms": 1.0}
+    results_rows.merge_torch(other, anchors["b"], "torch_layer_ms")
+    assert other["torch_error"] == "ShapeError: no" and "faster_than_torch" not in other
+    with pytest.raises(FileNotFoundError, match="run the anchor first"):
+        results_rows.torch_rows(str(tmp_path / "missing.json"))
+    assert results_rows.torch_rows(None) == {}
+
+
+def test_machine_comes_from_the_measurement_made_alone_when_named(tmp_path, monkeypatch):
+    p = tmp_path / "machine.json"
+    p.write_text(json.dumps({"topology": "NV18", "p2p": {"gpus": 4, "one_peer_median_gbps": 350.0}}))
+    measured = []
+    monkeypatch.setenv("CUCO_P2P_JSON", str(p))
+    m = results_rows.machine_or_measured(2, lambda w: measured.append(w) or {})
+    assert m["p2p"]["one_peer_median_gbps"] == 350.0 and m["measured_alone"] and not measured
+    p.write_text(json.dumps({"topology": "NV18", "p2p": {"gpus": 2}}))
+    results_rows.machine_or_measured(4, lambda w: measured.append(w) or {})  # too few GPUs: measured now
+    assert measured == [4]

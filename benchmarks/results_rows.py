@@ -16,12 +16,21 @@ def now() -> str:
 
 
 def open_meta(path: Path, world: int) -> dict[str, Any]:
-    """The results file at `path` if it holds rows of this world size, else a new one."""
+    """The results file at `path` if it holds rows of this world size, else a new one. Rows measured before
+    CUCO_RESULTS_SINCE (an ISO date-time, e.g. the start of this machine's lease) are dropped, so one file never
+    mixes machines; `dropped_rows` names them."""
     if path.exists():
         meta = json.loads(path.read_text())
         if meta.get("world") == world:
             meta.setdefault("rows", [])
             meta.setdefault("errors", [])
+            since = os.environ.get("CUCO_RESULTS_SINCE", "")
+            if since:
+                old = [r for r in meta["rows"] if str(r.get("date") or "")[:19] < since[:19]]
+                meta["rows"] = [r for r in meta["rows"] if r not in old]
+                meta["errors"] = [e for e in meta["errors"] if str(e.get("date") or "")[:19] >= since[:19]]
+                meta["dropped_rows"] = [{"shape": r.get("shape"), "device": r.get("device"), "date": r.get("date")}
+                                        for r in old]
             return meta
     return {"world": world, "rows": [], "errors": []}
 

@@ -33,6 +33,15 @@ def test_open_meta_keeps_rows_of_the_same_world_only(tmp_path):
     assert results_rows.open_meta(tmp_path / "none.json", 2) == {"world": 2, "rows": [], "errors": []}
 
 
+def test_rows_measured_before_the_lease_are_dropped(tmp_path, monkeypatch):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"world": 2, "rows": [{"shape": "a", "date": "2026-11-26T10:53:53Z", "device": "H200"},
+                                                  {"shape": "b", "date": "2026-11-26T14:00:01Z"}]}))
+    monkeypatch.setenv("CUCO_RESULTS_SINCE", "2026-11-26T13:40:00")
+    meta = results_rows.open_meta(p, 2)
+    assert [r["shape"] for r in meta["rows"]] == ["b"] and meta["dropped_rows"][0]["device"] == "H200"
+
+
 def test_a_new_row_clears_that_shapes_old_error():
     meta = {"world": 2, "rows": [], "errors": []}
     results_rows.put_error(meta, "a", "boom")

@@ -39,6 +39,8 @@ json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
   bench-*)
     wl=${PART#bench-}
     [ -f "$OUT_DIR/machine.json" ] && export CUCO_P2P_JSON="$(cd "$OUT_DIR" && pwd)/machine.json"
+    own="SHAPES_$wl"
+    SHAPES=${!own:-}
     case $wl in
       attention_cp) anchor=torch_ring_attention.py
         shapes=${SHAPES:-s4096-d32,s8192-d64,s8192-d32,s4096-d64,llama3-8b,llama3-8b-full} ;;

@@ -1,5 +1,5 @@
-// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench,
-// teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
+// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench, [trace],
+// [graph replay, rank_graph.cpp], teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -215,6 +215,7 @@ void Rank::run_candidate(int index) {
     if (ok && s_.opts.verify) ok = verify(t, c);
     if (ok && s_.opts.bench) ok = bench(t, c.launch);
     if (ok && !s_.opts.trace_dir.empty()) trace(t, c.launch, index);
+    if (ok && s_.opts.graph_replays > 0) graph_replay(t, c);
   }
 
   enter(t, "teardown");

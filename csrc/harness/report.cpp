@@ -68,9 +68,10 @@ void write_graph(JsonWriter& w, const RunRecord& c, const Options& o) {
   if (g.failed_replay >= 0) w.value(g.failed_replay); else w.null();
   w.key("failed_seed");
   if (g.failed_replay >= 0) w.value(g.failed_seed); else w.null();
-  w.key("reason").value(reached ? g.reason
-                                : "not reached" + (is_failure(c.status) ? ": the candidate's status is " + c.status
-                                                                         : std::string()));
+  std::string why = c.status == "not_run" ? c.message  // "not reached: <what ended the process>"
+                    : is_failure(c.status) ? "not reached: the candidate's status is " + c.status
+                                           : "not reached";
+  w.key("reason").value(reached ? g.reason : why);
   w.end_object();
 }
 

@@ -19,7 +19,7 @@ from cuco.toolchain import Toolchain, ToolchainError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness"
 CANDIDATES = ["good_lsa", "nccl_allgather", "deadlock", "wrong_values", "prints_pass", "illegal_address",
-              "needs_gin", "missing_launch"]
+              "needs_gin", "missing_launch", "host_epoch_flag", "syncs_in_launch"]
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUCO_NVCC"),
                                 reason="needs nvcc (CUDA toolkit) to compile the harness")

@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
           f"communication delayed {args.delay_us:g} us")
     print(f"# device {doc['device'] or '?'}, NCCL {doc['nccl_version'] or '?'}, driver {doc['driver'] or '?'}, "
           f"{doc['date']}")
+    if doc["harness_status"] != "ok":
+        print(f"# harness: {doc['harness_status']}: {' '.join(str(doc['harness_message']).split())[:300]}")
     print(table(rows))
     ok = bool(rows) and all(clean(r) for r in rows)
     print(f"graph replay {args.workload}_w{args.world}:", "clean" if ok else "failures (see the table and "

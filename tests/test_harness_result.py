@@ -216,6 +216,10 @@ def test_a_process_without_result_is_an_error_not_a_retry(tmp_path: Path) -> Non
     r = interpret(req, tmp_path / "none.json", ProcessOutcome(127, "", "error while loading shared libraries", 0.1, False))
     assert r.status == "error" and "exit code 127" in r.message and "loading shared" in r.message
     assert [c.status for c in r.candidates] == ["not_run", "not_run"]
+    assert all(c.graph is None for c in r.candidates)
+    graphed = interpret(attrs.evolve(req, graph_replays=20), tmp_path / "none.json",
+                        ProcessOutcome(127, "", "error while loading shared libraries", 0.1, False))
+    assert all(c.graph.status == "not_run" and "exit code 127" in c.graph.reason for c in graphed.candidates)
 
 
 def test_runner_stops_when_a_process_makes_no_progress(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import attrs
 
 from cuco.errors import CucoError
 from cuco.harness.build import harness_binary
-from cuco.harness.result import CandidateRun, HarnessResult, HarnessResultError, PartRun
+from cuco.harness.result import CandidateRun, GraphRun, HarnessResult, HarnessResultError, PartRun
 from cuco.process import ProcessOutcome, run_group, scrubbed_env
 from cuco.toolchain import Toolchain
 
@@ -218,11 +218,13 @@ def _no_result(request: HarnessRequest, outcome: ProcessOutcome) -> HarnessResul
     return HarnessResult(
         status="error", message=why, device="", sm_count=0, driver_version="", cuda_runtime_version="",
         nccl_version="", world=request.world, dims=request.dims, date="", hostname="", parts={},
-        candidates=tuple(_not_run(str(c), why) for c in request.candidates), seeds=request.seeds)
+        candidates=tuple(_not_run(str(c), why, request.graph_replays) for c in request.candidates),
+        seeds=request.seeds)
 
 
-def _not_run(path: str, why: str) -> CandidateRun:
-    return CandidateRun(path=path, status="not_run", message=f"not reached: {why}")
+def _not_run(path: str, why: str, graph_replays: int = 0) -> CandidateRun:
+    graph = GraphRun(replays=graph_replays, status="not_run", reason=f"not reached: {why}") if graph_replays else None
+    return CandidateRun(path=path, status="not_run", message=f"not reached: {why}", graph=graph)
 
 
 def interpret(request: HarnessRequest, out: Path, outcome: ProcessOutcome) -> HarnessResult:

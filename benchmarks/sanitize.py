@@ -25,17 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from cuco import workloads  # noqa: E402
-from cuco.design_space import Directives  # noqa: E402
-from cuco.evaluate.compile import Compiler  # noqa: E402
-from cuco.fastpath.agent import FastPathAgent  # noqa: E402
-from cuco.harness.build import build_shared, harness_binary  # noqa: E402
 from cuco.harness.runner import HarnessRequest  # noqa: E402
-from cuco.kit.compute import link_options  # noqa: E402
+from points import FAST_PATH, best_points, build_points  # noqa: E402
 
 TOOLS = ("memcheck", "synccheck", "racecheck")
 # synccheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: H hazards displayed (N errors, ...".
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error|RACECHECK SUMMARY:[^(\n]*\((\d+)\s+error")
-RESULTS = ROOT / "benchmarks" / "results"
 # A report of a device-side hazard (bad access, race, barrier misuse), as opposed to a host API call that returned
 # an error code ("Program hit ..."): NCCL's communicator set-up probes kernels for other architectures and VMM
 # handle types, and every such probe is counted in the tool's ERROR SUMMARY.
@@ -49,18 +44,6 @@ def classify(log: str) -> dict[str, int | None]:
     counts = [int(a or b) for a, b in _SUMMARY.findall(log)]
     return {"errors": sum(counts) if counts else None, "device_hazards": len(_DEVICE_HAZARD.findall(log)),
             "api_errors": len(_API_ERROR.findall(log))}
-
-
-def best_point(workload: str, world: int) -> str:
-    """The best point of the workload's results file at `world` (else at W = 1)."""
-    for w in (world, 1):
-        path = RESULTS / (f"{workload}_w{w}.json" if (RESULTS / f"{workload}_w{w}.json").exists() else
-                          f"{workload}.json")
-        if path.exists():
-            rows = [r for r in json.loads(path.read_text()).get("rows", []) if "/" in str(r.get("best_point", ""))]
-            if rows:
-                return rows[0]["best_point"]
-    raise SystemExit(f"no results file of {workload} names a best point; run its benchmark first")
 
 
 def find_sanitizer() -> str:
@@ -88,20 +71,14 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     wl = workloads.get(args.workload)
-    best = best_point(args.workload, args.world)
+    best = best_points(args.workload, args.world)[0]
     shape = wl.resolve_shape(args.shape, args.world, "verify")
-    compiler = Compiler()
-    link = link_options(wl, compiler.toolchain)
-    plugin = build_shared(wl.plugin_path(), link.libraries, include_dirs=link.include_dirs, extra=link.extra)
-    fast = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
-                         include_dirs=link.include_dirs).run(wl.seed_code()).code
-    codes = {"fast_path": fast, f"best:{best}": wl.render(Directives.from_label(best))}
-    outcomes = compiler.compile_many(list(codes.values()), link.libraries, link.include_dirs, link.extra)
-    binary = harness_binary(compiler.toolchain)
+    plugin, binary, built, _ = build_points(wl, [FAST_PATH, best])
     sanitizer = find_sanitizer()
     tag0 = f"{args.workload}_w{args.world}"
     rows = []
-    for (name, _code), outcome in zip(codes.items(), outcomes):
+    for point, outcome in built:
+        name = "fast_path" if point == FAST_PATH else f"best:{point}"
         if not outcome.ok:
             rows.append({"candidate": name, "compiled": False, "log": outcome.log_excerpt})
             continue

@@ -207,7 +207,7 @@ def test_mocks_match_the_real_harness_types():
     assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
     assert {"workload_plugin", "candidates", "dims", "world", "devices", "seeds", "verify", "bench", "warmup",
             "iters", "parts", "timeout_s", "delay_comm_us", "mode", "trace_dir", "nvshmem_lib",
-            "inputs"} == names(runner.HarnessRequest)
+            "inputs", "graph_replays"} == names(runner.HarnessRequest)
 
 
 def install_mock_harness(monkeypatch, behaviour):
@@ -233,6 +233,7 @@ def install_mock_harness(monkeypatch, behaviour):
         trace_dir: Path | None = None
         nvshmem_lib: Path | None = None
         inputs: str = "q256"
+        graph_replays: int = 0
 
     def run_harness(request, toolchain=None):
         requests.append(request)

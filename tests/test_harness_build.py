@@ -19,7 +19,7 @@ from cuco.toolchain import Toolchain, ToolchainError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "harness"
 CANDIDATES = ["good_lsa", "nccl_allgather", "deadlock", "wrong_values", "prints_pass", "illegal_address",
-              "needs_gin", "missing_launch"]
+              "needs_gin", "missing_launch", "host_epoch_flag", "syncs_in_launch"]
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUCO_NVCC"),
                                 reason="needs nvcc (CUDA toolkit) to compile the harness")
@@ -60,6 +60,13 @@ def test_harness_binary_rejects_bad_command_lines(toolchain: Toolchain) -> None:
     proc = subprocess.run([str(binary), "--workload", "w.so", "--dims", "4", "--world", "1", "--delay-comm-us", "2000000",
                            "--out", "x.json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--delay-comm-us must be between 0 and 1000000" in proc.stderr
+    for value, message in (("-3", "--graph-replays must be between 0 (off) and 100000, got '-3'"),
+                           ("many", "--graph-replays takes an integer, got 'many'")):
+        proc = subprocess.run([str(binary), "--workload", "w.so", "--dims", "4", "--world", "1", "--graph-replays",
+                               value, "--out", "x.json"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    proc = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
+    assert "[--graph-replays 0]" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["copy_workload", *CANDIDATES])

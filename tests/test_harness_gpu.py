@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "harness"
 NAMES = ["copy_workload", "good_lsa", "nccl_allgather", "deadlock", "wrong_values", "prints_pass",
-         "illegal_address", "needs_gin", "missing_launch"]
+         "illegal_address", "needs_gin", "missing_launch", "host_epoch_flag", "syncs_in_launch"]
 SMALL = (1 << 20) + 3  # odd: exercises every candidate's tail path
 BIG = 32 << 20         # 64 MiB of bf16 per rank
 
@@ -121,6 +121,26 @@ def test_gin_candidate_is_unsupported_without_a_nic(built: dict[str, Path]) -> N
         assert gin.status == "unsupported", (gin.status, gin.message)
         assert gin.phase == "setup" and ("GIN" in gin.message or "ncclDevCommCreate" in gin.message)
     assert ok.status == "ok"
+
+
+def test_graph_replay_tells_graph_safe_candidates_from_host_epoch_and_uncapturable_ones(built: dict[str, Path]) -> None:
+    """Capture once, replay with fresh inputs and a delayed writer: a candidate whose flag epoch comes from the host's
+    iteration counter (frozen in the graph) verifies launch by launch and fails from replay 1; one that synchronises
+    inside its launch is not capturable, and the streams leave capture mode for the candidates after it."""
+    names = ["syncs_in_launch", "host_epoch_flag", "good_lsa", "nccl_allgather", "wrong_values"]
+    res = run(built, request(built, names, graph_replays=5, delay_comm_us=2000))
+    got = dict(zip(names, res.candidates))
+    assert [c.status for c in res.candidates] == ["ok", "ok", "ok", "ok", "verify_failed"], \
+        [(c.status, c.message) for c in res.candidates]
+    assert res.processes == 1 and all(c.graph is not None and c.graph.replays == 5 for c in res.candidates)
+    uncapturable = got["syncs_in_launch"].graph
+    assert uncapturable.status == "not_capturable" and "cudaErrorStreamCapture" in uncapturable.reason, uncapturable
+    frozen = got["host_epoch_flag"].graph
+    assert frozen.status == "failed" and frozen.failed_replay == 1, frozen
+    assert "elements wrong" in frozen.reason and "graph failed at replay 1" in got["host_epoch_flag"].summary()
+    for n in ("good_lsa", "nccl_allgather"):
+        assert got[n].graph.status == "passed", (n, got[n].graph)
+    assert got["wrong_values"].graph.status == "not_run" and "verify_failed" in got["wrong_values"].graph.reason
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -116,6 +117,8 @@ def test_request_argv_and_deadline() -> None:
     (dict(devices=(0,)), "devices"), (dict(iters=0), "iters"), (dict(timeout_s=0), "timeout_s"),
     (dict(candidates=[]), "nothing to run"), (dict(candidates="a.so"), "list of paths"),
     (dict(delay_comm_us=-1), "delay_comm_us"), (dict(delay_comm_us=2e6), "delay_comm_us"),
+    (dict(graph_replays=-1), "graph_replays"), (dict(graph_replays=100_001), "graph_replays"),
+    (dict(graph_replays=2.5), "graph_replays"), (dict(graph_replays=True), "graph_replays"),
 ])
 def test_request_validation(kwargs: dict, match: str) -> None:
     base = dict(workload_plugin="w.so", candidates=["a.so"], dims=(4,), world=2)
@@ -213,6 +216,10 @@ def test_a_process_without_result_is_an_error_not_a_retry(tmp_path: Path) -> Non
     r = interpret(req, tmp_path / "none.json", ProcessOutcome(127, "", "error while loading shared libraries", 0.1, False))
     assert r.status == "error" and "exit code 127" in r.message and "loading shared" in r.message
     assert [c.status for c in r.candidates] == ["not_run", "not_run"]
+    assert all(c.graph is None for c in r.candidates)
+    graphed = interpret(attrs.evolve(req, graph_replays=20), tmp_path / "none.json",
+                        ProcessOutcome(127, "", "error while loading shared libraries", 0.1, False))
+    assert all(c.graph.status == "not_run" and "exit code 127" in c.graph.reason for c in graphed.candidates)
 
 
 def test_runner_stops_when_a_process_makes_no_progress(tmp_path: Path) -> None:
@@ -244,3 +251,127 @@ def test_a_candidates_figures_carry_the_driver_release_not_only_the_cuda_version
     evaluator = Evaluator(workloads.get("gemm_allgather"), world=2, executor=Executor(world=2, devices=[]))
     context = evaluator._context(HarnessResult.from_dict(sample()), None, None)
     assert context["driver_release"] == "580.159.04" and context["driver_version"] == "13.0"
+
+
+# --- CUDA-graph replay (--graph-replays) -------------------------------------------------------------------------
+
+
+def test_request_passes_graph_replays_and_counts_its_phase() -> None:
+    base = HarnessRequest("w.so", ["a.so", "b.so"], dims=(4,), world=2, timeout_s=10)
+    assert "--graph-replays" not in base.argv(Path("h"), Path("o"))  # off unless asked
+    req = HarnessRequest("w.so", ["a.so", "b.so"], dims=(4,), world=2, timeout_s=10, graph_replays=20)
+    argv = req.argv(Path("h"), Path("o"))
+    assert argv[argv.index("--graph-replays") + 1] == "20"
+    assert req.total_timeout_s() == base.total_timeout_s() + 2 * 10  # one more phase per candidate
+    assert float(argv[argv.index("--total-timeout-s") + 1]) == req.total_timeout_s()
+
+
+def test_graph_records_parse_summarise_and_round_trip() -> None:
+    from cuco.harness import GraphRun
+
+    r = HarnessResult.from_file(FIXTURES / "graph_result.json")
+    passed, failed, uncapturable, unverified = r.candidates
+    assert passed.graph == GraphRun(replays=20, status="passed") and passed.graph.passed
+    assert failed.ok and not failed.graph.passed  # the candidate's status is its verify/bench result
+    assert (failed.graph.status, failed.graph.failed_replay, failed.graph.failed_seed) == ("failed", 1, 2000007)
+    assert "graph failed at replay 1 of 20 (seed 2000007)" in failed.summary() and failed.summary().startswith("ok ")
+    assert uncapturable.graph.status == "not_capturable" and uncapturable.graph.failed_replay is None
+    assert "cudaErrorStreamCaptureInvalidated" in uncapturable.summary()
+    assert unverified.graph.status == "not_run" and "verify_failed" in unverified.summary()
+    assert passed.summary() == "ok 0.0510 ms; graph passed (20 replays)"
+    again = HarnessResult.from_json(json.dumps(r.to_dict()))
+    assert again.candidates == r.candidates
+    # Results written without the option (and older results) have no graph record.
+    assert HarnessResult.from_dict(sample()).candidates[0].graph is None
+    assert "graph" not in HarnessResult.from_dict(sample()).candidates[0].summary()
+
+
+def test_a_bad_graph_record_is_named() -> None:
+    d = json.loads((FIXTURES / "graph_result.json").read_text())
+    d["candidates"][0]["graph"]["status"] = "fine"
+    with pytest.raises(HarnessResultError, match="'fine' is not one of"):
+        HarnessResult.from_dict(d)
+    del d["candidates"][1]["graph"]["replays"]
+    d["candidates"][0]["graph"]["status"] = "passed"
+    with pytest.raises(HarnessResultError, match=r"missing field 'candidates\[1\].graph.replays'"):
+        HarnessResult.from_dict(d)
+
+
+def test_runner_keeps_graph_outcomes_and_a_death_in_the_graph_phase_is_the_graphs(fake_binary: Path,
+                                                                                    tmp_path: Path) -> None:
+    req = HarnessRequest("w.so", ["ok1.so", "okgraphfail.so", "okgraphdie.so", "ok2.so"], dims=(4,), world=2,
+                         graph_replays=20)
+    res = run_harness(req, binary=fake_binary, env=dict(os.environ))
+    assert [c.status for c in res.candidates] == ["ok", "ok", "ok", "ok"]
+    assert [c.graph.status for c in res.candidates] == ["passed", "failed", "crash", "passed"]
+    died = res.candidates[2].graph
+    assert died.failed_replay == 1 and "SIGSEGV" in died.reason and "segfault in the graph phase" in died.reason
+    assert res.candidates[1].graph.failed_replay == 1 and res.processes == 2
+    plain = run_harness(attrs.evolve(req, graph_replays=0, candidates=["ok1.so"]), binary=fake_binary,
+                        env=dict(os.environ))
+    assert plain.candidates[0].graph is None
+
+
+@pytest.fixture(scope="module")
+def report_selftest() -> Path:
+    if shutil.which("nvcc") is None and not os.environ.get("CUCO_NVCC"):
+        pytest.skip("needs nvcc to compile the report self-test")
+    try:
+        tc = Toolchain.detect()
+    except ToolchainError as exc:
+        pytest.skip(f"toolchain incomplete: {exc}")
+    h = csrc_dir() / "harness"
+    sources = [FIXTURES / "report_selftest.cpp", *(h / f for f in ("report.cpp", "json.cpp", "timing.cpp",
+                                                                    "options.cpp"))]
+    headers = [h / f for f in ("report.h", "json.h", "timing.h", "options.h")]
+    key = content_hash(*(p.read_bytes() for p in [*sources, *headers]), tc.fingerprint())
+    out = cache_dir() / "selftest" / key / "report_selftest"
+    if not out.exists():
+        res = tc.compile(sources, out, shared=False, include_dirs=[h, include_dir()])
+        assert res.ok, res.log
+    return out
+
+
+def _report(binary: Path, mode: str, tmp_path: Path, *extra: str, n: int = 4) -> subprocess.CompletedProcess:
+    args = [str(binary), mode, "--workload", "w.so", "--dims", "4", "--world", "2", "--out", str(tmp_path / "r.json")]
+    for i in range(n):
+        args += ["--candidate", f"c{i}.so"]
+    return subprocess.run(args + list(extra), capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("value, message", [("-1", "--graph-replays must be between 0 (off) and 100000"),
+                                            ("100001", "--graph-replays must be between 0 (off) and 100000"),
+                                            ("x", "--graph-replays takes an integer, got 'x'")])
+def test_the_harness_command_line_refuses_a_bad_graph_replays(report_selftest: Path, tmp_path: Path, value: str,
+                                                              message: str) -> None:
+    proc = _report(report_selftest, "finish", tmp_path, "--graph-replays", value)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_the_harness_writes_the_graph_records_python_reads(report_selftest: Path, tmp_path: Path) -> None:
+    proc = _report(report_selftest, "finish", tmp_path, "--graph-replays", "20")
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads((tmp_path / "r.json").read_text())
+    recorded = json.loads((FIXTURES / "graph_result.json").read_text())
+    for w, f in zip(written["candidates"], recorded["candidates"]):  # the fixture has the writer's schema
+        assert list(w["graph"]) == list(f["graph"]) and w["graph"]["status"] == f["graph"]["status"]
+    r = HarnessResult.from_dict(written)
+    assert [c.graph.status for c in r.candidates] == ["passed", "failed", "not_capturable", "not_run"]
+    assert r.candidates[1].graph.failed_replay == 1 and r.candidates[1].graph.failed_seed == 2000007
+    assert [c.status for c in r.candidates] == ["ok", "ok", "ok", "verify_failed"]
+    assert _report(report_selftest, "finish", tmp_path).returncode == 0  # off: no graph record at all
+    assert all(c["graph"] is None for c in json.loads((tmp_path / "r.json").read_text())["candidates"])
+    assert (2 + 4 * (4 + 2 + 1)) * 120 == HarnessRequest("w.so", ["a"] * 4, dims=(4,), graph_replays=20,
+                                                         timeout_s=120).total_timeout_s()
+
+
+def test_a_hang_in_the_graph_phase_is_the_graphs_not_the_candidates(report_selftest: Path, tmp_path: Path) -> None:
+    proc = _report(report_selftest, "hang", tmp_path, "--graph-replays", "20", n=6)
+    assert proc.returncode == 3, proc.stderr
+    r = HarnessResult.from_file(tmp_path / "r.json")
+    assert r.status == "hang" and "c4.so hang in graph" in r.message
+    hung = r.candidates[4]
+    assert hung.status == "ok" and hung.graph.status == "hang" and hung.graph.failed_replay == 2
+    assert "graph hang at replay 2 of 20 (seed 3000009)" in hung.summary()
+    assert r.candidates[5].status == "not_run" and r.candidates[5].graph.status == "not_run"
+    assert "not reached: c4.so hang in graph" in r.candidates[5].graph.reason

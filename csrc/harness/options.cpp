@@ -49,9 +49,10 @@ double parse_double(const std::string& flag, const std::string& text) {
 }  // namespace
 
 double Options::derived_total_timeout_s() const {
-  // init + parts + per candidate (load, setup, each seed, bench, teardown), each bounded by timeout_s.
+  // init + parts + per candidate (load, setup, each seed, bench, trace, graph, teardown), each bounded by timeout_s.
   double phases = 2.0 + (parts ? 2.0 : 0.0) +
-                  candidates.size() * (4.0 + (verify ? seeds.size() : 0) + (trace_dir.empty() ? 0 : 1));
+                  candidates.size() * (4.0 + (verify ? seeds.size() : 0) + (trace_dir.empty() ? 0 : 1) +
+                                       (graph_replays > 0 ? 1 : 0));
   return phases * timeout_s;
 }
 
@@ -61,7 +62,9 @@ std::string usage() {
          "         [--timeout-s 120] [--total-timeout-s T] [--delay-comm-us 0] --out result.json\n"
          "         [--rank R --rendezvous DIR]  (process mode: this process runs rank R; one process per rank)\n"
          "         [--trace DIR]  (CUPTI timeline of a few untimed launches per candidate, into DIR)\n"
-         "         [--nvshmem-lib PATH]  (libnvshmem_host.so.3, for candidates that declare uses_nvshmem)\n";
+         "         [--nvshmem-lib PATH]  (libnvshmem_host.so.3, for candidates that declare uses_nvshmem)\n"
+         "         [--graph-replays 0]  (capture one delayed launch per candidate in a CUDA graph, replay and check it\n"
+         "                               N times with fresh inputs; the result's per-candidate \"graph\")\n";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -90,6 +93,13 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--rendezvous") o.rendezvous = v;
     else if (flag == "--trace") o.trace_dir = v;
     else if (flag == "--nvshmem-lib") o.nvshmem_lib = v;
+    else if (flag == "--graph-replays") {
+      long long n = parse_int(flag, v);
+      if (n < 0 || n > kMaxGraphReplays)
+        throw std::invalid_argument("--graph-replays must be between 0 (off) and " + std::to_string(kMaxGraphReplays) +
+                                    ", got '" + v + "'");
+      o.graph_replays = static_cast<int>(n);
+    }
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage());
   }
   if (o.workload.empty()) throw std::invalid_argument("--workload is required\n" + usage());

@@ -7,6 +7,9 @@
 
 namespace cuco_harness {
 
+// The most graph replays one run may ask for (each replay refills, launches and checks once).
+constexpr int kMaxGraphReplays = 100000;
+
 struct Options {
   std::string workload;                 // --workload W.so
   std::vector<std::string> candidates;  // --candidate C.so (repeatable, run in order)
@@ -27,6 +30,7 @@ struct Options {
   std::string rendezvous;               // --rendezvous DIR: where process-mode ranks meet (needed with --rank)
   std::string nvshmem_lib;              // --nvshmem-lib PATH: libnvshmem_host.so.3 for NVSHMEM candidates
   std::string trace_dir;                // --trace DIR: after its timed runs, trace a few launches per candidate (CUPTI)
+  int graph_replays = 0;                // --graph-replays N: capture one launch in a CUDA graph, replay and check N times
 
   bool process_mode() const { return rank >= 0; }
 

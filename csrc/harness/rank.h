@@ -62,6 +62,12 @@ class Rank {
   // A few untimed launches under CUPTI; writes opts.trace_dir/candidate<index>[.rank<r>].json. Never fails the
   // candidate: a tracing problem is printed and skipped.
   void trace(Target t, cuco_candidate_launch_fn launch, int index);
+  // rank_graph.cpp: capture one delayed launch in a CUDA graph and replay it opts.graph_replays times, each with
+  // fresh inputs and a check on every rank. Records the candidate's graph record only, never its status.
+  void graph_replay(Target t, const CandidatePlugin& c);
+  // Captures one launch_joined(launch, untimed, delayed) on ctx_.stream; returns "" and the graph, or why the
+  // launch could not be captured (the capture is ended on every path).
+  std::string capture_launch(cuco_candidate_launch_fn launch, cudaGraph_t* graph);
   // Forks the side stream, launches, joins it back; returns "" or why the launch failed.
   // delayed: queue the delayed-arrival spin (opts.delay_comm_us) on the side stream before the launch.
   std::string launch_joined(cuco_candidate_launch_fn launch, bool timed, bool delayed = false);

@@ -1,5 +1,5 @@
-// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench,
-// teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
+// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench, [trace],
+// [graph replay, rank_graph.cpp], teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -111,16 +111,23 @@ std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed, boo
   int rc = launch(&ctx_);
   cudaError_t launch_err = cudaGetLastError();
   // The harness joins the side stream, so work a candidate put there is inside the measured interval.
-  CUCO_CK(cudaEventRecord(join_, ctx_.side_stream));
-  CUCO_CK(cudaStreamWaitEvent(ctx_.stream, join_, 0));
-  if (timed) CUCO_CK(cudaEventRecord(stop_, ctx_.stream));
+  cudaError_t join_err = cudaEventRecord(join_, ctx_.side_stream);
+  if (join_err == cudaSuccess) join_err = cudaStreamWaitEvent(ctx_.stream, join_, 0);
+  if (join_err == cudaSuccess && timed) join_err = cudaEventRecord(stop_, ctx_.stream);
+  std::string why;
   if (launch_err != cudaSuccess) {
     if (is_sticky(launch_err)) throw_cuda(launch_err, "the candidate's launch", __FILE__, __LINE__);
-    return std::string("a kernel launch failed: ") + cudaGetErrorName(launch_err) + " (" +
-           cudaGetErrorString(launch_err) + ")";
+    why = std::string("a kernel launch failed: ") + cudaGetErrorName(launch_err) + " (" +
+          cudaGetErrorString(launch_err) + ")";
+  } else if (rc != 0) {
+    why = "the launch entry point returned " + std::to_string(rc);
   }
-  if (rc != 0) return "the launch entry point returned " + std::to_string(rc);
-  return "";
+  // The candidate's own failure comes first: under graph capture it is the cause, the join's error its consequence.
+  if (join_err != cudaSuccess) {
+    if (why.empty() || is_sticky(join_err)) throw_cuda(join_err, "joining the side stream", __FILE__, __LINE__);
+    why += std::string("; then joining the side stream: ") + cudaGetErrorName(join_err);
+  }
+  return why;
 }
 
 void Rank::run_parts() {
@@ -215,6 +222,7 @@ void Rank::run_candidate(int index) {
     if (ok && s_.opts.verify) ok = verify(t, c);
     if (ok && s_.opts.bench) ok = bench(t, c.launch);
     if (ok && !s_.opts.trace_dir.empty()) trace(t, c.launch, index);
+    if (ok && s_.opts.graph_replays > 0) graph_replay(t, c);
   }
 
   enter(t, "teardown");

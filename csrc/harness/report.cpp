@@ -54,6 +54,27 @@ void write_timing(JsonWriter& w, const std::vector<std::vector<double>>& t, cons
 
 bool is_failure(const std::string& s) { return !s.empty() && s != "ok"; }
 
+void write_graph(JsonWriter& w, const RunRecord& c, const Options& o) {
+  if (o.graph_replays <= 0) {  // not asked for
+    w.null();
+    return;
+  }
+  const GraphRecord& g = c.graph;
+  bool reached = !g.status.empty();
+  w.begin_object();
+  w.key("replays").value(o.graph_replays);
+  w.key("status").value(reached ? g.status : "not_run");
+  w.key("failed_replay");
+  if (g.failed_replay >= 0) w.value(g.failed_replay); else w.null();
+  w.key("failed_seed");
+  if (g.failed_replay >= 0) w.value(g.failed_seed); else w.null();
+  std::string why = c.status == "not_run" ? c.message  // "not reached: <what ended the process>"
+                    : is_failure(c.status) ? "not reached: the candidate's status is " + c.status
+                                           : "not reached";
+  w.key("reason").value(reached ? g.reason : why);
+  w.end_object();
+}
+
 }  // namespace
 
 Report::Report(const Options& opts)
@@ -133,6 +154,11 @@ void Report::set_requirements(int candidate, const std::map<std::string, int64_t
   candidates_.at(candidate).requirements = req;
 }
 
+void Report::set_graph(int candidate, const GraphRecord& g) {
+  std::lock_guard<std::mutex> lk(mu_);
+  candidates_.at(candidate).graph = g;
+}
+
 void Report::set_harness_message(const std::string& message) {
   std::lock_guard<std::mutex> lk(mu_);
   message_ = message;
@@ -160,7 +186,16 @@ void Report::fatal(const std::string& status, const std::string& message, int ex
   }
   std::string where = current_phase_;
   RunRecord& cur = record(current_);
-  if (is_failure(cur.status)) {
+  if (current_.kind == Target::kCandidate && cur.graph.status == "running") {
+    // Verified (and timed) before the graph phase: the candidate keeps that; its graph record says what happened.
+    cur.graph.status = status;
+    cur.graph.reason = message;
+    if (!is_failure(cur.status)) {
+      cur.status = "ok";
+      cur.message = "graph replay: " + status + ": " + message;
+      cur.phase = "";
+    }
+  } else if (is_failure(cur.status)) {
     cur.message += "; then " + status + " in " + where + ": " + message;
   } else {
     cur.status = status;
@@ -257,6 +292,8 @@ std::string Report::json_locked() const {
     w.end_array();
     w.key("timing");
     write_timing(w, c.times_ms, opts_);
+    w.key("graph");
+    write_graph(w, c, opts_);
     w.end_object();
   }
   w.end_array();

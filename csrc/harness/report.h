@@ -24,6 +24,16 @@ struct CheckRecord {
   std::string message;
 };
 
+// CUDA-graph capture and replay of one candidate (--graph-replays N). status: "running" while in phase "graph";
+// then passed | failed (a replay's check failed) | not_capturable (capture or instantiation failed) | error (a
+// replay's fill, launch or sync failed) | hang | crash (the process ended in phase "graph"). Empty: not reached.
+struct GraphRecord {
+  std::string status;
+  int failed_replay = -1;    // the first replay whose check failed (or that could not run), -1: none
+  uint64_t failed_seed = 0;  // that replay's seed
+  std::string reason;
+};
+
 // One timed thing: a candidate (name = path) or a workload part.
 struct RunRecord {
   std::string name;
@@ -34,6 +44,7 @@ struct RunRecord {
   std::vector<CheckRecord> checks;
   std::vector<std::vector<double>> times_ms;  // per rank; empty when not benchmarked
   std::map<std::string, int64_t> requirements;
+  GraphRecord graph;  // candidates only
 };
 
 struct DeviceInfo {
@@ -69,12 +80,14 @@ class Report {
   void add_check(int candidate, const CheckRecord& c);
   void set_times(Target t, int rank, const std::vector<double>& ms);
   void set_requirements(int candidate, const std::map<std::string, int64_t>& req);
+  void set_graph(int candidate, const GraphRecord& g);
   void set_harness_message(const std::string& message);
 
   // Final JSON (top-level status "ok") once every candidate was reached.
   void finish();
   // Records `status` for the current target (unless it already failed), marks the rest not_run,
-  // writes the JSON and ends the process at once with `exit_code`. Safe from any thread.
+  // writes the JSON and ends the process at once with `exit_code`. Safe from any thread. In phase "graph" the
+  // status goes to the candidate's graph record: the candidate had verified (and been timed) already.
   [[noreturn]] void fatal(const std::string& status, const std::string& message, int exit_code,
                           const std::string& top_status = "");
 

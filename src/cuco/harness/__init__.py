@@ -7,12 +7,13 @@
 """
 
 from cuco.harness.build import BuildError, build_shared, compile_shared, harness_binary, include_dir
-from cuco.harness.result import (CANDIDATE_STATUSES, CandidateRun, Check, HarnessResult, HarnessResultError, PartRun,
-                                 Timing)
+from cuco.harness.result import (CANDIDATE_STATUSES, GRAPH_STATUSES, CandidateRun, Check, GraphRun, HarnessResult,
+                                 HarnessResultError, PartRun, Timing)
 from cuco.harness.runner import HarnessRequest, HarnessRequestError, gpu_count, interpret, run_harness
 
 __all__ = [
     "BuildError", "build_shared", "compile_shared", "harness_binary", "include_dir",
-    "CANDIDATE_STATUSES", "CandidateRun", "Check", "HarnessResult", "HarnessResultError", "PartRun", "Timing",
+    "CANDIDATE_STATUSES", "GRAPH_STATUSES", "CandidateRun", "Check", "GraphRun", "HarnessResult", "HarnessResultError",
+    "PartRun", "Timing",
     "HarnessRequest", "HarnessRequestError", "gpu_count", "interpret", "run_harness",
 ]

@@ -15,6 +15,11 @@ SCHEMA = 1
 
 #: Per-candidate statuses. `ok` is the only one that means verified (and benchmarked when asked).
 CANDIDATE_STATUSES = ("ok", "verify_failed", "hang", "crash", "error", "unsupported", "not_run")
+#: Statuses of a candidate's CUDA-graph replay (--graph-replays). `passed`: every replay checked; `failed`: a replay's
+#: check failed (`failed_replay`); `not_capturable`: the launch could not be captured or instantiated; `error`: a
+#: replay's fill, launch or sync failed; `hang` / `crash`: the process ended in the graph phase; `not_run`: the phase
+#: was not reached (the candidate failed before it, or the process ended first).
+GRAPH_STATUSES = ("passed", "failed", "not_capturable", "error", "hang", "crash", "not_run")
 #: Top-level statuses: why the process ended ("running": it died before writing its final result).
 RUN_STATUSES = ("ok", "hang", "crash", "error", "aborted", "running")
 
@@ -119,6 +124,47 @@ class Check:
         return attrs.asdict(self)
 
 
+def _opt_int(x: Any) -> int | None:
+    return None if x is None else int(x)
+
+
+@attrs.frozen
+class GraphRun:
+    """A candidate's CUDA-graph capture and replay: one delayed launch captured, replayed `replays` times with fresh
+    inputs and checked each time. A candidate whose flags take their epoch from the host's iteration counter (frozen
+    in the graph) fails here from its second replay on."""
+
+    replays: int
+    status: str = attrs.field(validator=_in(GRAPH_STATUSES))
+    failed_replay: int | None = None
+    failed_seed: int | None = None
+    reason: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """True when every replay's check passed."""
+        return self.status == "passed"
+
+    def summary(self) -> str:
+        """E.g. 'graph passed (20 replays)' or 'graph failed at replay 1 of 20 (seed 2000008): ...'."""
+        if self.status == "passed":
+            return f"graph passed ({self.replays} replays)"
+        at = (f" at replay {self.failed_replay} of {self.replays} (seed {self.failed_seed})"
+              if self.failed_replay is not None else "")
+        return f"graph {self.status}{at}" + (f": {self.reason}" if self.reason else "")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "graph") -> "GraphRun":
+        """The graph record in a harness result dict; raises HarnessResultError naming `where` for a missing field."""
+        return cls(replays=int(_get(d, "replays", where)), status=str(_get(d, "status", where)),
+                   failed_replay=_opt_int(d.get("failed_replay")), failed_seed=_opt_int(d.get("failed_seed")),
+                   reason=str(d.get("reason", "")))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The graph record as a JSON-ready dict."""
+        return attrs.asdict(self)
+
+
 @attrs.frozen
 class CandidateRun:
     """What the harness found for one candidate."""
@@ -130,11 +176,21 @@ class CandidateRun:
     checks: tuple[Check, ...] = ()
     timing: Timing | None = None
     requirements: Mapping[str, int] = attrs.field(factory=dict)
+    # The CUDA-graph replay check (HarnessRequest.graph_replays); None when not asked for. Apart from `status`:
+    # a candidate can be "ok" and still fail under graph replay.
+    graph: GraphRun | None = None
 
     @property
     def ok(self) -> bool:
-        """True when the harness reports status 'ok' for the candidate."""
+        """True when the harness reports status 'ok' for the candidate (the graph replay is apart: see `graph`)."""
         return self.status == "ok"
+
+    def summary(self) -> str:
+        """One line: status, time and, when it ran, the graph replay's outcome."""
+        head = self.status + (f" {self.time_ms:.4f} ms" if self.time_ms is not None else "")
+        if self.status != "ok" and self.message:
+            head += f": {self.message}"
+        return head + (f"; {self.graph.summary()}" if self.graph is not None else "")
 
     @property
     def time_ms(self) -> float | None:
@@ -145,18 +201,21 @@ class CandidateRun:
     def from_dict(cls, d: Mapping[str, Any], where: str = "candidate") -> "CandidateRun":
         """The run in a harness result dict; raises HarnessResultError naming `where` for a missing field."""
         timing = _get(d, "timing", where)
+        graph = d.get("graph")
         return cls(
             path=str(_get(d, "path", where)), status=str(_get(d, "status", where)),
             message=str(d.get("message", "")), phase=str(d.get("phase", "")),
             checks=tuple(Check.from_dict(c, f"{where}.checks[{i}]") for i, c in enumerate(_get(d, "checks", where))),
             timing=Timing.from_dict(timing, f"{where}.timing") if timing is not None else None,
-            requirements={str(k): int(v) for k, v in d.get("requirements", {}).items()})
+            requirements={str(k): int(v) for k, v in d.get("requirements", {}).items()},
+            graph=GraphRun.from_dict(graph, f"{where}.graph") if graph is not None else None)
 
     def to_dict(self) -> dict[str, Any]:
         """The candidate's run as a JSON-ready dict."""
         return {"path": self.path, "status": self.status, "message": self.message, "phase": self.phase,
                 "checks": [c.to_dict() for c in self.checks],
-                "timing": self.timing.to_dict() if self.timing else None, "requirements": dict(self.requirements)}
+                "timing": self.timing.to_dict() if self.timing else None, "requirements": dict(self.requirements),
+                "graph": self.graph.to_dict() if self.graph else None}
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ import attrs
 
 from cuco.errors import CucoError
 from cuco.harness.build import harness_binary
-from cuco.harness.result import CandidateRun, HarnessResult, HarnessResultError, PartRun
+from cuco.harness.result import CandidateRun, GraphRun, HarnessResult, HarnessResultError, PartRun
 from cuco.process import ProcessOutcome, run_group, scrubbed_env
 from cuco.toolchain import Toolchain
 
@@ -45,6 +45,8 @@ def _paths(xs: Sequence[str | Path]) -> tuple[Path, ...]:
 
 #: Input distributions of the harness's fills: 256 levels (exact small products) or full-entropy bf16.
 INPUTS = ("q256", "full")
+#: The most graph replays one request may ask for (the harness's kMaxGraphReplays).
+MAX_GRAPH_REPLAYS = 100_000
 #: The seed bit that selects full-entropy inputs in cuco/gen.cuh (kFullEntropySeed).
 FULL_ENTROPY_SEED = 1 << 63
 
@@ -95,6 +97,10 @@ class HarnessRequest:
     trace_dir: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
     # libnvshmem_host.so.3 for candidates that declare uses_nvshmem; None: the toolchain's (run_harness finds it).
     nvshmem_lib: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    # After verification (and timing), each candidate's delayed launch is captured once in a CUDA graph and replayed
+    # this many times, each replay with fresh inputs, poisoned outputs and a check on every rank; the outcome is the
+    # candidate's `graph` (its status stays its verify/bench result). 0: off.
+    graph_replays: int = 0
 
     def __attrs_post_init__(self) -> None:
         # Non-negative: a dim may be a flag (attention_cp's CAUSAL is 0 or 1); each workload checks its own ranges.
@@ -112,13 +118,18 @@ class HarnessRequest:
             raise HarnessRequestError(f"delay_comm_us must be between 0 and 1e6 (one second), got {self.delay_comm_us}")
         if self.timeout_s <= 0:
             raise HarnessRequestError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if (isinstance(self.graph_replays, bool) or not isinstance(self.graph_replays, int)
+                or not 0 <= self.graph_replays <= MAX_GRAPH_REPLAYS):
+            raise HarnessRequestError(f"graph_replays must be an integer from 0 (off) to {MAX_GRAPH_REPLAYS}, "
+                                      f"got {self.graph_replays!r}")
         if not self.candidates and not self.parts:
             raise HarnessRequestError("nothing to run: give candidates or set parts=True")
 
     def total_timeout_s(self) -> float:
         """The harness's process deadline: every phase it may enter, each bounded by timeout_s."""
         phases = 2 + (2 if self.parts else 0) + len(self.candidates) * (
-            4 + (len(self.seeds) if self.verify else 0) + (1 if self.trace_dir is not None else 0))
+            4 + (len(self.seeds) if self.verify else 0) + (1 if self.trace_dir is not None else 0)
+            + (1 if self.graph_replays else 0))
         return phases * self.timeout_s
 
     def argv(self, binary: Path, out: Path) -> list[str]:
@@ -138,6 +149,8 @@ class HarnessRequest:
             argv += ["--delay-comm-us", f"{self.delay_comm_us:g}"]
         if self.trace_dir is not None:
             argv += ["--trace", str(self.trace_dir)]
+        if self.graph_replays:
+            argv += ["--graph-replays", str(self.graph_replays)]
         if self.nvshmem_lib is not None:
             argv += ["--nvshmem-lib", str(self.nvshmem_lib)]
         return argv
@@ -177,7 +190,13 @@ def _complete_dict(raw: dict[str, Any], outcome: ProcessOutcome) -> dict[str, An
     kind, index = cur.get("kind"), int(cur.get("index", -1))
     cands = raw.get("candidates", [])
     parts = raw.get("parts", {})
-    if kind == "candidate" and 0 <= index < len(cands) and cands[index].get("status", "") in ("", "ok"):
+    graph = cands[index].get("graph") if kind == "candidate" and 0 <= index < len(cands) else None
+    if isinstance(graph, dict) and graph.get("status") == "running":
+        # It had verified (and been timed) before its graph phase, as the harness's own fatal path records it.
+        graph.update(status=status, reason=why)
+        if cands[index].get("status", "") in ("", "ok"):
+            cands[index].update(status="ok", message=f"graph replay: {status}: {why}", phase="")
+    elif kind == "candidate" and 0 <= index < len(cands) and cands[index].get("status", "") in ("", "ok"):
         cands[index].update(status=status, message=why, phase=phase)
     if kind == "part":
         for j, name in enumerate(parts):
@@ -199,11 +218,13 @@ def _no_result(request: HarnessRequest, outcome: ProcessOutcome) -> HarnessResul
     return HarnessResult(
         status="error", message=why, device="", sm_count=0, driver_version="", cuda_runtime_version="",
         nccl_version="", world=request.world, dims=request.dims, date="", hostname="", parts={},
-        candidates=tuple(_not_run(str(c), why) for c in request.candidates), seeds=request.seeds)
+        candidates=tuple(_not_run(str(c), why, request.graph_replays) for c in request.candidates),
+        seeds=request.seeds)
 
 
-def _not_run(path: str, why: str) -> CandidateRun:
-    return CandidateRun(path=path, status="not_run", message=f"not reached: {why}")
+def _not_run(path: str, why: str, graph_replays: int = 0) -> CandidateRun:
+    graph = GraphRun(replays=graph_replays, status="not_run", reason=f"not reached: {why}") if graph_replays else None
+    return CandidateRun(path=path, status="not_run", message=f"not reached: {why}", graph=graph)
 
 
 def interpret(request: HarnessRequest, out: Path, outcome: ProcessOutcome) -> HarnessResult:

@@ -6,8 +6,8 @@
 //                                                          buffers, setup, fill, check, part_compute, part_comm};
 //   CUCO_WORKLOAD_PLUGIN(kPlugin)
 //
-// The entry points check their arguments here, once (null pointers, a dims count or buffer list that does not
-// match what describe() produced, state missing because setup() did not run), own the workload state (`new State`
+// The entry points check their arguments here, once (null pointers; at setup, dims, world and buffers that are not
+// what describe() gives for them; state missing because setup() did not run), own the workload state (`new State`
 // at setup, `delete` at teardown: State's destructor frees what setup allocated, also after a setup that failed half
 // way) and hand the workload's functions a State& that is never null.
 #pragma once
@@ -25,8 +25,8 @@ namespace kit {
 
 // What the entry points return besides the workload's own codes (0: success).
 enum PluginError : int {
-  kPluginRefused = 1,      // describe(): dims or world refused (out->error says why); setup(): a ctx whose dims
-                           // count or buffer list is not what describe() produced
+  kPluginRefused = 1,      // describe(): dims or world refused (out->error says why); setup(): a ctx whose dims,
+                           // world or buffers (count, sizes, memory) are not what describe() gives
   kPluginBadArgument = 2,  // a null pointer
   kPluginNoState = 3,      // fill, check or a part without a successful setup()
   kPluginCuda = 100,       // + cudaError_t (CUCO_PLUGIN_CUDA); the workload's functions return their own codes
@@ -84,10 +84,21 @@ int plugin_describe(const WorkloadPlugin<S>& p, const int64_t* dims, int ndims, 
   return 0;
 }
 
+// True when ctx's dims, world and buffers are what describe() gives for them (count, sizes, memory behind each).
+template <typename S>
+bool plugin_ctx_matches(const WorkloadPlugin<S>& p, const cuco_ctx* ctx) {
+  if (ctx->ndims != p.ndims || ctx->nbuffers != p.nbuffers) return false;
+  if (p.refuse && p.refuse(ctx->dims, ctx->world)) return false;
+  const Buffers b = p.buffers(ctx->dims, ctx->world);
+  for (int i = 0; i < p.nbuffers; ++i)
+    if (ctx->buffers[i].bytes != b.spec[i].bytes || (b.spec[i].bytes && !ctx->buffers[i].ptr)) return false;
+  return true;
+}
+
 template <typename S>
 int plugin_setup(const WorkloadPlugin<S>& p, cuco_ctx* ctx) {
   if (!ctx) return kPluginBadArgument;
-  if (ctx->ndims != p.ndims || ctx->nbuffers != p.nbuffers) return kPluginRefused;
+  if (!plugin_ctx_matches(p, ctx)) return kPluginRefused;
   S* s = new S();
   ctx->workload_state = s;  // teardown frees it whatever setup returns
   return p.setup ? p.setup(ctx, *s) : 0;
@@ -164,6 +175,9 @@ int plugin_parts(const cuco_part** parts, int* nparts) {
 // The six extern "C" workload entry points of cuco/abi.h, each a call into cuco::kit with the description P (a
 // namespace-scope constexpr cuco::kit::WorkloadPlugin<State>).
 #define CUCO_WORKLOAD_PLUGIN(P)                                                                            \
+  static_assert(P.ndims >= 0 && P.ndims <= CUCO_MAX_DIMS, "ndims: 0 to CUCO_MAX_DIMS");                    \
+  static_assert(P.nbuffers > 0 && P.nbuffers <= CUCO_MAX_BUFFERS, "nbuffers: 1 to CUCO_MAX_BUFFERS");      \
+  static_assert(P.usage && P.buffers && P.fill && P.check, "usage, buffers, fill and check are required"); \
   extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) { \
     return cuco::kit::plugin_describe(P, dims, ndims, world, out);                                         \
   }                                                                                                        \

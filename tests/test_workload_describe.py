@@ -78,3 +78,37 @@ def test_a_shape_the_python_check_refuses_is_refused_by_the_plugin_too(loaded):
     assert refused, f"{wl.name}: no dim of {base} made odd breaks a rule; pick another probe"
     zero = (0,) + base[1:]
     assert _describe(plugin, zero, wl.default_world).error, f"{wl.name}: the plugin accepts {zero}"
+
+
+class Part(ctypes.Structure):
+    """cuco_part."""
+
+    _fields_ = [("name", ctypes.c_char * NAME_LEN), ("is_comm", ctypes.c_int), ("launch", ctypes.c_void_p)]
+
+
+def test_the_kit_entry_points_check_their_arguments(loaded):
+    """cuco/kit/plugin.cuh: null pointers are refused (2), a ctx without workload state is refused by fill and
+    check (3) and by setup when its dims are not the workload's (1), teardown of nothing is fine; no CUDA call
+    is reached, so this runs on the CPU."""
+    _, plugin = loaded
+    null = ctypes.c_void_p()
+    assert plugin.cuco_workload_describe(null, 0, 1, null) == 2
+    for entry in (plugin.cuco_workload_setup, plugin.cuco_workload_teardown):
+        assert entry(null) == 2
+    assert plugin.cuco_workload_fill(null, ctypes.c_uint64(1)) == 2
+    assert plugin.cuco_workload_check(null, ctypes.c_uint64(1), null) == 2
+    assert plugin.cuco_workload_parts(null, null) == 2
+    ctx = ctypes.create_string_buffer(1 << 16)   # a zeroed cuco_ctx (far larger than one): no dims, no state
+    result = ctypes.create_string_buffer(1024)
+    assert plugin.cuco_workload_setup(ctx) == 1
+    assert plugin.cuco_workload_fill(ctx, ctypes.c_uint64(1)) == 3
+    assert plugin.cuco_workload_check(ctx, ctypes.c_uint64(1), result) == 3
+    assert plugin.cuco_workload_teardown(ctx) == 0
+
+
+def test_the_parts_are_compute_then_comm(loaded):
+    _, plugin = loaded
+    parts, n = ctypes.POINTER(Part)(), ctypes.c_int(-1)
+    assert plugin.cuco_workload_parts(ctypes.byref(parts), ctypes.byref(n)) == 0
+    assert [(parts[i].name.decode(), parts[i].is_comm, bool(parts[i].launch)) for i in range(n.value)] == [
+        ("compute", 0, True), ("comm", 1, True)]

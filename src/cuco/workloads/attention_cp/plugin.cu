@@ -32,7 +32,7 @@
 #include "cuco/compute/attention_cp.h"
 #include "cuco/gen.cuh"
 #include "cuco/kit/check.cuh"
-#include "cuco/kit/describe.cuh"
+#include "cuco/kit/plugin.cuh"
 
 namespace {
 
@@ -42,21 +42,11 @@ enum { GEN_Q = 0, GEN_K = 1, GEN_V = 2 };
 constexpr int kSample = 256, kAllRowsUpTo = 512, kRefThreads = 128, kRefTile = 512;
 constexpr float kRtol = 0.03f, kAtolRms = 0.03f, kRelL2 = 0.01f, kLseAtol = 1e-3f, kLseRtol = 1e-4f;
 
-#define PLUGIN_CUDA(x)                                                              \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      fprintf(stderr, "attention_cp plugin: %s: %s\n", #x, cudaGetErrorString(e_)); \
-      return 100 + (int)e_;                                                         \
-    }                                                                               \
-  } while (0)
-
 struct State {
   Geo g;
   int me = 0;
 };
 
-State* state_of(cuco_ctx* ctx) { return static_cast<State*>(ctx->workload_state); }
 size_t obytes(const Geo& g) { return (size_t)(2 * g.Sr * cuco_attn::q_row_elems(g)); }
 size_t lbytes(const Geo& g) { return (size_t)(4 * g.hq * g.Sr); }
 size_t block_bytes(const Geo& g) { return (size_t)(2 * cuco_attn::kv_block_elems(g)); }
@@ -155,13 +145,12 @@ std::vector<int64_t> sample_rows(const Geo& g, uint64_t seed, int me) {
 
 // Part "compute": the ring's attention and merges with this rank's own KV block standing in for every source
 // (same pieces, same flops), no communication.
-int part_compute(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int part_compute(cuco_ctx* ctx, State& s) {
+  const Geo& g = s.g;
   char* work = (char*)ctx->buffers[BUF_WORK].ptr;
   for (int step = 0; step < g.W; ++step) {
-    const int src = cuco_attn::source_at(s->me, step, g.W);
-    int rc = cuco_attn::attend_rows(g, s->me, src, 0, g.Sr, ctx->buffers[BUF_Q].ptr, ctx->buffers[BUF_KV].ptr,
+    const int src = cuco_attn::source_at(s.me, step, g.W);
+    int rc = cuco_attn::attend_rows(g, s.me, src, 0, g.Sr, ctx->buffers[BUF_Q].ptr, ctx->buffers[BUF_KV].ptr,
                                     ctx->buffers[BUF_O].ptr, (float*)ctx->buffers[BUF_LSE].ptr, work,
                                     (float*)(work + obytes(g)), step == 0, cuco_attn_merge, ctx->stream);
     if (rc) return rc;
@@ -170,17 +159,16 @@ int part_compute(cuco_ctx* ctx) {
 }
 
 // Part "comm": the host ring alone, every block forwarded W-1 times (ncclSend/ncclRecv).
-int part_comm(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int part_comm(cuco_ctx* ctx, State& s) {
+  const Geo& g = s.g;
   char* ring = (char*)ctx->buffers[BUF_RING].ptr;
   const size_t bytes = block_bytes(g);
   for (int step = 1; step < g.W; ++step) {
-    const int held = cuco_attn::source_at(s->me, step - 1, g.W), next = cuco_attn::source_at(s->me, step, g.W);
+    const int held = cuco_attn::source_at(s.me, step - 1, g.W), next = cuco_attn::source_at(s.me, step, g.W);
     const char* cur = step == 1 ? (const char*)ctx->buffers[BUF_KV].ptr : ring + held * bytes;
     if (ncclGroupStart() != ncclSuccess) return 200;
-    if (ncclSend(cur, bytes / 2, ncclBfloat16, (s->me + 1) % g.W, ctx->comm, ctx->stream) != ncclSuccess) return 201;
-    if (ncclRecv(ring + next * bytes, bytes / 2, ncclBfloat16, (s->me + g.W - 1) % g.W, ctx->comm, ctx->stream) !=
+    if (ncclSend(cur, bytes / 2, ncclBfloat16, (s.me + 1) % g.W, ctx->comm, ctx->stream) != ncclSuccess) return 201;
+    if (ncclRecv(ring + next * bytes, bytes / 2, ncclBfloat16, (s.me + g.W - 1) % g.W, ctx->comm, ctx->stream) !=
         ncclSuccess)
       return 202;
     if (ncclGroupEnd() != ncclSuccess) return 203;
@@ -188,9 +176,7 @@ int part_comm(cuco_ctx* ctx) {
   return 0;
 }
 
-const cuco_part kParts[2] = {{"compute", 0, part_compute}, {"comm", 1, part_comm}};
-
-const char* describe_error(const int64_t* d, int world) {
+const char* refuse(const int64_t* d, int world) {
   const int64_t S = d[0], HQ = d[1], HKV = d[2], D = d[3], C = d[4];
   if (world < 1 || world > 72) return "the world size must be between 1 and 72 (one NVLink domain)";
   if (C != 0 && C != 1) return "CAUSAL must be 0 or 1";
@@ -203,86 +189,74 @@ const char* describe_error(const int64_t* d, int world) {
   return nullptr;
 }
 
-}  // namespace
-
-extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  if (cuco::kit::describe_refuses(out, "attention_cp takes 5 dims S,HQ,HKV,D,CAUSAL", 5, dims, ndims, world, describe_error)) return 1;
+cuco::kit::Buffers buffers(const int64_t* dims, int world) {
   const Geo g = cuco_attn::geo_of_dims(dims, world);
-  const cuco_buffer_spec specs[NBUF] = {
+  return {{
       {"Q", obytes(g), 0, CUCO_BUF_INPUT},
       {"KV", block_bytes(g), 1, CUCO_BUF_INPUT},
       {"O", obytes(g), 0, CUCO_BUF_OUTPUT},
       {"LSE", lbytes(g), 0, CUCO_BUF_OUTPUT},
       {"ring", block_bytes(g) * (size_t)world, 1, CUCO_BUF_SCRATCH},
       {"work", obytes(g) + lbytes(g), 0, CUCO_BUF_SCRATCH},
-  };
-  out->nbuffers = NBUF;
-  for (int i = 0; i < NBUF; ++i) out->buffers[i] = specs[i];
+  }};
+}
+
+int setup(cuco_ctx* ctx, State& s) {
+  s.g = cuco_attn::geo_of_dims(ctx->dims, ctx->world);
+  s.me = ctx->rank;
   return 0;
 }
 
-extern "C" int cuco_workload_setup(cuco_ctx* ctx) {
-  if (ctx->ndims != 5 || ctx->nbuffers != NBUF) return 1;
-  State* s = new State();
-  ctx->workload_state = s;
-  s->g = cuco_attn::geo_of_dims(ctx->dims, ctx->world);
-  s->me = ctx->rank;
-  return 0;
-}
-
-extern "C" int cuco_workload_fill(cuco_ctx* ctx, uint64_t seed) {
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int fill(cuco_ctx* ctx, State& s, uint64_t seed) {
+  const Geo& g = s.g;
   cudaStream_t st = ctx->stream;
   __nv_bfloat16* kv = (__nv_bfloat16*)ctx->buffers[BUF_KV].ptr;
-  fill_rows<<<2048, 256, 0, st>>>((__nv_bfloat16*)ctx->buffers[BUF_Q].ptr, g, s->me, cuco_attn::q_row_elems(g), seed,
+  fill_rows<<<2048, 256, 0, st>>>((__nv_bfloat16*)ctx->buffers[BUF_Q].ptr, g, s.me, cuco_attn::q_row_elems(g), seed,
                                   GEN_Q);
-  fill_rows<<<2048, 256, 0, st>>>(kv, g, s->me, cuco_attn::kv_row_elems(g), seed, GEN_K);
-  fill_rows<<<2048, 256, 0, st>>>(kv + g.Sr * cuco_attn::kv_row_elems(g), g, s->me, cuco_attn::kv_row_elems(g), seed,
+  fill_rows<<<2048, 256, 0, st>>>(kv, g, s.me, cuco_attn::kv_row_elems(g), seed, GEN_K);
+  fill_rows<<<2048, 256, 0, st>>>(kv + g.Sr * cuco_attn::kv_row_elems(g), g, s.me, cuco_attn::kv_row_elems(g), seed,
                                   GEN_V);
-  PLUGIN_CUDA(cudaGetLastError());
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaGetLastError());
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   return 0;
 }
 
-extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_result* out) {
-  memset(out, 0, sizeof(*out));
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
+  const Geo& g = s.g;
   cudaStream_t st = ctx->stream;
-  const std::vector<int64_t> rows = sample_rows(g, seed, s->me);
+  const std::vector<int64_t> rows = sample_rows(g, seed, s.me);
   const int n = (int)rows.size();
   std::vector<int64_t> tok(n);
-  for (int i = 0; i < n; ++i) tok[i] = cuco_attn::global_row(g, s->me, rows[i]);
+  for (int i = 0; i < n; ++i) tok[i] = cuco_attn::global_row(g, s.me, rows[i]);
   const int64_t full = g.S * cuco_attn::kv_row_elems(g), re = cuco_attn::q_row_elems(g);
   float *k = nullptr, *v = nullptr, *oref = nullptr, *lref = nullptr, *lcand = nullptr;
   int64_t *d_tok = nullptr, *d_rows = nullptr;
   __nv_bfloat16* cand = nullptr;
   cuco::kit::CompareStats* stats = nullptr;
-  PLUGIN_CUDA(cudaMalloc(&k, 4 * full));
-  PLUGIN_CUDA(cudaMalloc(&v, 4 * full));
-  PLUGIN_CUDA(cudaMalloc(&oref, 4 * n * re));
-  PLUGIN_CUDA(cudaMalloc(&lref, 4 * n * g.hq));
-  PLUGIN_CUDA(cudaMalloc(&lcand, 4 * n * g.hq));
-  PLUGIN_CUDA(cudaMalloc(&cand, 2 * n * re));
-  PLUGIN_CUDA(cudaMalloc(&d_tok, 8 * n));
-  PLUGIN_CUDA(cudaMalloc(&d_rows, 8 * n));
-  PLUGIN_CUDA(cudaMalloc(&stats, sizeof(cuco::kit::CompareStats)));
-  PLUGIN_CUDA(cudaMemcpyAsync(d_tok, tok.data(), 8 * n, cudaMemcpyHostToDevice, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(d_rows, rows.data(), 8 * n, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&k, 4 * full));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&v, 4 * full));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&oref, 4 * n * re));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&lref, 4 * n * g.hq));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&lcand, 4 * n * g.hq));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&cand, 2 * n * re));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_tok, 8 * n));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_rows, 8 * n));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&stats, sizeof(cuco::kit::CompareStats)));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d_tok, tok.data(), 8 * n, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d_rows, rows.data(), 8 * n, cudaMemcpyHostToDevice, st));
   gen_full<<<2048, 256, 0, st>>>(k, full, seed, GEN_K);
   gen_full<<<2048, 256, 0, st>>>(v, full, seed, GEN_V);
   ref_attention<<<n * g.hq, kRefThreads, 0, st>>>(k, v, d_tok, g, seed, oref, lref);
   gather_rows<<<1024, 256, 0, st>>>((const __nv_bfloat16*)ctx->buffers[BUF_O].ptr,
                                     (const float*)ctx->buffers[BUF_LSE].ptr, d_rows, n, g, cand, lcand);
-  PLUGIN_CUDA(cudaGetLastError());
-  PLUGIN_CUDA(cuco::kit::compare_bf16(cand, oref, (size_t)(n * re), kRtol, kAtolRms, stats, st));
+  CUCO_PLUGIN_CUDA(cudaGetLastError());
+  CUCO_PLUGIN_CUDA(cuco::kit::compare_bf16(cand, oref, (size_t)(n * re), kRtol, kAtolRms, stats, st));
   cuco::kit::CompareStats h;
   std::vector<float> lr(n * g.hq), lc(n * g.hq);
-  PLUGIN_CUDA(cudaMemcpyAsync(&h, stats, sizeof(h), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(lr.data(), lref, 4 * lr.size(), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(lc.data(), lcand, 4 * lc.size(), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(&h, stats, sizeof(h), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(lr.data(), lref, 4 * lr.size(), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(lc.data(), lcand, 4 * lc.size(), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   for (void* p : {(void*)k, (void*)v, (void*)oref, (void*)lref, (void*)lcand, (void*)cand, (void*)d_tok,
                   (void*)d_rows, (void*)stats})
     cudaFree(p);
@@ -305,14 +279,10 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   return 0;
 }
 
-extern "C" int cuco_workload_parts(const cuco_part** parts, int* nparts) {
-  *parts = kParts;
-  *nparts = 2;
-  return 0;
-}
+constexpr cuco::kit::WorkloadPlugin<State> kPlugin = {
+    "attention_cp takes 5 dims S,HQ,HKV,D,CAUSAL", 5, NBUF, refuse, buffers, setup, fill, check, part_compute,
+    part_comm};
 
-extern "C" int cuco_workload_teardown(cuco_ctx* ctx) {
-  delete state_of(ctx);
-  ctx->workload_state = nullptr;
-  return 0;
-}
+}  // namespace
+
+CUCO_WORKLOAD_PLUGIN(kPlugin)

@@ -22,6 +22,7 @@
 #include "cuco/abi.h"
 #include "cuco/gen.cuh"
 #include "cuco/kit/check.cuh"
+#include "cuco/kit/plugin.cuh"
 #include "lt_gemm.cuh"
 
 namespace {
@@ -38,113 +39,89 @@ struct State {
   cuco_ag::LtGemm ref;   // fp32 output: the reference
   void* ws = nullptr;
   cublasLtHandle_t lt = nullptr;  // this plugin's own handle: the harness links no compute library
+  ~State() {
+    cuco_ag::lt_gemm_destroy(&full);
+    cuco_ag::lt_gemm_destroy(&ref);
+    if (ws) cudaFree(ws);
+    if (lt) cublasLtDestroy(lt);
+  }
 };
 
-#define PLUGIN_CUDA(x)                                                                    \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "gemm_allgather plugin: %s: %s\n", #x, cudaGetErrorString(e_));     \
-      return 100 + (int)e_;                                                               \
-    }                                                                                     \
-  } while (0)
-
-State* state_of(cuco_ctx* ctx) { return static_cast<State*>(ctx->workload_state); }
-
-int part_compute(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  return cuco_ag::lt_gemm_run(s->lt, &s->full, ctx->buffers[BUF_A_FULL].ptr,
-                              ctx->buffers[BUF_B].ptr, ctx->buffers[BUF_C].ptr, s->ws, ctx->stream);
+int part_compute(cuco_ctx* ctx, State& s) {
+  return cuco_ag::lt_gemm_run(s.lt, &s.full, ctx->buffers[BUF_A_FULL].ptr, ctx->buffers[BUF_B].ptr,
+                              ctx->buffers[BUF_C].ptr, s.ws, ctx->stream);
 }
 
-int part_comm(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
+int part_comm(cuco_ctx* ctx, State& s) {
   ncclResult_t r = ncclAllGather(ctx->buffers[BUF_A_LOCAL].ptr, ctx->buffers[BUF_A_FULL].ptr,
-                                 (size_t)(s->Mr * s->K), ncclBfloat16, ctx->comm, ctx->stream);
+                                 (size_t)(s.Mr * s.K), ncclBfloat16, ctx->comm, ctx->stream);
   return r == ncclSuccess ? 0 : 200 + (int)r;
 }
 
-const cuco_part kParts[2] = {
-    {"compute", 0, part_compute},
-    {"comm", 1, part_comm},
-};
-
-}  // namespace
-
-extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  memset(out, 0, sizeof(*out));
-  if (ndims != 3) {
-    snprintf(out->error, sizeof(out->error), "gemm_allgather takes 3 dims M,K,N; got %d", ndims);
-    return 1;
-  }
-  int64_t M = dims[0], K = dims[1], N = dims[2];
+const char* refuse(const int64_t* dims, int world) {
+  static char why[200];
+  const int64_t M = dims[0], K = dims[1], N = dims[2];
   if (world < 1 || M <= 0 || K <= 0 || N <= 0 || M % world) {
-    snprintf(out->error, sizeof(out->error), "M=%lld must be a positive multiple of the world size %d",
-             (long long)M, world);
-    return 1;
+    snprintf(why, sizeof why, "M=%lld must be a positive multiple of the world size %d", (long long)M, world);
+    return why;
   }
   if ((M / world) % 128 || K % 64 || N % 128) {
-    snprintf(out->error, sizeof(out->error),
+    snprintf(why, sizeof why,
              "need M/world %% 128 == 0, K %% 64 == 0, N %% 128 == 0 (got M/world=%lld K=%lld N=%lld)",
              (long long)(M / world), (long long)K, (long long)N);
-    return 1;
+    return why;
   }
+  return nullptr;
+}
+
+cuco::kit::Buffers buffers(const int64_t* dims, int world) {
+  const int64_t M = dims[0], K = dims[1], N = dims[2];
   const size_t e = 2;  // bf16
-  const cuco_buffer_spec specs[NBUF] = {
+  return {{
       {"A_local", (size_t)(M / world) * K * e, 1, CUCO_BUF_INPUT},
       {"B", (size_t)K * N * e, 0, CUCO_BUF_INPUT},
       {"C", (size_t)M * N * e, 0, CUCO_BUF_OUTPUT},
       {"A_full", (size_t)M * K * e, 1, CUCO_BUF_SCRATCH},
-  };
-  out->nbuffers = NBUF;
-  for (int i = 0; i < NBUF; ++i) out->buffers[i] = specs[i];
-  return 0;
+  }};
 }
 
-extern "C" int cuco_workload_setup(cuco_ctx* ctx) {
-  if (ctx->ndims != 3 || ctx->nbuffers != NBUF) return 1;
-  State* s = new State();
-  s->M = ctx->dims[0];
-  s->K = ctx->dims[1];
-  s->N = ctx->dims[2];
-  s->Mr = s->M / ctx->world;
-  ctx->workload_state = s;
-  PLUGIN_CUDA(cudaMalloc(&s->ws, kWorkspaceBytes));
-  if (cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) return 200;
-  cublasLtHandle_t h = s->lt;
-  int rc = cuco_ag::lt_gemm_plan(h, &s->full, s->M, s->K, s->N, CUDA_R_16BF, kWorkspaceBytes, 0);
+int setup(cuco_ctx* ctx, State& s) {
+  s.M = ctx->dims[0];
+  s.K = ctx->dims[1];
+  s.N = ctx->dims[2];
+  s.Mr = s.M / ctx->world;
+  CUCO_PLUGIN_CUDA(cudaMalloc(&s.ws, kWorkspaceBytes));
+  if (cublasLtCreate(&s.lt) != CUBLAS_STATUS_SUCCESS) return 200;
+  int rc = cuco_ag::lt_gemm_plan(s.lt, &s.full, s.M, s.K, s.N, CUDA_R_16BF, kWorkspaceBytes, 0);
   if (rc) return 300 + rc;
-  rc = cuco_ag::lt_gemm_plan(h, &s->ref, s->M, s->K, s->N, CUDA_R_32F, kWorkspaceBytes, 0);
+  rc = cuco_ag::lt_gemm_plan(s.lt, &s.ref, s.M, s.K, s.N, CUDA_R_32F, kWorkspaceBytes, 0);
   if (rc) return 400 + rc;
   return 0;
 }
 
-extern "C" int cuco_workload_fill(cuco_ctx* ctx, uint64_t seed) {
-  State* s = state_of(ctx);
-  PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)ctx->buffers[BUF_A_LOCAL].ptr, (uint64_t)(s->Mr * s->K), seed,
-                                  ctx->rank, GEN_A, ctx->stream));
-  PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)ctx->buffers[BUF_B].ptr, (uint64_t)(s->K * s->N), seed, ctx->rank,
-                                  GEN_B, ctx->stream));
+int fill(cuco_ctx* ctx, State& s, uint64_t seed) {
+  CUCO_PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)ctx->buffers[BUF_A_LOCAL].ptr, (uint64_t)(s.Mr * s.K), seed,
+                                       ctx->rank, GEN_A, ctx->stream));
+  CUCO_PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)ctx->buffers[BUF_B].ptr, (uint64_t)(s.K * s.N), seed, ctx->rank,
+                                       GEN_B, ctx->stream));
   return 0;
 }
 
-extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_result* out) {
-  memset(out, 0, sizeof(*out));
-  State* s = state_of(ctx);
-  const int64_t M = s->M, K = s->K, N = s->N, Mr = s->Mr;
+int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
+  const int64_t M = s.M, K = s.K, N = s.N, Mr = s.Mr;
   cudaStream_t st = ctx->stream;
   __nv_bfloat16 *a = nullptr, *b = nullptr;
   float* r = nullptr;
   cuco::kit::CompareStats* dstats = nullptr;
-  PLUGIN_CUDA(cudaMalloc(&a, (size_t)M * K * 2));
-  PLUGIN_CUDA(cudaMalloc(&b, (size_t)K * N * 2));
-  PLUGIN_CUDA(cudaMalloc(&r, (size_t)M * N * 4));
-  PLUGIN_CUDA(cudaMalloc(&dstats, sizeof(*dstats)));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&a, (size_t)M * K * 2));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&b, (size_t)K * N * 2));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r, (size_t)M * N * 4));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&dstats, sizeof(*dstats)));
   // Every rank's A_p and this rank's B, regenerated from the seed: no communication, nothing the candidate wrote.
   for (int p = 0; p < ctx->world; ++p)
-    PLUGIN_CUDA(cuco::gen_fill_bf16(a + (size_t)p * Mr * K, (uint64_t)(Mr * K), seed, p, GEN_A, st));
-  PLUGIN_CUDA(cuco::gen_fill_bf16(b, (uint64_t)(K * N), seed, ctx->rank, GEN_B, st));
-  int rc = cuco_ag::lt_gemm_run(s->lt, &s->ref, a, b, r, s->ws, st);
+    CUCO_PLUGIN_CUDA(cuco::gen_fill_bf16(a + (size_t)p * Mr * K, (uint64_t)(Mr * K), seed, p, GEN_A, st));
+  CUCO_PLUGIN_CUDA(cuco::gen_fill_bf16(b, (uint64_t)(K * N), seed, ctx->rank, GEN_B, st));
+  int rc = cuco_ag::lt_gemm_run(s.lt, &s.ref, a, b, r, s.ws, st);
   if (rc) {
     snprintf(out->message, sizeof(out->message), "reference GEMM failed (cuBLASLt status %d)", rc);
     return 500 + rc;
@@ -152,7 +129,7 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   const size_t n = (size_t)M * N;
   const __nv_bfloat16* c = (const __nv_bfloat16*)ctx->buffers[BUF_C].ptr;
   // bf16 output of an fp32-accumulated GEMM against an fp32 reference: |c - r| <= 1e-2 (|r| + rms(r)).
-  PLUGIN_CUDA(cuco::kit::compare_bf16(c, r, n, 1e-2f, 1e-2, dstats, st));
+  CUCO_PLUGIN_CUDA(cuco::kit::compare_bf16(c, r, n, 1e-2f, 1e-2, dstats, st));
   cuco::kit::CompareStats h;
   // Sampled reference entries for the fp64 spot check.
   std::vector<int64_t> rows(kSpotSamples), cols(kSpotSamples);
@@ -161,10 +138,10 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
     uint64_t hsh = cuco::splitmix64(seed * 7919u + (uint64_t)i * 104729u + (uint64_t)ctx->rank);
     rows[i] = (int64_t)(hsh % (uint64_t)M);
     cols[i] = (int64_t)((hsh >> 32) % (uint64_t)N);
-    PLUGIN_CUDA(cudaMemcpyAsync(&refv[i], r + rows[i] * N + cols[i], 4, cudaMemcpyDeviceToHost, st));
+    CUCO_PLUGIN_CUDA(cudaMemcpyAsync(&refv[i], r + rows[i] * N + cols[i], 4, cudaMemcpyDeviceToHost, st));
   }
-  PLUGIN_CUDA(cudaMemcpyAsync(&h, dstats, sizeof(h), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(&h, dstats, sizeof(h), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   cudaFree(a);
   cudaFree(b);
   cudaFree(r);
@@ -206,20 +183,9 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   return 0;
 }
 
-extern "C" int cuco_workload_parts(const cuco_part** parts, int* nparts) {
-  *parts = kParts;
-  *nparts = 2;
-  return 0;
-}
+constexpr cuco::kit::WorkloadPlugin<State> kPlugin = {
+    "gemm_allgather takes 3 dims M,K,N", 3, NBUF, refuse, buffers, setup, fill, check, part_compute, part_comm};
 
-extern "C" int cuco_workload_teardown(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  if (!s) return 0;
-  cuco_ag::lt_gemm_destroy(&s->full);
-  cuco_ag::lt_gemm_destroy(&s->ref);
-  if (s->ws) cudaFree(s->ws);
-  if (s->lt) cublasLtDestroy(s->lt);
-  delete s;
-  ctx->workload_state = nullptr;
-  return 0;
-}
+}  // namespace
+
+CUCO_WORKLOAD_PLUGIN(kPlugin)

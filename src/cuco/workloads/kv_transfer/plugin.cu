@@ -34,7 +34,7 @@
 #include "cuco/abi.h"
 #include "cuco/compute/kv_transfer.h"
 #include "cuco/kit/compute/lt_gemm.cuh"
-#include "cuco/kit/describe.cuh"
+#include "cuco/kit/plugin.cuh"
 #include "kv_layout.cuh"
 #include "reference.cuh"
 
@@ -48,50 +48,43 @@ constexpr int64_t H = CUCO_KVT_HIDDEN, F = CUCO_KVT_MLP;
 constexpr double kBlockTol = 0.08, kGlobalTol = 0.04;
 constexpr size_t kLtWorkspace = 32u << 20;
 
-#define PLUGIN_CUDA(x)                                                              \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      fprintf(stderr, "kv_transfer plugin: %s: %s\n", #x, cudaGetErrorString(e_));  \
-      return 100 + (int)e_;                                                         \
-    }                                                                               \
-  } while (0)
-
 struct State {
   Geo g;
   int role = 0;
   int64_t qw = 0, ld = 0, woff[4] = {}, wtotal = 0;
   cuco_kvt* layer = nullptr;  // the compute part
   int32_t* d_ptab = nullptr;  // this rank's prefill table (device copy for the compute part)
+  ~State() {
+    cuco_kvt_destroy(layer);
+    cudaFree(d_ptab);
+  }
 };
 
-State* state_of(cuco_ctx* ctx) { return static_cast<State*>(ctx->workload_state); }
 char* buf(cuco_ctx* ctx, int b) { return static_cast<char*>(ctx->buffers[b].ptr); }
 
 // 2^-floor(log2(sqrt(fan_in))): weights stay exact in bf16 and activations O(1).
 float weight_scale(int64_t fan_in) { return ldexpf(1.0f, -(int)floor(log2(sqrt((double)fan_in)))); }
 
-void gen_weights(const State* s, uint64_t seed, __nv_bfloat16* w, cudaStream_t st) {
-  const int64_t fan_in[4] = {H, s->qw, H, F};
+void gen_weights(const State& s, uint64_t seed, __nv_bfloat16* w, cudaStream_t st) {
+  const int64_t fan_in[4] = {H, s.qw, H, F};
   for (int k = 0; k < 4; ++k) {
-    const int64_t end = k < 3 ? s->woff[k + 1] : s->wtotal;
-    gen_scaled_bf16<<<2048, 256, 0, st>>>(w + s->woff[k], (uint64_t)(end - s->woff[k]), seed,
-                                          (uint64_t)s->woff[k], weight_scale(fan_in[k]));
+    const int64_t end = k < 3 ? s.woff[k + 1] : s.wtotal;
+    gen_scaled_bf16<<<2048, 256, 0, st>>>(w + s.woff[k], (uint64_t)(end - s.woff[k]), seed,
+                                          (uint64_t)s.woff[k], weight_scale(fan_in[k]));
   }
 }
 
 // Compute alone: the prefill rank's layer stack, each layer's K/V into its own pages (decode ranks: nothing).
-int part_compute(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  if (!(s->role & ROLE_PREFILL)) return 0;
-  cuco_kvt_side dst = {nullptr, 0, nullptr, s->d_ptab, s->g.pool};
-  for (int64_t l = 0; l < s->g.L; ++l) {
-    const void* x = l ? cuco_kvt_act(s->layer, (int)(l + 1) & 1) : buf(ctx, BUF_X);
-    int rc = cuco_kvt_project(s->layer, buf(ctx, BUF_W), x, (int)l & 1, ctx->stream);
-    cuco_kvt_side src = {(char*)cuco_kvt_qkv(s->layer, (int)l & 1) + 2 * s->qw, s->ld, nullptr, nullptr, 0};
-    dst.pages = buf(ctx, BUF_PCACHE) + 2 * layer_elem(s->g, l);
-    if (!rc) rc = cuco_kvt_copy_blocks(src, dst, s->g.D, 0, s->g.nblk, 0, 2 * ctx->sm_count, ctx->stream);
-    if (!rc) rc = cuco_kvt_finish(s->layer, buf(ctx, BUF_W), x, (int)l & 1, cuco_kvt_act(s->layer, (int)l & 1),
+int part_compute(cuco_ctx* ctx, State& s) {
+  if (!(s.role & ROLE_PREFILL)) return 0;
+  cuco_kvt_side dst = {nullptr, 0, nullptr, s.d_ptab, s.g.pool};
+  for (int64_t l = 0; l < s.g.L; ++l) {
+    const void* x = l ? cuco_kvt_act(s.layer, (int)(l + 1) & 1) : buf(ctx, BUF_X);
+    int rc = cuco_kvt_project(s.layer, buf(ctx, BUF_W), x, (int)l & 1, ctx->stream);
+    cuco_kvt_side src = {(char*)cuco_kvt_qkv(s.layer, (int)l & 1) + 2 * s.qw, s.ld, nullptr, nullptr, 0};
+    dst.pages = buf(ctx, BUF_PCACHE) + 2 * layer_elem(s.g, l);
+    if (!rc) rc = cuco_kvt_copy_blocks(src, dst, s.g.D, 0, s.g.nblk, 0, 2 * ctx->sm_count, ctx->stream);
+    if (!rc) rc = cuco_kvt_finish(s.layer, buf(ctx, BUF_W), x, (int)l & 1, cuco_kvt_act(s.layer, (int)l & 1),
                                   ctx->stream);
     if (rc) return 300 + rc;
   }
@@ -100,17 +93,16 @@ int part_compute(cuco_ctx* ctx) {
 
 // Communication alone, the host way: every layer's K and V (2 x S x KV bf16) from the prefill rank to its decode
 // rank's staging area, one ncclSend/ncclRecv pair per layer.
-int part_comm(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int part_comm(cuco_ctx* ctx, State& s) {
+  const Geo& g = s.g;
   const size_t n = (size_t)(2 * g.S * g.D);
   const int peer = pair_peer(ctx->rank, ctx->world);
   for (int64_t l = 0; l < g.L; ++l) {
     if (ncclGroupStart() != ncclSuccess) return 200;
-    if ((s->role & ROLE_PREFILL) &&
+    if ((s.role & ROLE_PREFILL) &&
         ncclSend(buf(ctx, BUF_PCACHE) + 2 * layer_elem(g, l), n, ncclBfloat16, peer, ctx->comm, ctx->stream))
       return 201;
-    if ((s->role & ROLE_DECODE) &&
+    if ((s.role & ROLE_DECODE) &&
         ncclRecv(buf(ctx, BUF_STAGE) + 2 * stage_layer_elem(g, l), n, ncclBfloat16, peer, ctx->comm, ctx->stream))
       return 202;
     if (ncclGroupEnd() != ncclSuccess) return 203;
@@ -118,12 +110,7 @@ int part_comm(cuco_ctx* ctx) {
   return 0;
 }
 
-const cuco_part kParts[2] = {
-    {"compute", 0, part_compute},
-    {"comm", 1, part_comm},
-};
-
-const char* describe_error(const int64_t* d, int world) {
+const char* refuse(const int64_t* d, int world) {
   const int64_t S = d[0], D = d[1], L = d[2];
   if (!world_ok(world) || world > 72) return "the world size must be 1 or even (prefill -> decode pairs), at most 72";
   if (S < 1 || S % kBlockTokens) return "S must be a positive multiple of the block size 16";
@@ -133,60 +120,49 @@ const char* describe_error(const int64_t* d, int world) {
   return nullptr;
 }
 
-}  // namespace
-
-extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  if (cuco::kit::describe_refuses(out, "kv_transfer takes 3 dims S,KV,L", 3, dims, ndims, world, describe_error)) return 1;
+cuco::kit::Buffers buffers(const int64_t* dims, int) {
   const Geo g = geo_make(dims[0], dims[1], dims[2]);
   int64_t off[4], wtotal = 0;
   cuco_kvt_weight_offsets(g.D, off, &wtotal);
-  const cuco_buffer_spec specs[NBUF] = {
+  return {{
       {"X0", (size_t)(g.S * H * 2), 0, CUCO_BUF_INPUT},
       {"W", (size_t)(wtotal * 2), 0, CUCO_BUF_INPUT},
       {"tables", (size_t)(2 * g.nblk * 4), 1, CUCO_BUF_INPUT},
       {"pcache", (size_t)(cache_elems(g) * 2), 1, CUCO_BUF_SCRATCH},
       {"dcache", (size_t)(cache_elems(g) * 2), 1, CUCO_BUF_OUTPUT},
       {"stage", (size_t)(stage_elems(g) * 2), 1, CUCO_BUF_SCRATCH},
-  };
-  out->nbuffers = NBUF;
-  for (int i = 0; i < NBUF; ++i) out->buffers[i] = specs[i];
-  return 0;
+  }};
 }
 
-extern "C" int cuco_workload_setup(cuco_ctx* ctx) {
-  if (ctx->ndims != 3 || ctx->nbuffers != NBUF) return 1;
-  State* s = new State();
-  ctx->workload_state = s;
-  s->g = geo_make(ctx->dims[0], ctx->dims[1], ctx->dims[2]);
-  s->role = role_of(ctx->rank, ctx->world);
-  cuco_kvt_weight_offsets(s->g.D, s->woff, &s->wtotal);
-  s->qw = (int64_t)cuco_kvt_query_heads(s->g.D) * kHeadDim;
-  s->ld = s->qw + 2 * s->g.D;
-  PLUGIN_CUDA(cudaMalloc(&s->d_ptab, 4 * s->g.nblk));
-  if (s->role & ROLE_PREFILL) {
-    int rc = cuco_kvt_create(&s->layer, s->g.S, s->g.D, 0, 0);
+int setup(cuco_ctx* ctx, State& s) {
+  s.g = geo_make(ctx->dims[0], ctx->dims[1], ctx->dims[2]);
+  s.role = role_of(ctx->rank, ctx->world);
+  cuco_kvt_weight_offsets(s.g.D, s.woff, &s.wtotal);
+  s.qw = (int64_t)cuco_kvt_query_heads(s.g.D) * kHeadDim;
+  s.ld = s.qw + 2 * s.g.D;
+  CUCO_PLUGIN_CUDA(cudaMalloc(&s.d_ptab, 4 * s.g.nblk));
+  if (s.role & ROLE_PREFILL) {
+    int rc = cuco_kvt_create(&s.layer, s.g.S, s.g.D, 0, 0);
     if (rc) return 300 + rc;
   }
   return 0;
 }
 
-extern "C" int cuco_workload_fill(cuco_ctx* ctx, uint64_t seed) {
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int fill(cuco_ctx* ctx, State& s, uint64_t seed) {
+  const Geo& g = s.g;
   cudaStream_t st = ctx->stream;
-  PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)buf(ctx, BUF_X), (uint64_t)(g.S * H), seed, ctx->rank, GEN_X, st));
+  CUCO_PLUGIN_CUDA(
+      cuco::gen_fill_bf16((__nv_bfloat16*)buf(ctx, BUF_X), (uint64_t)(g.S * H), seed, ctx->rank, GEN_X, st));
   gen_weights(s, seed, (__nv_bfloat16*)buf(ctx, BUF_W), st);
-  PLUGIN_CUDA(cudaGetLastError());
+  CUCO_PLUGIN_CUDA(cudaGetLastError());
   std::vector<int32_t> tables(2 * g.nblk), scratch(g.pool);
   make_table(g, seed, ctx->rank, 0, tables.data(), scratch.data());
   make_table(g, seed, ctx->rank, 1, tables.data() + g.nblk, scratch.data());
-  PLUGIN_CUDA(cudaMemcpyAsync(buf(ctx, BUF_TABLES), tables.data(), 8 * g.nblk, cudaMemcpyHostToDevice, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(s->d_ptab, tables.data(), 4 * g.nblk, cudaMemcpyHostToDevice, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(buf(ctx, BUF_TABLES), tables.data(), 8 * g.nblk, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(s.d_ptab, tables.data(), 4 * g.nblk, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   return 0;
 }
-
-namespace {
 
 // The reference layer stack of prefill rank p, comparing each layer's K/V with the decode pages as it goes.
 struct Ref {
@@ -208,24 +184,24 @@ struct Ref {
   }
 };
 
-int reference_check(cuco_ctx* ctx, State* s, uint64_t seed, Ref& r, std::vector<double>& se, std::vector<double>& sr,
-                    unsigned long long* nnan) {
-  const Geo& g = s->g;
-  const int64_t S = g.S, ld = s->ld, qw = s->qw;
+int reference_check(cuco_ctx* ctx, const State& s, uint64_t seed, Ref& r, std::vector<double>& se,
+                    std::vector<double>& sr, unsigned long long* nnan) {
+  const Geo& g = s.g;
+  const int64_t S = g.S, ld = s.ld, qw = s.qw;
   cudaStream_t st = ctx->stream;
-  PLUGIN_CUDA(cudaMalloc(&r.x, 2 * S * H));
-  PLUGIN_CUDA(cudaMalloc(&r.w, 2 * s->wtotal));
-  PLUGIN_CUDA(cudaMalloc(&r.qkv, 2 * S * ld));
-  PLUGIN_CUDA(cudaMalloc(&r.o, 2 * S * qw));
-  PLUGIN_CUDA(cudaMalloc(&r.h, 2 * S * H));
-  PLUGIN_CUDA(cudaMalloc(&r.xn, 2 * S * H));
-  PLUGIN_CUDA(cudaMalloc(&r.a, 2 * S * F));
-  PLUGIN_CUDA(cudaMalloc(&r.f, 4 * S * (ld > 2 * F ? ld : 2 * F)));
-  PLUGIN_CUDA(cudaMalloc(&r.dtab, 4 * g.nblk));
-  PLUGIN_CUDA(cudaMalloc(&r.sse, 16 * g.nblk * g.L));
-  PLUGIN_CUDA(cudaMalloc(&r.ssr, 16 * g.nblk * g.L));
-  PLUGIN_CUDA(cudaMalloc(&r.nnan, 8));
-  PLUGIN_CUDA(cudaMalloc(&r.ws, kLtWorkspace));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.x, 2 * S * H));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.w, 2 * s.wtotal));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.qkv, 2 * S * ld));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.o, 2 * S * qw));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.h, 2 * S * H));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.xn, 2 * S * H));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.a, 2 * S * F));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.f, 4 * S * (ld > 2 * F ? ld : 2 * F)));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.dtab, 4 * g.nblk));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.sse, 16 * g.nblk * g.L));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.ssr, 16 * g.nblk * g.L));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.nnan, 8));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.ws, kLtWorkspace));
   if (cublasLtCreate(&r.lt) != CUBLAS_STATUS_SUCCESS) return 400;
   int rc = cuco_lt::lt_gemm_plan(r.lt, &r.gq, S, H, ld, CUDA_R_32F, kLtWorkspace, 0);
   if (!rc) rc = cuco_lt::lt_gemm_plan(r.lt, &r.go, S, qw, H, CUDA_R_32F, kLtWorkspace, 0);
@@ -234,48 +210,44 @@ int reference_check(cuco_ctx* ctx, State* s, uint64_t seed, Ref& r, std::vector<
   if (rc) return 410;
   // Inputs from the seed: the prefill peer's prompt, the weights, this rank's decode table.
   const int p = prefill_of(ctx->rank, ctx->world);
-  PLUGIN_CUDA(cuco::gen_fill_bf16(r.x, (uint64_t)(S * H), seed, p, GEN_X, st));
+  CUCO_PLUGIN_CUDA(cuco::gen_fill_bf16(r.x, (uint64_t)(S * H), seed, p, GEN_X, st));
   gen_weights(s, seed, r.w, st);
   std::vector<int32_t> dtab(g.nblk), scratch(g.pool);
   make_table(g, seed, ctx->rank, 1, dtab.data(), scratch.data());
-  PLUGIN_CUDA(cudaMemcpyAsync(r.dtab, dtab.data(), 4 * g.nblk, cudaMemcpyHostToDevice, st));
-  PLUGIN_CUDA(cudaMemsetAsync(r.nnan, 0, 8, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(r.dtab, dtab.data(), 4 * g.nblk, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaMemsetAsync(r.nnan, 0, 8, st));
   const int group = (int)(qw / kHeadDim / (g.D / kHeadDim));
   const size_t smem = 4 * (size_t)S;
-  PLUGIN_CUDA(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CUCO_PLUGIN_CUDA(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const __nv_bfloat16* pages = (const __nv_bfloat16*)buf(ctx, BUF_DCACHE);
   for (int64_t l = 0; l < g.L; ++l) {
     rms_norm<<<(unsigned)S, 256, 0, st>>>(r.x, H, r.xn);
-    if (cuco_lt::lt_gemm_run(r.lt, &r.gq, r.xn, r.w + s->woff[0], r.f, r.ws, st)) return 420;
+    if (cuco_lt::lt_gemm_run(r.lt, &r.gq, r.xn, r.w + s.woff[0], r.f, r.ws, st)) return 420;
     round_add<<<2048, 256, 0, st>>>(r.f, nullptr, S * ld, r.qkv);
     compare_blocks<<<dim3((unsigned)g.nblk, 2), 256, 0, st>>>(pages + layer_elem(g, l), r.dtab, g.pool, r.qkv, ld,
                                                               qw, g.D, r.sse + 2 * g.nblk * l, r.ssr + 2 * g.nblk * l,
                                                               r.nnan);
     attention<<<dim3((unsigned)S, (unsigned)(qw / kHeadDim)), 128, smem, st>>>(r.qkv, ld, qw, g.D, group, r.o);
-    if (cuco_lt::lt_gemm_run(r.lt, &r.go, r.o, r.w + s->woff[1], r.f, r.ws, st)) return 421;
+    if (cuco_lt::lt_gemm_run(r.lt, &r.go, r.o, r.w + s.woff[1], r.f, r.ws, st)) return 421;
     round_add<<<2048, 256, 0, st>>>(r.f, r.x, S * H, r.h);
     rms_norm<<<(unsigned)S, 256, 0, st>>>(r.h, H, r.xn);
-    if (cuco_lt::lt_gemm_run(r.lt, &r.ggu, r.xn, r.w + s->woff[2], r.f, r.ws, st)) return 422;
+    if (cuco_lt::lt_gemm_run(r.lt, &r.ggu, r.xn, r.w + s.woff[2], r.f, r.ws, st)) return 422;
     silu_mul<<<2048, 256, 0, st>>>(r.f, S, F, r.a);
-    if (cuco_lt::lt_gemm_run(r.lt, &r.gd, r.a, r.w + s->woff[3], r.f, r.ws, st)) return 423;
+    if (cuco_lt::lt_gemm_run(r.lt, &r.gd, r.a, r.w + s.woff[3], r.f, r.ws, st)) return 423;
     round_add<<<2048, 256, 0, st>>>(r.f, r.h, S * H, r.x);  // the next layer's input
-    PLUGIN_CUDA(cudaGetLastError());
+    CUCO_PLUGIN_CUDA(cudaGetLastError());
   }
   se.resize(2 * g.nblk * g.L), sr.resize(2 * g.nblk * g.L);
-  PLUGIN_CUDA(cudaMemcpyAsync(se.data(), r.sse, 8 * se.size(), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(sr.data(), r.ssr, 8 * sr.size(), cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(nnan, r.nnan, 8, cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(se.data(), r.sse, 8 * se.size(), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(sr.data(), r.ssr, 8 * sr.size(), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(nnan, r.nnan, 8, cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   return 0;
 }
 
-}  // namespace
-
-extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_result* out) {
-  memset(out, 0, sizeof(*out));
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
-  if (!(s->role & ROLE_DECODE)) {
+int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
+  const Geo& g = s.g;
+  if (!(s.role & ROLE_DECODE)) {
     out->passed = 1;
     snprintf(out->message, sizeof(out->message), "PASS: prefill rank %d holds no decode cache to check", ctx->rank);
     return 0;
@@ -311,18 +283,9 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   return 0;
 }
 
-extern "C" int cuco_workload_parts(const cuco_part** parts, int* nparts) {
-  *parts = kParts;
-  *nparts = 2;
-  return 0;
-}
+constexpr cuco::kit::WorkloadPlugin<State> kPlugin = {
+    "kv_transfer takes 3 dims S,KV,L", 3, NBUF, refuse, buffers, setup, fill, check, part_compute, part_comm};
 
-extern "C" int cuco_workload_teardown(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  if (!s) return 0;
-  cuco_kvt_destroy(s->layer);
-  cudaFree(s->d_ptab);
-  delete s;
-  ctx->workload_state = nullptr;
-  return 0;
-}
+}  // namespace
+
+CUCO_WORKLOAD_PLUGIN(kPlugin)

@@ -28,7 +28,7 @@
 #include "cuco/abi.h"
 #include "cuco/compute/moe.h"
 #include "cuco/gen.cuh"
-#include "cuco/kit/describe.cuh"
+#include "cuco/kit/plugin.cuh"
 #include "moe_dev.cuh"
 #include "reference.cuh"
 #include "routing.h"
@@ -38,15 +38,6 @@ namespace {
 using namespace cuco_moe;
 using namespace cuco_moe_ref;
 constexpr double kTokenTol = 0.12, kGlobalTol = 0.06;
-
-#define PLUGIN_CUDA(x)                                                          \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      fprintf(stderr, "moe plugin: %s: %s\n", #x, cudaGetErrorString(e_));      \
-      return 100 + (int)e_;                                                     \
-    }                                                                           \
-  } while (0)
 
 // Weights are uniform values times 2^-s with 2^s ~ sqrt(fan-in): exact in bf16, and activations stay O(1).
 float weight_scale(int64_t fan_in) { return ldexpf(1.0f, -(int)floor(log2(sqrt((double)fan_in)))); }
@@ -61,9 +52,14 @@ struct State {
   int32_t* d_exp = nullptr;
   std::vector<size_t> send_rows, recv_rows;  // comm part: rows to / from each rank
   int64_t received = 0;
+  ~State() {
+    cuco_moe_ffn_destroy(ffn);
+    cudaFree(d_rows);
+    cudaFree(d_off);
+    cudaFree(d_exp);
+  }
 };
 
-State* state_of(cuco_ctx* ctx) { return static_cast<State*>(ctx->workload_state); }
 char* pub(cuco_ctx* ctx) { return (char*)ctx->buffers[BUF_PUB].ptr; }
 char* work(cuco_ctx* ctx) { return (char*)ctx->buffers[BUF_WORK].ptr; }
 
@@ -74,24 +70,22 @@ void route_of(const Geo& g, uint64_t seed, int p, std::vector<int32_t>& ex, std:
   cuco_moe::route(g.T, g.E, g.K, g.R, seed, p, ex.data(), gt.data());
 }
 
-int part_compute(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  return cuco_moe_ffn_run(s->ffn, (int)s->g.El, pub(ctx) + s->P.recv, ctx->buffers[BUF_W1].ptr,
-                          ctx->buffers[BUF_W2].ptr, work(ctx) + s->L.h1, work(ctx) + s->L.act,
-                          pub(ctx) + s->P.yrows, s->d_rows, s->d_off, s->d_exp, ctx->stream);
+int part_compute(cuco_ctx* ctx, State& s) {
+  return cuco_moe_ffn_run(s.ffn, (int)s.g.El, pub(ctx) + s.P.recv, ctx->buffers[BUF_W1].ptr,
+                          ctx->buffers[BUF_W2].ptr, work(ctx) + s.L.h1, work(ctx) + s.L.act,
+                          pub(ctx) + s.P.yrows, s.d_rows, s.d_off, s.d_exp, ctx->stream);
 }
 
 // Dispatch and combine alone, the host way: AlltoAllv of the token rows there and back (grouped send/recv).
-int part_comm(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  const size_t row = (size_t)s->g.H;
-  __nv_bfloat16* a = (__nv_bfloat16*)(pub(ctx) + s->P.yrows);
-  __nv_bfloat16* b = (__nv_bfloat16*)(pub(ctx) + s->P.recv);
+int part_comm(cuco_ctx* ctx, State& s) {
+  const size_t row = (size_t)s.g.H;
+  __nv_bfloat16* a = (__nv_bfloat16*)(pub(ctx) + s.P.yrows);
+  __nv_bfloat16* b = (__nv_bfloat16*)(pub(ctx) + s.P.recv);
   for (int dir = 0; dir < 2; ++dir) {
     size_t so = 0, ro = 0;
     if (ncclGroupStart() != ncclSuccess) return 200;
     for (int q = 0; q < ctx->world; ++q) {
-      const size_t sn = dir ? s->recv_rows[q] : s->send_rows[q], rn = dir ? s->send_rows[q] : s->recv_rows[q];
+      const size_t sn = dir ? s.recv_rows[q] : s.send_rows[q], rn = dir ? s.send_rows[q] : s.recv_rows[q];
       if (sn && ncclSend((dir ? b : a) + so * row, sn * row, ncclBfloat16, q, ctx->comm, ctx->stream) != ncclSuccess)
         return 201;
       if (rn && ncclRecv((dir ? a : b) + ro * row, rn * row, ncclBfloat16, q, ctx->comm, ctx->stream) != ncclSuccess)
@@ -103,12 +97,7 @@ int part_comm(cuco_ctx* ctx) {
   return 0;
 }
 
-const cuco_part kParts[2] = {
-    {"compute", 0, part_compute},
-    {"comm", 1, part_comm},
-};
-
-const char* describe_error(const int64_t* d, int world) {
+const char* refuse(const int64_t* d, int world) {
   static char buf[200];
   const int64_t T = d[0], H = d[1], I = d[2], E = d[3], K = d[4], R = d[5];
   if (world < 1 || world > kMaxWorld) return "the world size must be between 1 and 72 (one NVLink domain)";
@@ -126,12 +115,9 @@ const char* describe_error(const int64_t* d, int world) {
   return nullptr;
 }
 
-}  // namespace
-
-extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world, cuco_workload_desc* out) {
-  if (cuco::kit::describe_refuses(out, "moe takes 6 dims T,H,I,E,K,R", 6, dims, ndims, world, describe_error)) return 1;
+cuco::kit::Buffers buffers(const int64_t* dims, int world) {
   const Geo g = geo_make(dims, world, 0);
-  const cuco_buffer_spec specs[NBUF] = {
+  return {{
       {"X", (size_t)(g.T * g.H * 2), 1, CUCO_BUF_INPUT},
       {"experts", (size_t)(g.slots * 4), 0, CUCO_BUF_INPUT},
       {"gates", (size_t)(g.slots * 4), 0, CUCO_BUF_INPUT},
@@ -140,38 +126,31 @@ extern "C" int cuco_workload_describe(const int64_t* dims, int ndims, int world,
       {"Y", (size_t)(g.T * g.H * 2), 0, CUCO_BUF_OUTPUT},
       {"pub", (size_t)pub_layout(g).bytes, 1, CUCO_BUF_SCRATCH},
       {"work", (size_t)work_layout(g).bytes, 0, CUCO_BUF_SCRATCH},
-  };
-  out->nbuffers = NBUF;
-  for (int i = 0; i < NBUF; ++i) out->buffers[i] = specs[i];
-  return 0;
+  }};
 }
 
-extern "C" int cuco_workload_setup(cuco_ctx* ctx) {
-  if (ctx->ndims != 6 || ctx->nbuffers != NBUF) return 1;
-  State* s = new State();
-  ctx->workload_state = s;
-  s->g = geo_make(ctx->dims, ctx->world, ctx->rank);
-  s->P = pub_layout(s->g);
-  s->L = work_layout(s->g);
-  int rc = cuco_moe_ffn_create(&s->ffn, (int)s->g.El, s->g.H, s->g.I, 0);
+int setup(cuco_ctx* ctx, State& s) {
+  s.g = geo_make(ctx->dims, ctx->world, ctx->rank);
+  s.P = pub_layout(s.g);
+  s.L = work_layout(s.g);
+  int rc = cuco_moe_ffn_create(&s.ffn, (int)s.g.El, s.g.H, s.g.I, 0);
   if (rc) return 300 + rc;
-  PLUGIN_CUDA(cudaMalloc(&s->d_rows, 4 * s->g.El));
-  PLUGIN_CUDA(cudaMalloc(&s->d_off, 8 * s->g.El));
-  PLUGIN_CUDA(cudaMalloc(&s->d_exp, 4 * s->g.El));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&s.d_rows, 4 * s.g.El));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&s.d_off, 8 * s.g.El));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&s.d_exp, 4 * s.g.El));
   return 0;
 }
 
-extern "C" int cuco_workload_fill(cuco_ctx* ctx, uint64_t seed) {
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int fill(cuco_ctx* ctx, State& s, uint64_t seed) {
+  const Geo& g = s.g;
   cudaStream_t st = ctx->stream;
-  PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)ctx->buffers[BUF_X].ptr, (uint64_t)(g.T * g.H), seed, ctx->rank,
-                                  GEN_X, st));
+  CUCO_PLUGIN_CUDA(cuco::gen_fill_bf16((__nv_bfloat16*)ctx->buffers[BUF_X].ptr, (uint64_t)(g.T * g.H), seed, ctx->rank,
+                                       GEN_X, st));
   gen_scaled_bf16<<<2048, 256, 0, st>>>((__nv_bfloat16*)ctx->buffers[BUF_W1].ptr, (uint64_t)(g.El * 2 * g.I * g.H),
                                         seed, ctx->rank, GEN_W1, 0, weight_scale(g.H));
   gen_scaled_bf16<<<2048, 256, 0, st>>>((__nv_bfloat16*)ctx->buffers[BUF_W2].ptr, (uint64_t)(g.El * g.H * g.I),
                                         seed, ctx->rank, GEN_W2, 0, weight_scale(g.I));
-  PLUGIN_CUDA(cudaGetLastError());
+  CUCO_PLUGIN_CUDA(cudaGetLastError());
   // Routing of every rank: ours into the input buffers; all of them for the parts' tables and received rows.
   std::vector<std::vector<int32_t>> ex(g.W);
   std::vector<float> gt;
@@ -179,16 +158,17 @@ extern "C" int cuco_workload_fill(cuco_ctx* ctx, uint64_t seed) {
   for (int p = 0; p < g.W; ++p) {
     route_of(g, seed, p, ex[p], gt);
     if (p == ctx->rank) {
-      PLUGIN_CUDA(cudaMemcpyAsync(ctx->buffers[BUF_EXPERT].ptr, ex[p].data(), 4 * g.slots, cudaMemcpyHostToDevice, st));
-      PLUGIN_CUDA(cudaMemcpyAsync(ctx->buffers[BUF_GATE].ptr, gt.data(), 4 * g.slots, cudaMemcpyHostToDevice, st));
-      PLUGIN_CUDA(cudaStreamSynchronize(st));  // the host vectors are reused
+      CUCO_PLUGIN_CUDA(
+          cudaMemcpyAsync(ctx->buffers[BUF_EXPERT].ptr, ex[p].data(), 4 * g.slots, cudaMemcpyHostToDevice, st));
+      CUCO_PLUGIN_CUDA(cudaMemcpyAsync(ctx->buffers[BUF_GATE].ptr, gt.data(), 4 * g.slots, cudaMemcpyHostToDevice, st));
+      CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));  // the host vectors are reused
     }
   }
   std::vector<int32_t> rows(g.El, 0);
   std::vector<int64_t> off(g.El, 0), rowmap;
   std::vector<int32_t> exps(g.El);
-  s->send_rows.assign(g.W, 0);
-  s->recv_rows.assign(g.W, 0);
+  s.send_rows.assign(g.W, 0);
+  s.recv_rows.assign(g.W, 0);
   for (int64_t e = 0; e < g.El; ++e) {
     exps[e] = (int32_t)e;
     off[e] = (int64_t)rowmap.size();
@@ -196,31 +176,29 @@ extern "C" int cuco_workload_fill(cuco_ctx* ctx, uint64_t seed) {
     for (int i = 0; i < g.W; ++i) {  // own tokens first, as candidates lay them out (the rows are the same set)
       const int p = (ctx->rank + i) % g.W;
       for (int64_t j = 0; j < g.slots; ++j)
-        if (ex[p][j] == ge) rowmap.push_back(((int64_t)p << 32) | j), ++rows[e], ++s->recv_rows[p];
+        if (ex[p][j] == ge) rowmap.push_back(((int64_t)p << 32) | j), ++rows[e], ++s.recv_rows[p];
     }
   }
-  for (int64_t j = 0; j < g.slots; ++j) ++s->send_rows[ex[ctx->rank][j] / g.El];
-  s->received = (int64_t)rowmap.size();
-  if (s->received > g.rows_cap) return 400;  // rows_bound() is wrong: never expected
-  PLUGIN_CUDA(cudaMemcpyAsync(s->d_rows, rows.data(), 4 * g.El, cudaMemcpyHostToDevice, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(s->d_off, off.data(), 8 * g.El, cudaMemcpyHostToDevice, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(s->d_exp, exps.data(), 4 * g.El, cudaMemcpyHostToDevice, st));
+  for (int64_t j = 0; j < g.slots; ++j) ++s.send_rows[ex[ctx->rank][j] / g.El];
+  s.received = (int64_t)rowmap.size();
+  if (s.received > g.rows_cap) return 400;  // rows_bound() is wrong: never expected
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(s.d_rows, rows.data(), 4 * g.El, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(s.d_off, off.data(), 8 * g.El, cudaMemcpyHostToDevice, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(s.d_exp, exps.data(), 4 * g.El, cudaMemcpyHostToDevice, st));
   int64_t* d_map = nullptr;
-  if (s->received) {
-    PLUGIN_CUDA(cudaMalloc(&d_map, 8 * s->received));
-    PLUGIN_CUDA(cudaMemcpyAsync(d_map, rowmap.data(), 8 * s->received, cudaMemcpyHostToDevice, st));
-    gen_rows<<<2048, 256, 0, st>>>((__nv_bfloat16*)(pub(ctx) + s->P.recv), d_map, s->received, g.H, g.K, seed);
-    PLUGIN_CUDA(cudaGetLastError());
+  if (s.received) {
+    CUCO_PLUGIN_CUDA(cudaMalloc(&d_map, 8 * s.received));
+    CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d_map, rowmap.data(), 8 * s.received, cudaMemcpyHostToDevice, st));
+    gen_rows<<<2048, 256, 0, st>>>((__nv_bfloat16*)(pub(ctx) + s.P.recv), d_map, s.received, g.H, g.K, seed);
+    CUCO_PLUGIN_CUDA(cudaGetLastError());
   }
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   cudaFree(d_map);
   return 0;
 }
 
-extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_result* out) {
-  memset(out, 0, sizeof(*out));
-  State* s = state_of(ctx);
-  const Geo& g = s->g;
+int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
+  const Geo& g = s.g;
   cudaStream_t st = ctx->stream;
   // 1. The inputs are still the seeded ones (a candidate that rewrites its inputs cannot pass).
   std::vector<int32_t> ex;
@@ -228,11 +206,11 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   route_of(g, seed, ctx->rank, ex, gt);
   std::vector<int32_t> ex_dev(g.slots);
   std::vector<float> gt_dev(g.slots);
-  PLUGIN_CUDA(cudaMemcpy(ex_dev.data(), ctx->buffers[BUF_EXPERT].ptr, 4 * g.slots, cudaMemcpyDeviceToHost));
-  PLUGIN_CUDA(cudaMemcpy(gt_dev.data(), ctx->buffers[BUF_GATE].ptr, 4 * g.slots, cudaMemcpyDeviceToHost));
+  CUCO_PLUGIN_CUDA(cudaMemcpy(ex_dev.data(), ctx->buffers[BUF_EXPERT].ptr, 4 * g.slots, cudaMemcpyDeviceToHost));
+  CUCO_PLUGIN_CUDA(cudaMemcpy(gt_dev.data(), ctx->buffers[BUF_GATE].ptr, 4 * g.slots, cudaMemcpyDeviceToHost));
   unsigned long long* d_bad = nullptr;
-  PLUGIN_CUDA(cudaMalloc(&d_bad, 8));
-  PLUGIN_CUDA(cudaMemsetAsync(d_bad, 0, 8, st));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_bad, 8));
+  CUCO_PLUGIN_CUDA(cudaMemsetAsync(d_bad, 0, 8, st));
   count_changed<<<1024, 256, 0, st>>>((const __nv_bfloat16*)ctx->buffers[BUF_X].ptr, g.T * g.H, seed, ctx->rank,
                                       GEN_X, 1.0f, d_bad);
   count_changed<<<2048, 256, 0, st>>>((const __nv_bfloat16*)ctx->buffers[BUF_W1].ptr, g.El * 2 * g.I * g.H, seed,
@@ -240,8 +218,8 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   count_changed<<<2048, 256, 0, st>>>((const __nv_bfloat16*)ctx->buffers[BUF_W2].ptr, g.El * g.H * g.I, seed,
                                       ctx->rank, GEN_W2, weight_scale(g.I), d_bad);
   unsigned long long changed = 0;
-  PLUGIN_CUDA(cudaMemcpyAsync(&changed, d_bad, 8, cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(&changed, d_bad, 8, cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   cudaFree(d_bad);
   if (changed || memcmp(ex.data(), ex_dev.data(), 4 * g.slots) || memcmp(gt.data(), gt_dev.data(), 4 * g.slots)) {
     out->passed = 0;
@@ -257,21 +235,21 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   double *tok_err = nullptr, *tok_ref = nullptr;
   unsigned long long* d_nan = nullptr;
   float* d_max = nullptr;
-  PLUGIN_CUDA(cudaMalloc(&yref, 4 * g.T * g.H));
-  PLUGIN_CUDA(cudaMalloc(&h, 4 * g.T * 2 * g.I));
-  PLUGIN_CUDA(cudaMalloc(&act, 4 * g.T * g.I));
-  PLUGIN_CUDA(cudaMalloc(&o, 4 * g.T * g.H));
-  PLUGIN_CUDA(cudaMalloc(&w1, 2 * 2 * g.I * g.H));
-  PLUGIN_CUDA(cudaMalloc(&w2, 2 * g.H * g.I));
-  PLUGIN_CUDA(cudaMalloc(&d_tok, 4 * g.T));
-  PLUGIN_CUDA(cudaMalloc(&d_gate, 4 * g.T));
-  PLUGIN_CUDA(cudaMalloc(&tok_err, 8 * g.T));
-  PLUGIN_CUDA(cudaMalloc(&tok_ref, 8 * g.T));
-  PLUGIN_CUDA(cudaMalloc(&d_nan, 8));
-  PLUGIN_CUDA(cudaMalloc(&d_max, 4));
-  PLUGIN_CUDA(cudaMemsetAsync(yref, 0, 4 * g.T * g.H, st));
-  PLUGIN_CUDA(cudaMemsetAsync(d_nan, 0, 8, st));
-  PLUGIN_CUDA(cudaMemsetAsync(d_max, 0, 4, st));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&yref, 4 * g.T * g.H));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&h, 4 * g.T * 2 * g.I));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&act, 4 * g.T * g.I));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&o, 4 * g.T * g.H));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&w1, 2 * 2 * g.I * g.H));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&w2, 2 * g.H * g.I));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_tok, 4 * g.T));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_gate, 4 * g.T));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&tok_err, 8 * g.T));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&tok_ref, 8 * g.T));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_nan, 8));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&d_max, 4));
+  CUCO_PLUGIN_CUDA(cudaMemsetAsync(yref, 0, 4 * g.T * g.H, st));
+  CUCO_PLUGIN_CUDA(cudaMemsetAsync(d_nan, 0, 8, st));
+  CUCO_PLUGIN_CUDA(cudaMemsetAsync(d_max, 0, 4, st));
   std::vector<std::vector<int32_t>> toks(g.E);
   std::vector<std::vector<float>> gates(g.E);
   for (int64_t j = 0; j < g.slots; ++j) toks[ex[j]].push_back((int32_t)(j / g.K)), gates[ex[j]].push_back(gt[j]);
@@ -285,16 +263,16 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
                                           (uint64_t)(le * 2 * g.I * g.H), weight_scale(g.H));
     gen_scaled_bf16<<<1024, 256, 0, st>>>(w2, (uint64_t)(g.H * g.I), seed, q, GEN_W2, (uint64_t)(le * g.H * g.I),
                                           weight_scale(g.I));
-    PLUGIN_CUDA(cudaMemcpyAsync(d_tok, toks[e].data(), 4 * M, cudaMemcpyHostToDevice, st));
-    PLUGIN_CUDA(cudaMemcpyAsync(d_gate, gates[e].data(), 4 * M, cudaMemcpyHostToDevice, st));
+    CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d_tok, toks[e].data(), 4 * M, cudaMemcpyHostToDevice, st));
+    CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d_gate, gates[e].data(), 4 * M, cudaMemcpyHostToDevice, st));
     ref_gemm<__nv_bfloat16><<<dim3((unsigned)((2 * g.I + 63) / 64), (M + 63) / 64), 256, 0, st>>>(
         x, d_tok, M, w1, (int)(2 * g.I), (int)g.H, h);
     ref_swiglu<<<1024, 256, 0, st>>>(h, M, g.I, act);
     ref_gemm<float><<<dim3((unsigned)((g.H + 63) / 64), (M + 63) / 64), 256, 0, st>>>(act, nullptr, M, w2, (int)g.H,
                                                                                       (int)g.I, o);
     ref_accumulate<<<1024, 256, 0, st>>>(o, d_tok, d_gate, M, g.H, yref);
-    PLUGIN_CUDA(cudaGetLastError());
-    PLUGIN_CUDA(cudaStreamSynchronize(st));  // the host vectors of this expert are reused as sources
+    CUCO_PLUGIN_CUDA(cudaGetLastError());
+    CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));  // the host vectors of this expert are reused as sources
   }
   // 3. Compare per token.
   compare_tokens<<<1024, 256, 0, st>>>((const __nv_bfloat16*)ctx->buffers[BUF_Y].ptr, yref, g.T, g.H, tok_err,
@@ -302,11 +280,11 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   std::vector<double> te(g.T), tr(g.T);
   unsigned long long nnan = 0;
   float mx = 0;
-  PLUGIN_CUDA(cudaMemcpyAsync(te.data(), tok_err, 8 * g.T, cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(tr.data(), tok_ref, 8 * g.T, cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(&nnan, d_nan, 8, cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaMemcpyAsync(&mx, d_max, 4, cudaMemcpyDeviceToHost, st));
-  PLUGIN_CUDA(cudaStreamSynchronize(st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(te.data(), tok_err, 8 * g.T, cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(tr.data(), tok_ref, 8 * g.T, cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(&nnan, d_nan, 8, cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(&mx, d_max, 4, cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   for (void* p : {(void*)yref, (void*)h, (void*)act, (void*)o, (void*)w1, (void*)w2, (void*)d_tok, (void*)d_gate,
                   (void*)tok_err, (void*)tok_ref, (void*)d_nan, (void*)d_max})
     cudaFree(p);
@@ -332,20 +310,9 @@ extern "C" int cuco_workload_check(cuco_ctx* ctx, uint64_t seed, cuco_check_resu
   return 0;
 }
 
-extern "C" int cuco_workload_parts(const cuco_part** parts, int* nparts) {
-  *parts = kParts;
-  *nparts = 2;
-  return 0;
-}
+constexpr cuco::kit::WorkloadPlugin<State> kPlugin = {
+    "moe takes 6 dims T,H,I,E,K,R", 6, NBUF, refuse, buffers, setup, fill, check, part_compute, part_comm};
 
-extern "C" int cuco_workload_teardown(cuco_ctx* ctx) {
-  State* s = state_of(ctx);
-  if (!s) return 0;
-  cuco_moe_ffn_destroy(s->ffn);
-  cudaFree(s->d_rows);
-  cudaFree(s->d_off);
-  cudaFree(s->d_exp);
-  delete s;
-  ctx->workload_state = nullptr;
-  return 0;
-}
+}  // namespace
+
+CUCO_WORKLOAD_PLUGIN(kPlugin)

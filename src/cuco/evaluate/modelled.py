@@ -17,7 +17,8 @@ import attrs
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.design_space import WHOLE, Directives
-from cuco.workload import Shape, Workload
+from cuco.shape import Shape
+from cuco.workload import Workload
 
 KiB = 1024
 
@@ -192,3 +193,12 @@ class ModelledEvaluator:
         return c.with_result(bench).evolve(metrics=metrics, fitness=metrics["speedup"],
                                            feedback=f"modelled time {t.total * 1e3:.3f} ms "
                                                     f"(compute {t.compute * 1e3:.3f}, comm {t.comm * 1e3:.3f})")
+
+
+def modelled_evaluator(workload: str, shape: str, world: int) -> ModelledEvaluator:
+    """A ModelledEvaluator of the built-in workload `workload`, built on a Ray worker (pass
+    `functools.partial(modelled_evaluator, ...)` as cuco.evaluate.ray_executor.RayEvaluator's factory)."""
+    from cuco.workloads import get  # noqa: PLC0415
+
+    wl = get(workload)
+    return ModelledEvaluator(wl, wl.parse_shape(shape), world)

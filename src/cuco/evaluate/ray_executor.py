@@ -40,15 +40,6 @@ def import_ray() -> Any:
     return ray
 
 
-def modelled_evaluator(workload: str, shape: str, world: int) -> Any:
-    """A ModelledEvaluator built on a worker (pass `functools.partial(modelled_evaluator, ...)` as the factory)."""
-    from cuco.evaluate.modelled import ModelledEvaluator  # noqa: PLC0415
-    from cuco.workloads import get  # noqa: PLC0415
-
-    wl = get(workload)
-    return ModelledEvaluator(wl, wl.parse_shape(shape), world)
-
-
 def measured_evaluator(workload: str, shape: str, world: int) -> Any:
     """The GPU Evaluator built on a worker, on the GPUs Ray gave the task (CUDA_VISIBLE_DEVICES)."""
     from cuco.evaluate.cascade import Evaluator  # noqa: PLC0415

@@ -191,8 +191,8 @@ class Search:
         if point.label() in seen:
             point = next((p for p in (space.sample(rng) for _ in range(64)) if p.label() not in seen),
                          space.sample(rng))
-        return Candidate(code=self.workload.render(point), workload=self.workload.name, directives=point,
-                         island=island, mutation="seed")
+        return Candidate(code=self.workload.render(point, self.space.topology), workload=self.workload.name,
+                         directives=point, island=island, mutation="seed")
 
     # -- proposing (worker threads: pure functions of the plan) --------------------------------------------
     def _propose(self, plan: _Plan, attempt: int = 0) -> tuple[Candidate, str]:

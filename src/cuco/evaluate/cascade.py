@@ -18,7 +18,7 @@ import datetime
 import functools
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
@@ -28,53 +28,21 @@ from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.levels import (DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Cascade, failure_feedback,
                                   feedback_headline, mark_not_run_here)
+from cuco.evaluate.harness_runner import HarnessRunner, HarnessWorkload, LocalHarness
 from cuco.evaluate.static import check_static
-from cuco.kit.compute import CompiledWorkload, LinkOptions, link_options
+from cuco.kit.compute import LinkOptions, link_options
 from cuco.shape import Shape
 from cuco.toolchain import Toolchain
 
 __all__ = ["DEFAULT_VERIFY_DELAY_US", "NO_GPU_REASON", "CascadeError", "Evaluator", "HarnessRunner",
            "HarnessWorkload", "LocalHarness", "failure_feedback", "feedback_headline", "mark_not_run_here"]
+
 _STATUS_TEXT = {"verify_failed": "wrong result", "hang": "hang (killed at the timeout)", "crash": "crashed",
                 "error": "error", "unsupported": "unsupported here", "not_run": "not run"}
 
 
 class CascadeError(CucoError):
     """The cascade itself cannot run (the workload plugin does not build, the harness is missing)."""
-
-
-
-class HarnessWorkload(CompiledWorkload, Protocol):
-    """What the harness cascade needs of a workload (cuco.workload.Workload has it all)."""
-
-    default_world: int
-
-    def seed_code(self) -> str:
-        """The host-driven seed, timed beside every L3 batch."""
-
-    def plugin_path(self) -> Path:
-        """The harness plugin's source file."""
-
-    def resolve_shape(self, given: Shape | str | Sequence[int] | None, world: int, which: str = "bench") -> Shape:
-        """`given` checked for `world`, or the first shape of `which` that `world` can run."""
-
-
-class HarnessRunner(Protocol):
-    """Runs one harness process for a request (a cuco.harness.runner.HarnessRequest) and returns its
-    HarnessResult; tests give the cascade a fake one."""
-
-    def run(self, request: Any, toolchain: Toolchain) -> Any:
-        """The harness's result for `request` (raises CucoError when the process itself fails)."""
-
-
-class LocalHarness:
-    """The harness runner of this machine: cuco.harness.runner.run_harness."""
-
-    def run(self, request: Any, toolchain: Toolchain) -> Any:
-        """One harness process on this machine."""
-        from cuco.harness.runner import run_harness
-
-        return run_harness(request, toolchain=toolchain)
 
 
 def _plain(value: Any) -> Any:

@@ -8,7 +8,7 @@ never an exception.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.evaluate.base import StageFn, tell

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 from cuco.candidate import Candidate, LevelResult
 from cuco.design_space import Topology

@@ -37,7 +37,7 @@ from cuco.search.mutators.llm import LLMMutator
 from cuco.search.progress import Tracker, following, make_progress
 from cuco.search.run_state import GenerationStats, RunState, write_run_meta
 from cuco.search.schedule import Step
-from cuco.workload import Workload
+from cuco.problem import Problem
 
 
 @attrs.frozen
@@ -82,7 +82,7 @@ def _rng(seed: int, *parts: Any) -> random.Random:
 class Search:
     """One search over `space` for `workload`, storing everything in `db` (a CandidateDB)."""
 
-    def __init__(self, workload: Workload, space: DesignSpace, evaluator: CandidateEvaluator, db: Any, *,
+    def __init__(self, workload: Problem, space: DesignSpace, evaluator: CandidateEvaluator, db: Any, *,
                  islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
                  seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
                  meta: MetaSummarizer | None = None, progress: Any = None, take_lock: bool = True,

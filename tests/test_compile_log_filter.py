@@ -43,7 +43,7 @@ def test_a_program_candidate_that_includes_a_secret_stores_no_line_of_it(tmp_pat
     ev = ProgramEvaluator(w.program, world=1, work_dir=tmp_path / "work")
     # the compile level itself, as the search stores it (L0 would refuse this include before it got here)
     out = [Candidate(code=code, workload=w.name)]
-    ev._compile(out, [0])
+    ev.compile_level(out, [0])
     stored = out[0].results["compile"]
     assert not stored.passed
     assert SECRET not in stored.reason and "password" not in stored.reason, stored.reason

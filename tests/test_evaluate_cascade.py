@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import types
 from pathlib import Path
 
@@ -158,7 +157,7 @@ def test_metrics_follow_the_definitions():
     assert "overlap_efficiency" not in host_at_bound   # undefined when the host is already at the bound
 
 
-# ---- the L2/L3 batching against a mock harness (the real one runs in the gpu test below) ----------------
+# ---- the L2/L3 batching over a fake harness runner (the real one runs in the gpu test below) ----------------
 @attrs.frozen
 class MockTiming:
     max_median_ms: float
@@ -196,7 +195,7 @@ class MockPart:
 
 
 def test_mocks_match_the_real_harness_types():
-    """The mock harness below stands in for cuco.harness; its shape must follow the real value objects."""
+    """The fake harness runner below answers with these mocks; their shape must follow the real value objects."""
     result = pytest.importorskip("cuco.harness.result")
     runner = pytest.importorskip("cuco.harness.runner")
     names = lambda cls: {f.name for f in attrs.fields(cls)}
@@ -210,46 +209,31 @@ def test_mocks_match_the_real_harness_types():
             "inputs", "graph_replays"} == names(runner.HarnessRequest)
 
 
-def install_mock_harness(monkeypatch, behaviour):
-    """A mock cuco.harness.runner whose run_harness answers with behaviour(request) -> {path name: MockRun}."""
-    requests = []
+class FakeHarnessRunner:
+    """A test double for the harness runner: answers each HarnessRequest with behaviour(request) -> {path: MockRun}
+    (a candidate it does not name runs ok in 1 ms) and keeps the requests."""
 
-    @attrs.frozen(kw_only=True)
-    class HarnessRequest:
-        workload_plugin: Path
-        candidates: tuple
-        dims: tuple
-        world: int
-        devices: tuple
-        seeds: tuple
-        verify: bool
-        bench: bool
-        warmup: int
-        iters: int
-        parts: bool
-        timeout_s: float
-        delay_comm_us: float = 0.0
-        mode: str = "thread"
-        trace_dir: Path | None = None
-        nvshmem_lib: Path | None = None
-        inputs: str = "q256"
-        graph_replays: int = 0
+    def __init__(self, behaviour):
+        self.behaviour, self.requests = behaviour, []
 
-    def run_harness(request, toolchain=None):
-        requests.append(request)
-        answers = behaviour(request)
+    def run(self, request, toolchain):
+        self.requests.append(request)
+        answers = self.behaviour(request)
         runs = tuple(answers.get(Path(p), MockRun(Path(p), "ok", timing=MockTiming(1.0))) for p in request.candidates)
         parts = {"compute": MockPart(MockTiming(0.9), False), "comm": MockPart(MockTiming(0.5), True)}
         return types.SimpleNamespace(candidates=runs, parts=parts if request.parts else {}, device="Mock H200",
                                      nccl_version="2.28.9")
 
-    module = types.ModuleType("cuco.harness.runner")
-    module.HarnessRequest, module.run_harness = HarnessRequest, run_harness
-    monkeypatch.setitem(sys.modules, "cuco.harness.runner", module)
-    return requests
+
+def fake_cascade(compiler, harness, devices, **kw) -> Evaluator:
+    """The copy workload's cascade at W = 2 over `harness`, its plugin never built."""
+    cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=devices),
+                        harness=harness, **kw)
+    cascade._plugin_so = Path("/mock/plugin.so")
+    return cascade
 
 
-def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler):
+def test_batches_statuses_and_fitness_with_a_fake_harness_runner(compiler):
     fast = GOOD.replace("kBlocks = 8", "kBlocks = 4")
     wrong = GOOD.replace("kBlocks = 8", "kBlocks = 2")
     gin = GOOD.replace("kBlocks = 8", "kBlocks = 1")
@@ -267,13 +251,11 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
                 sos[GOOD]: MockRun(sos[GOOD], "ok", timing=MockTiming(1.6, spread=0.03)),
                 sos[fast]: MockRun(sos[fast], "ok", timing=MockTiming(1.0))}
 
-    requests = install_mock_harness(monkeypatch, behaviour)
-    cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]),
-                      seeds=(1, 2), iters=20, warmup=3)
-    monkeypatch.setattr(cascade, "plugin", lambda: Path("/mock/plugin.so"))
+    harness = FakeHarnessRunner(behaviour)
+    cascade = fake_cascade(compiler, harness, ["0", "1"], seeds=(1, 2), iters=20, warmup=3)
     good, quick, bad, ginned = cascade.evaluate([cand(GOOD), cand(fast), cand(wrong), cand(gin)])
 
-    verify_req, bench_req = requests
+    verify_req, bench_req = harness.requests
     assert not verify_req.bench and verify_req.verify and verify_req.seeds == (1, 2) and verify_req.dims == (4100,)
     assert len(verify_req.candidates) == 4 and verify_req.devices == (0, 1)
     assert verify_req.delay_comm_us == DEFAULT_VERIFY_DELAY_US > 0  # L2 verifies under delayed arrival
@@ -300,7 +282,7 @@ def test_batches_statuses_and_fitness_with_a_mock_harness(monkeypatch, compiler)
     assert "1.000 ms vs host 2.000 ms (speedup 2.00x)" in quick.feedback
 
 
-def test_verify_is_split_over_gpu_groups(monkeypatch, compiler):
+def test_verify_is_split_over_gpu_groups(compiler):
     codes = [GOOD, GOOD.replace("kBlocks = 8", "kBlocks = 4"), GOOD.replace("kBlocks = 8", "kBlocks = 2")]
 
     def behaviour(request):
@@ -308,12 +290,9 @@ def test_verify_is_split_over_gpu_groups(monkeypatch, compiler):
             raise CucoError("NCCL init failed on devices 2,3")
         return {}
 
-    requests = install_mock_harness(monkeypatch, behaviour)
-    cascade = Evaluator(copy_workload(), world=2, compiler=compiler,
-                      executor=Executor(world=2, devices=["0", "1", "2", "3"]))
-    monkeypatch.setattr(cascade, "plugin", lambda: Path("/mock/plugin.so"))
-    out = cascade.evaluate([cand(c) for c in codes])
-    verify = [r for r in requests if not r.bench]
+    harness = FakeHarnessRunner(behaviour)
+    out = fake_cascade(compiler, harness, ["0", "1", "2", "3"]).evaluate([cand(c) for c in codes])
+    verify = [r for r in harness.requests if not r.bench]
     assert sorted(r.devices for r in verify) == [(0, 1), (2, 3)]
     assert sorted(len(r.candidates) for r in verify) == [1, 2]
     on_bad_group = {str(p) for r in verify if r.devices == (2, 3) for p in r.candidates}
@@ -323,17 +302,15 @@ def test_verify_is_split_over_gpu_groups(monkeypatch, compiler):
             assert c.results["verify"].reason == "harness run failed: NCCL init failed on devices 2,3"
         else:
             assert c.status == "passed"
-    [bench] = [r for r in requests if r.bench]
+    [bench] = [r for r in harness.requests if r.bench]
     assert bench.devices == (0, 1)
 
 
-def test_host_seed_failure_leaves_fitness_unset_with_a_reason(monkeypatch, compiler):
+def test_host_seed_failure_leaves_fitness_unset_with_a_reason(compiler):
     seed_so = compiler.compile(copy_workload().seed_code()).so_path
-    install_mock_harness(monkeypatch, lambda r: {seed_so: MockRun(seed_so, "crash", "SIGSEGV", phase="launch")}
-                         if r.bench else {})
-    cascade = Evaluator(copy_workload(), world=2, compiler=compiler, executor=Executor(world=2, devices=["0", "1"]))
-    monkeypatch.setattr(cascade, "plugin", lambda: Path("/mock/plugin.so"))
-    [out] = cascade.evaluate([cand(GOOD)])
+    harness = FakeHarnessRunner(lambda r: {seed_so: MockRun(seed_so, "crash", "SIGSEGV", phase="launch")}
+                                if r.bench else {})
+    [out] = fake_cascade(compiler, harness, ["0", "1"]).evaluate([cand(GOOD)])
     assert out.results["bench"].passed and out.fitness is None and "speedup" not in out.metrics
     assert out.results["bench"].data["host_error"] == "crashed in launch: SIGSEGV"
     assert "host seed not timed: crashed in launch: SIGSEGV" in out.feedback

@@ -362,7 +362,7 @@ def test_candidates_sharing_an_id_build_in_separate_folders(tmp_path, monkeypatc
 
     monkeypatch.setattr(ev, "_build", recording_build)
     copies = [fast, fast.evolve(code=fast.code + "\n// another\n")]
-    ev._compile(list(copies), [0, 1])
+    ev.compile_level(list(copies), [0, 1])
     assert len(set(folders)) == 2, folders
 
 

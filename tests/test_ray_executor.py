@@ -31,8 +31,8 @@ from cuco.evaluate.ray_executor import (  # noqa: E402
     RayUnavailableError,
     check_reachable,
     measured_evaluator,
-    modelled_evaluator,
 )
+from cuco.evaluate.modelled import modelled_evaluator  # noqa: E402
 from cuco.run_options import RunOptions  # noqa: E402
 from cuco.run import Run  # noqa: E402
 from cuco.search import api  # noqa: E402

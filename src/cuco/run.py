@@ -11,23 +11,22 @@ search, summary.json and best/.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.util
 import json
 import logging
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import attrs
 
-from cuco import atomic, fastpath_cache, rundir, runlock
+from cuco import atomic, rundir, runlock
 from cuco.candidate import Candidate
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
 from cuco.errors import CucoError
 from cuco.manifest import RunManifest
+from cuco.problem import Problem, Runner
 from cuco.run_checks import check_gpus, check_resume, check_run_dir, make_manifest, make_run_dir
 from cuco.run_options import DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, check_options, run_budget, run_dir_of
 from cuco.run_summary import RunSummary, point_of
@@ -42,7 +41,7 @@ ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_ve
 log = logging.getLogger("cuco")
 
 
-def resolve(target: str, build: Any = None) -> Any:
+def resolve(target: str, build: Any = None) -> Problem:
     """The problem `target` names: a built-in workload, a workload folder, or a host program (.cu), which is built
     with `build` (a cuco.fastpath.verify.BuildOptions; None: none)."""
     from cuco import workloads
@@ -60,7 +59,7 @@ def resolve(target: str, build: Any = None) -> Any:
                     "folder or a host CUDA+NCCL program (.cu)")
 
 
-def load_workload_folder(folder: Path) -> Any:
+def load_workload_folder(folder: Path) -> Problem:
     """WORKLOAD from a folder laid out like cuco/workloads/<name>/ (docs/workloads.md)."""
     init = folder / "__init__.py"
     if not init.is_file():
@@ -81,10 +80,6 @@ def load_workload_folder(folder: Path) -> Any:
     return workload
 
 
-def _is_program(workload: Any) -> bool:
-    return hasattr(workload, "program")
-
-
 class Run:
     """One run in its directory. Use `Run.open(opts)` as a context manager, then `seed()`, `search()`,
     `summary()`; `close()` (or leaving the `with`) releases the database and the lock."""
@@ -92,8 +87,9 @@ class Run:
     def __init__(self, opts: RunOptions, on_event: Callable[[str], None] | None = None):
         self.opts, self.on_event = opts, on_event or log.info
         self._stack = contextlib.ExitStack()
-        self.workload: Any = None
-        self.evaluator: Any = None
+        self.workload: Any = None   # the run's Problem: a workload or a user's program, never told apart
+        self.runner: Runner | None = None   # the local runner: the manifest's toolchain, the original's checks
+        self.evaluator: Any = None   # what the search evaluates with: the local runner or the remote one
         self.search_loop: Any = None
         self.db: Any = None   # the run's CandidateDB, opened once under the lock
         self.fast: Candidate | None = None
@@ -114,12 +110,7 @@ class Run:
     def _open(self) -> None:
         opts = self.opts
         workload = self.workload = resolve(opts.workload, opts.build)
-        program = _is_program(workload)
         check_options(opts)
-        if program and opts.shape:
-            raise CucoError("a program's sizes are its own; drop --shape")
-        if program and opts.executor != "local":
-            raise CucoError("--executor ray runs workloads; run a program with the local executor")
         self.run_dir = run_dir = run_dir_of(attrs.evolve(opts, workload=workload.name))
         check_run_dir(run_dir)
         found = rundir.probe(run_dir)
@@ -129,18 +120,15 @@ class Run:
         seed = opts.seed if opts.seed is not None else stored.seed if stored else 0
         evaluations = opts.evaluations or (stored.evaluations if stored else DEFAULT_EVALUATIONS)
         self.budget_usd = run_budget(opts, stored)
-        evaluation, evaluator = self._evaluator(world, stored)
-        manifest = make_manifest(workload, evaluator, seed, evaluations, self.budget_usd)
+        evaluation, runner, remote = self._runners(world, stored)
+        manifest = make_manifest(workload, runner, seed, evaluations, self.budget_usd)
         if stored is not None:
             check_resume(stored, manifest, opts, found.evaluated)
         # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
         self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
         space = workload.space(self.topology)
         llm = self._llm(run_dir)
-        if program:   # the original first: if it does not compile, its errors are the whole answer
-            evaluator.compile_original()
-        if program and evaluation == "measured":
-            evaluator.reference()   # a program cuco cannot verify against is said now, before anything is written
+        runner.check_original(evaluation == "measured")   # said now, before anything is written
         make_run_dir(run_dir)
         self._stack.enter_context(runlock.held(run_dir))   # the one lock of the run, held until close()
         if RunManifest.read(run_dir) != stored:  # another process started or changed it meanwhile
@@ -150,46 +138,36 @@ class Run:
         elif (stored.evaluations, stored.budget_usd) != (evaluations, self.budget_usd):
             # a resume that extends the run or changes its cap: the rest stays as started
             attrs.evolve(stored, evaluations=evaluations, budget_usd=self.budget_usd).write(run_dir)
-        shape = "" if program else f", shape {evaluator.bench_shape}"
-        self.on_event(f"cuco: {workload.name} at world {world}{shape}; {space.size()} legal points; "
+        scale = f", {runner.scale}" if runner.scale else ""
+        self.on_event(f"cuco: {workload.name} at world {world}{scale}; {space.size()} legal points; "
                       f"{'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
         self.evaluation, self.evaluations = evaluation, evaluations
-        self.evaluator = self._remote if self._remote is not None else evaluator
+        self.runner, self.evaluator = runner, remote if remote is not None else runner
         # the one database of the run: the search, the fast path and the summary all use this connection
         self.db = CandidateDB(run_dir / rundir.DB_FILE)
         self._stack.callback(self.db.close)
         self.search_loop = self._open_search(space, llm, seed)
         # L0 compares frozen regions with the parent's, wherever the evaluation runs (here or on a Ray worker)
-        evaluator.parent_code = self.evaluator.parent_code = parent_code_from(self.db)
+        runner.parent_code = self.evaluator.parent_code = parent_code_from(self.db)
 
-    def _evaluator(self, world: int, stored: Any) -> tuple[str, Any]:
+    def _runners(self, world: int, stored: Any) -> tuple[str, Runner, Any]:
+        """(evaluation, the local runner, the remote one or None). GPUs before shapes: on a host with too few GPUs
+        the fix is --world, whatever the shape says; the cluster's GPUs, not this host's, are checked (and
+        refused) before any work."""
         from cuco.evaluate.executor import Executor
 
-        opts, workload = self.opts, self.workload
-        # GPUs before shapes: on a host with too few GPUs the fix is --world, whatever the shape says
+        opts = self.opts
         executor = Executor(world=world)
-        self._remote = None
-        if _is_program(workload):
-            from cuco.program.evaluator import ProgramEvaluator
-
-            evaluation = check_gpus(executor, world)
-            evaluator = ProgramEvaluator(workload.program, world=world, executor=executor)
-            self._stack.callback(shutil.rmtree, evaluator.work_dir, True)   # sources only: binaries are cached
-            return evaluation, evaluator
-        from cuco.evaluate.cascade import Evaluator
-
-        shape_text = opts.shape if opts.shape is not None else stored.shape if stored else None
-        shape = workload.parse_shape(shape_text) if shape_text else None
-        if opts.executor == "ray":  # the cluster's GPUs, not this host's: checked (and refused) before any work
-            from cuco.evaluate.ray_executor import RayEvaluator, measured_evaluator
-
-            self._remote = RayEvaluator(functools.partial(measured_evaluator, workload.name,
-                                                          str(shape or workload.bench_shapes[0]), world),
-                                        world, address=opts.address)
+        shape = opts.shape if opts.shape is not None else stored.shape if stored else None
+        remote = None
+        if opts.executor == "ray":
+            remote = self.workload.remote_runner(world, shape, opts.address)
             evaluation = "measured"
         else:
             evaluation = check_gpus(executor, world)
-        return evaluation, Evaluator(workload, world=world, bench_shape=shape, executor=executor)
+        runner = self.workload.runner(world, shape, executor)
+        self._stack.callback(runner.close)
+        return evaluation, runner, remote
 
     def _llm(self, run_dir: Path) -> Any:
         """The run's one LLM client (None without --model), checked now: the search uses it as it is."""
@@ -222,19 +200,12 @@ class Run:
         db, workload = self.db, self.workload
         fast = next((c for c in db.all(workload.name) if c.mutation == "fastpath"), None)
         if fast is None:
-            if _is_program(workload):
-                self.on_event("cuco: fast path (rule-based, no LLM) on the program ...")
-                fast = workload.fast_path(self.topology)
-            else:
-                self.on_event("cuco: fast path: cached result for this host seed"
-                              if fastpath_cache.lookup(workload.seed_code())
-                              else "cuco: fast path (rule-based, no LLM) on the host seed ...")
-                fast = fastpath_cache.candidate(workload, self.run_dir / "fastpath-work")
+            fast = workload.seed(self.topology, self.run_dir / "fastpath-work", self.on_event)
             db.add(fast)
         if fast.status == "pending":
             fast = self.evaluator.evaluate([fast])[0]
             db.upsert(fast)
-            from cuco.evaluate.cascade import feedback_headline
+            from cuco.evaluate.levels import feedback_headline
 
             self.on_event(f"cuco: fast path candidate: {fast.status}. {feedback_headline(fast.feedback)}")
         self.fast = fast
@@ -251,8 +222,8 @@ class Run:
         every = db.all(name)
         counts = db.count_by_status()
         best = db.best(name) if self.evaluation == "measured" else None
-        if best is not None and _is_program(self.workload) and not best.metrics.get("speedup", 0.0) > 1.0:
-            best = self.workload.original(best)   # never slower: no rewrite beat the program, so it stays
+        if best is not None:
+            best = self.workload.best_of(best)
         env: dict[str, Any] = {}
         if best is not None and "bench" in best.results:
             data = best.results["bench"].data
@@ -278,25 +249,21 @@ def _write_json(path: Path, data: Any) -> None:
     atomic.write_text(path, json.dumps(data, indent=2, default=str))
 
 
-def write_best(run_dir: Path, best: Candidate, workload: Any) -> Path:
+def write_best(run_dir: Path, best: Candidate, workload: Problem) -> Path:
     """RUN_DIR/best/: the best verified candidate's source (kernel.cu) and best.json (its point, its time against
-    the host program, how it was verified, where and when). Replaced whole, never half-written."""
-    program = _is_program(workload)
+    the host program, how it was verified, where and when, and what the problem says of its provenance).
+    Replaced whole, never half-written."""
     verify, bench = best.results.get("verify"), best.results.get("bench")
     info = {
-        "kind": "program" if program else "workload", "workload": workload.name, "candidate_id": best.id,
+        "kind": workload.kind, "workload": workload.name, "candidate_id": best.id,
         "mutation": best.mutation, "point": point_of(best),
         "directives": best.directives.to_dict() if best.directives else None, "metrics": dict(best.metrics),
         "verified": {"verify": verify.to_dict() if verify else None,
                      "bench_runs_verified": bool(bench and bench.passed)},
         "bench": dict(bench.data) if bench else {},
         "source": "kernel.cu",
+        **workload.provenance(best),
     }
-    if program:
-        info["original"] = str(workload.program.path.resolve())
-        info["is_original"] = best.mutation == "original"   # kernel.cu is then the user's program, unchanged
-        info["build"] = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
-                         "(the observation header is inert unless CUCO_OBSERVE_DIR is set)")
     final = run_dir / BEST_DIR
     atomic.write_dir(final, {"kernel.cu": best.code, "best.json": json.dumps(info, indent=2, default=str)})
     return final

@@ -41,7 +41,7 @@ class RunSummary:
 
     def text(self) -> str:
         """The summary as `cuco run` prints it: counts, fast path, best point and its times, run directory."""
-        from cuco.evaluate.cascade import feedback_headline
+        from cuco.evaluate.levels import feedback_headline
 
         lines = [f"cuco run {self.workload}: {self.evaluated} candidates evaluated "
                  f"({', '.join(f'{k} {v}' for k, v in sorted(self.counts.items()))})"]

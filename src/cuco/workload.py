@@ -1,38 +1,29 @@
 """Workload: the declarative description of one problem (a folder under cuco/workloads/).
 
 A workload never touches the core: it names its harness plugin source, its host-driven seed, its design
-space and how to render a device-initiated candidate from a design point. The harness, the cascade and
-the search consume only this object.
+space and how to render a device-initiated candidate from a design point. It is a cuco.problem.Problem: the
+run, the cascade and the search consume it through that interface.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import attrs
 
+from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace, Directives, Topology
-from cuco.errors import CucoError
 from cuco.kit.compute import ComputeLibrary
+from cuco.problem import Runner, Say
+from cuco.shape import Shape, ShapeError
+
+__all__ = ["Shape", "ShapeError", "Workload"]
 
 #: A sentence ends at a full stop followed by a capital (not inside "e.g." or a dims list "S,HQ,D").
 _SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z])")
-
-
-class ShapeError(CucoError, ValueError):
-    """A problem size that the workload cannot run (e.g. M not divisible by the world size)."""
-
-
-@attrs.frozen
-class Shape:
-    """Problem sizes, named by the workload's dim_names (e.g. M, K, N)."""
-
-    dims: tuple[int, ...] = attrs.field(converter=tuple)
-
-    def __str__(self) -> str:
-        return "x".join(map(str, self.dims))
 
 
 @attrs.frozen
@@ -48,7 +39,8 @@ class Workload:
     plugin_source: str                   # file name in `folder`: the harness workload plugin (.cu)
     seed_source: str                     # file name in `folder`: the host-driven baseline in candidate-ABI form
     space: Callable[[Topology], DesignSpace] = attrs.field(eq=False, repr=False)
-    render: Callable[[Directives], str] = attrs.field(eq=False, repr=False)
+    # the template: a point's source, unchecked (given as `render`; the method render() checks the point first)
+    _render: Callable[[Directives], str] = attrs.field(eq=False, repr=False, alias="render")
     check_shape: Callable[[Shape, int], None] = attrs.field(eq=False, repr=False)
     flops: Callable[[Shape, int], float] = attrs.field(eq=False, repr=False)        # per rank
     comm_bytes: Callable[[Shape, int], float] = attrs.field(eq=False, repr=False)   # received per rank
@@ -61,6 +53,46 @@ class Workload:
     # for (shape, world). None: the workload cannot be exported.
     tensors: Callable[[Shape, int], dict[str, tuple[tuple[int, ...], str]]] | None = attrs.field(
         default=None, eq=False, repr=False)
+    kind: ClassVar[str] = "workload"
+
+    # -- the Problem interface ---------------------------------------------------------------------------
+    def render(self, point: Directives, topology: Topology | None = None) -> str:
+        """The candidate's source at `point`; IllegalPointError when the point breaks a rule of the space on
+        `topology` (the run's; None: Topology())."""
+        self.space(topology if topology is not None else Topology()).validate(point)
+        return self._render(point)
+
+    def seed(self, topology: Topology, work_dir: Path, say: Say) -> Candidate:
+        """The host seed through the rule-based fast path, or its cached result (build files in `work_dir`)."""
+        from cuco import fastpath_cache
+
+        say("cuco: fast path: cached result for this host seed" if fastpath_cache.lookup(self.seed_code())
+            else "cuco: fast path (rule-based, no LLM) on the host seed ...")
+        return fastpath_cache.candidate(self, work_dir)
+
+    def runner(self, world: int, shape: str | None = None, executor: Any = None) -> Runner:
+        """The measured cascade over the plugin harness at `world`, timing `shape` (None: the first bench shape
+        `world` can run) on `executor`'s GPUs."""
+        from cuco.evaluate.cascade import Evaluator
+
+        return Evaluator(self, world=world, bench_shape=shape or None, executor=executor)
+
+    def remote_runner(self, world: int, shape: str | None, address: str | None) -> Any:
+        """The measured cascade on a Ray cluster at `address` (None: a local Ray instance)."""
+        from cuco.evaluate.ray_executor import RayEvaluator, measured_evaluator
+
+        bench = self.parse_shape(shape) if shape else self.bench_shapes[0]
+        return RayEvaluator(functools.partial(measured_evaluator, self.name, str(bench), world), world,
+                            address=address)
+
+    def best_of(self, fastest: Candidate) -> Candidate:
+        """The fastest verified candidate is the run's best."""
+        return fastest
+
+    def provenance(self, best: Candidate) -> dict[str, Any]:
+        """Nothing beyond the point: a workload's candidates are all renderings or edits of its template."""
+        return {}
+
 
     def summary(self) -> str:
         """The description's first sentence, whole (the description is wrapped, so its first line may stop

@@ -15,9 +15,12 @@ _LAZY = {
     "Executor": "cuco.evaluate.executor",
     "DeviceGroup": "cuco.evaluate.executor",
     "NoGPUError": "cuco.evaluate.executor",
+    "Cascade": "cuco.evaluate.levels",
+    "HarnessRunner": "cuco.evaluate.harness_runner",
+    "LocalHarness": "cuco.evaluate.harness_runner",
     "Evaluator": "cuco.evaluate.cascade",
     "CascadeError": "cuco.evaluate.cascade",
-    "NO_GPU_REASON": "cuco.evaluate.cascade",
+    "NO_GPU_REASON": "cuco.evaluate.levels",
 }
 
 __all__ = sorted(_LAZY)

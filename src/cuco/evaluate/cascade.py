@@ -1,4 +1,5 @@
-"""The measured evaluator: static -> compile -> verify -> bench, each level a LevelResult on the candidate.
+"""The harness runner's levels (cuco.evaluate.levels.Cascade): static -> compile -> verify -> bench over the
+plugin harness, each level a LevelResult on the candidate.
 
 Batching: L0 runs per candidate; L1 compiles every survivor in parallel; L2 verifies the survivors at the
 small shape on several seeds in ONE harness process per GPU group (groups run concurrently); L3 times the
@@ -21,27 +22,27 @@ from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
-from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
+from cuco.candidate import Candidate, LevelResult
 from cuco.errors import CucoError
-from cuco.evaluate.base import StageFn, tell
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
+from cuco.evaluate.levels import (DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Cascade, failure_feedback,
+                                  feedback_headline, mark_not_run_here)
+from cuco.evaluate.harness_runner import HarnessRunner, HarnessWorkload, LocalHarness
 from cuco.evaluate.static import check_static
 from cuco.kit.compute import LinkOptions, link_options
+from cuco.shape import Shape
 from cuco.toolchain import Toolchain
-from cuco.workload import Shape, Workload
 
-NO_GPU_REASON = "no GPU: not verified or timed"
+__all__ = ["DEFAULT_VERIFY_DELAY_US", "NO_GPU_REASON", "CascadeError", "Evaluator", "HarnessRunner",
+           "HarnessWorkload", "LocalHarness", "failure_feedback", "feedback_headline", "mark_not_run_here"]
+
 _STATUS_TEXT = {"verify_failed": "wrong result", "hang": "hang (killed at the timeout)", "crash": "crashed",
                 "error": "error", "unsupported": "unsupported here", "not_run": "not run"}
 
 
 class CascadeError(CucoError):
     """The cascade itself cannot run (the workload plugin does not build, the harness is missing)."""
-
-#: L2 verifies with the communication path held back this long (delayed arrival): a candidate that does not
-#: wait for its data reads poison and fails, even at W = 1. 0 turns it off.
-DEFAULT_VERIFY_DELAY_US = 2000.0
 
 
 def _plain(value: Any) -> Any:
@@ -85,58 +86,25 @@ def _run_reason(run: Any) -> str:
     return f"{text} ({numbers})" if numbers else text
 
 
-def mark_not_run_here(out: list[Candidate], alive: Sequence[int], executor: Executor) -> None:
-    """Record L2 and L3 of the survivors `alive` as not run here (no GPU group): they become 'unmeasured'."""
-    for i in alive:
-        for level in ("verify", "bench"):
-            out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
-                                                    {"gpus": executor.describe(), NOT_RUN_HERE: True}))
-
-
-def failure_feedback(c: Candidate, heads: Mapping[str, str]) -> str | None:
-    """The first failed level of `c` as feedback (`heads` overrides a level's heading), or None if none failed."""
-    default = {"static": "Rejected by the static check:", "compile": "Does not compile:",
-               "verify": "Verification failed:", "bench": "Benchmark failed:"}
-    for level in ("static", "compile", "verify", "bench"):
-        res = c.results.get(level)
-        if res is None or res.passed:
-            continue
-        if res.reason == NO_GPU_REASON:
-            return f"Static check and compile passed; {NO_GPU_REASON} (no GPU on this machine)."
-        return f"{heads.get(level, default[level])}\n{res.reason}"
-    return None
-
-
-def feedback_headline(feedback: str, limit: int = 300) -> str:
-    """One console line of `feedback`: its heading joined with the first line of the reason that follows it (a
-    heading alone, such as 'Does not compile:', tells a user nothing), cut at `limit` characters."""
-    lines = [line.strip() for line in feedback.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    text = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-class Evaluator:
-    """Evaluator with kind 'measured' for one workload and world size (see the module docstring).
+class Evaluator(Cascade):
+    """The cascade of levels over the plugin harness, for one workload and world size (see the module docstring).
 
     `parent_code(candidate)` returns the parent's source for the frozen-region check (None: skip it).
     With no GPU group, L0 and L1 still run and L2/L3 are recorded as not run here (NO_GPU_REASON), which
     makes the candidate 'unmeasured', never a failure.
     `verify_timeout_s` (L2) and `timeout_s` (L3) bound each harness phase (setup, one candidate's
     launch, check or timing loop); the harness runner derives each process's deadline from them.
+    `harness` runs each harness process (None: LocalHarness, this machine's).
     """
 
-    kind = "measured"
-    on_stage: StageFn | None = None  # set by the search to follow candidates through the levels
-
-    def __init__(self, workload: Workload, world: int | None = None, toolchain: Toolchain | None = None,
+    def __init__(self, workload: HarnessWorkload, world: int | None = None, toolchain: Toolchain | None = None,
                  executor: Executor | None = None, compiler: Compiler | None = None,
                  verify_shape: Shape | str | Sequence[int] | None = None,
                  bench_shape: Shape | str | Sequence[int] | None = None, seeds: Sequence[int] = (1, 2),
                  iters: int = 30, warmup: int = 5, timeout_s: float = 120.0, verify_timeout_s: float = 60.0,
                  parent_code: Callable[[Candidate], str | None] | None = None, verify_at_bench: bool = True,
-                 verify_delay_us: float = DEFAULT_VERIFY_DELAY_US, bench_inputs: str = "full"):
+                 verify_delay_us: float = DEFAULT_VERIFY_DELAY_US, bench_inputs: str = "full",
+                 harness: HarnessRunner | None = None):
         if not seeds:
             raise ValueError("seeds must name at least one input seed, e.g. (1, 2)")
         if iters < 1 or warmup < 0:
@@ -159,6 +127,7 @@ class Evaluator:
             raise ValueError(f"bench_inputs must be 'full' (full-entropy bf16, figures of record) or 'q256', "
                              f"got {bench_inputs!r}")
         self.bench_inputs = bench_inputs
+        self.harness = harness if harness is not None else LocalHarness()
         self._plugin_so: Path | None = None
         self._seed: str | None = None
         self._link_options: LinkOptions | None = None
@@ -179,65 +148,27 @@ class Evaluator:
         return self._seed
 
     @property
-    def has_gpu(self) -> bool:
-        """True when the executor has a GPU group, so verification and timing run here."""
-        return self.executor.has_gpu
-
-    @property
     def toolchain(self) -> Toolchain:
         """The toolchain candidates are compiled with."""
         return self.compiler.toolchain
 
-    # -- the CandidateEvaluator protocol ------------------------------------------------------------------------
-    def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """Run every level each candidate survives; results, metrics, fitness and feedback are set on the
-        returned copies (same order). Never raises for a bad candidate."""
-        out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
-        alive = self._static(out)
-        self._tell(out, set(range(len(out))) - set(alive), "done")
-        alive = self._compile(out, alive)
-        if alive and not self.has_gpu:
-            mark_not_run_here(out, alive, self.executor)
-        elif alive:
-            self._tell(out, alive, "verify")
-            verified = self._verify(out, alive)
-            self._tell(out, set(alive) - set(verified), "done")
-            if verified:
-                self._tell(out, verified, "bench")
-                self._bench(out, verified)
-                self._tell(out, verified, "done")
-        return [c.evolve(feedback=self._feedback(c)) for c in out]
-
-    def _tell(self, out: Sequence[Candidate], indices: Any, stage: str) -> None:
-        tell(self.on_stage, (out[i] for i in sorted(indices)), stage)
-
-    def prepare(self, candidates: Sequence[Candidate], compile: bool = True) -> list[Candidate]:
-        """L0 and L1 only (static check, then with `compile` the compile into the content-addressed cache): what
-        a CPU worker does before a GPU evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
-        out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
-        alive = self._static(out)
-        if compile:
-            self._compile(out, alive)
-        return out
+    @property
+    def scale(self) -> str:
+        """The timed shape, as the run's first line names it."""
+        return f"shape {self.bench_shape}"
 
     # -- L0 and L1 ---------------------------------------------------------------------------------------
-    def _static(self, out: list[Candidate]) -> list[int]:
-        alive = []
-        for i, c in enumerate(out):
-            if c.workload != self.workload.name:
-                result = LevelResult("static", False, f"candidate is for workload {c.workload!r}, this cascade "
-                                     f"evaluates {self.workload.name!r}")
-            else:
-                # The workload's own host seed has no EVOLVE block: it is measured, never mutated.
-                is_seed = c.mutation == "seed" and c.code == self._seed_code()
-                result = check_static(c.code, self.parent_code(c) if self.parent_code else None,
-                                      require_blocks=not is_seed)
-            out[i] = c.with_result(result)
-            if result.passed:
-                alive.append(i)
-        return alive
+    def static_level(self, c: Candidate) -> LevelResult:
+        """L0: the workload's name, then the static check against the parent's frozen regions."""
+        if c.workload != self.workload.name:
+            return LevelResult("static", False, f"candidate is for workload {c.workload!r}, this cascade "
+                               f"evaluates {self.workload.name!r}")
+        # The workload's own host seed has no EVOLVE block: it is measured, never mutated.
+        is_seed = c.mutation == "seed" and c.code == self._seed_code()
+        return check_static(c.code, self.parent_code(c) if self.parent_code else None, require_blocks=not is_seed)
 
-    def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def compile_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+        """L1: every survivor compiled in parallel into the content-addressed cache."""
         link = self.link()
         self._tell(out, alive, "compile")
 
@@ -278,7 +209,7 @@ class Evaluator:
                  timeout_s: float, group: DeviceGroup, inputs: str = "q256") -> tuple[dict[str, Any], Any, float, str]:
         """One harness process: ({str(so): CandidateRun}, HarnessResult or None, seconds, error text)."""
         try:
-            from cuco.harness.runner import HarnessRequest, run_harness  # only where a GPU exists
+            from cuco.harness.runner import HarnessRequest
         except ImportError as exc:
             raise CascadeError(f"cuco.harness is not importable ({exc}); reinstall cuco") from None
 
@@ -291,7 +222,7 @@ class Evaluator:
                                  mode=mode)
         start = time.monotonic()
         try:
-            result = run_harness(request, toolchain=self.compiler.toolchain)
+            result = self.harness.run(request, self.compiler.toolchain)
         except CucoError as exc:
             return {}, None, time.monotonic() - start, f"harness run failed: {exc}"
         runs = {str(Path(r.path)): r for r in result.candidates}
@@ -301,7 +232,8 @@ class Evaluator:
         return self._harness(sos, self.verify_shape, bench=False, verify=True, seeds=self.seeds,
                              timeout_s=self.verify_timeout_s, group=group)
 
-    def _verify(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def verify_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+        """L2: the survivors at the verify shape on every seed, one harness process per GPU group."""
         sos = list(dict.fromkeys(Path(out[i].results["compile"].data["so_path"]) for i in alive))
         n = len(self.executor.groups)
         chunks = [sos[k::n] for k in range(n) if sos[k::n]]
@@ -329,7 +261,8 @@ class Evaluator:
                 survivors.append(i)
         return survivors
 
-    def _bench(self, out: list[Candidate], alive: list[int]) -> None:
+    def bench_level(self, out: list[Candidate], alive: list[int]) -> None:
+        """L3: the survivors and the host seed timed at the bench shape in one harness process."""
         link = self.link()
         seed = self.compiler.compile(self._seed_code(), link.libraries, link.include_dirs, link.extra)
         if not seed.ok:
@@ -410,7 +343,7 @@ class Evaluator:
         return m
 
     # -- feedback ----------------------------------------------------------------------------------------
-    def _feedback(self, c: Candidate) -> str:
+    def feedback(self, c: Candidate) -> str:
         """A short summary for a person or an LLM: the first failure with its reason, or the timing."""
         r = c.results
         failure = failure_feedback(c, {"verify": f"Verification at {self.verify_shape} (seeds {self._seeds()}) failed:",

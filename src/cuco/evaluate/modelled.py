@@ -17,7 +17,8 @@ import attrs
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.design_space import WHOLE, Directives
-from cuco.workload import Shape, Workload
+from cuco.shape import Shape
+from cuco.workload import Workload
 
 KiB = 1024
 
@@ -105,7 +106,7 @@ def _static_check() -> Callable[..., LevelResult] | None:
 #: The measured Evaluator's settings of running candidates: accepted so that the two evaluators take the same
 #: arguments and swap for each other; the model runs nothing, so they change nothing here.
 MEASURED_ONLY = ("toolchain", "executor", "compiler", "seeds", "iters", "warmup", "timeout_s", "verify_timeout_s",
-                 "verify_at_bench", "verify_delay_us", "bench_inputs")
+                 "verify_at_bench", "verify_delay_us", "bench_inputs", "harness")
 
 
 class ModelledEvaluator:
@@ -161,14 +162,21 @@ class ModelledEvaluator:
         """The candidates statically checked and timed by the model, in the order given."""
         return [self._one(c) for c in candidates]
 
+    def prepare(self, candidates: Sequence[Candidate], compile: bool = True) -> list[Candidate]:
+        """L0 only, as a Ray CPU worker runs it before the evaluation: the model compiles nothing (`compile` is
+        taken for the measured runners' signature)."""
+        return [c.evolve(results={}, metrics={}, fitness=None, feedback="").with_result(self._static(c))
+                for c in candidates]
+
+    def _static(self, c: Candidate) -> LevelResult:
+        if self._check_static is None:
+            return LevelResult("static", True, "static checker unavailable in this install; not checked",
+                               data={"modelled": True, "skipped": True})
+        return self._check_static(c.code, self.parent_code(c) if self.parent_code else None)
+
     def _one(self, c: Candidate) -> Candidate:
         start = time.perf_counter()
-        if self._check_static is not None:
-            parent = self.parent_code(c) if self.parent_code else None
-            static = self._check_static(c.code, parent)
-        else:
-            static = LevelResult("static", True, "static checker unavailable in this install; not checked",
-                                 data={"modelled": True, "skipped": True})
+        static = self._static(c)
         c = c.with_result(static)
         if not static.passed:
             return c.evolve(fitness=None, feedback=static.reason)
@@ -192,3 +200,12 @@ class ModelledEvaluator:
         return c.with_result(bench).evolve(metrics=metrics, fitness=metrics["speedup"],
                                            feedback=f"modelled time {t.total * 1e3:.3f} ms "
                                                     f"(compute {t.compute * 1e3:.3f}, comm {t.comm * 1e3:.3f})")
+
+
+def modelled_evaluator(workload: str, shape: str, world: int) -> ModelledEvaluator:
+    """A ModelledEvaluator of the built-in workload `workload`, built on a Ray worker (pass
+    `functools.partial(modelled_evaluator, ...)` as cuco.evaluate.ray_executor.RayEvaluator's factory)."""
+    from cuco.workloads import get  # noqa: PLC0415
+
+    wl = get(workload)
+    return ModelledEvaluator(wl, wl.parse_shape(shape), world)

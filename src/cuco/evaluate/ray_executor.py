@@ -1,6 +1,7 @@
 """Evaluation spread over a Ray cluster (`pip install -e ".[ray]"`; the local executor stays the default).
 
-`RayEvaluator` wraps any CandidateEvaluator, built on each worker from a picklable factory:
+`RayEvaluator` wraps any runner with `prepare` and `parent_code` (cuco.evaluate.levels.Cascade, the modelled
+evaluator), built on each worker from a picklable factory:
 - compiles fan out to CPU workers (`prepare` tasks, one CPU each: static check and compile, which fill the content-
   addressed compile cache; on one node, or with CUCO_CACHE_DIR on shared storage, the GPU task then finds the object);
 - each candidate's evaluation runs as a task holding a placement group of `world` GPU bundles packed on one node
@@ -38,15 +39,6 @@ def import_ray() -> Any:
         raise RayUnavailableError("the Ray executor needs Ray: pip install -e \".[ray]\" (or pip install ray), or run "
                                   "without --executor ray") from None
     return ray
-
-
-def modelled_evaluator(workload: str, shape: str, world: int) -> Any:
-    """A ModelledEvaluator built on a worker (pass `functools.partial(modelled_evaluator, ...)` as the factory)."""
-    from cuco.evaluate.modelled import ModelledEvaluator  # noqa: PLC0415
-    from cuco.workloads import get  # noqa: PLC0415
-
-    wl = get(workload)
-    return ModelledEvaluator(wl, wl.parse_shape(shape), world)
 
 
 def measured_evaluator(workload: str, shape: str, world: int) -> Any:
@@ -143,8 +135,7 @@ def infrastructure_failure(c: Candidate, why: str) -> Candidate:
 
 
 def _with_parents(evaluator: Any, parents: dict[str, str]) -> Any:
-    if hasattr(evaluator, "parent_code"):
-        evaluator.parent_code = lambda c: parents.get(c.id)
+    evaluator.parent_code = lambda c: parents.get(c.id)
     return evaluator
 
 
@@ -159,18 +150,14 @@ def _evaluate_here(factory: EvaluatorFactory, candidates: list[Candidate], paren
     why = (f"infrastructure: Ray gave this task GPU(s) {', '.join(lost)} that node {platform.node()} declares "
            "but does not have (nvidia-smi); fix the node's --num-gpus; not a verdict on the candidate")
     # L0 needs no GPU, and its verdict is the candidate's own
-    checked = evaluator.prepare(candidates, compile=False) if hasattr(evaluator, "prepare") else candidates
+    checked = evaluator.prepare(candidates, compile=False)
     return [c if c.failed else infrastructure_failure(c, why) for c in checked]
 
 
-def _prepare_here(factory: EvaluatorFactory, candidate: Candidate, parents: dict[str, str]) -> bool:
-    """Static check and compile on a CPU worker (warms the compile cache); True when it compiled."""
-    evaluator = _with_parents(factory(), parents)
-    prepare = getattr(evaluator, "prepare", None)
-    if prepare is None:  # an evaluator with nothing to compile (the modelled one)
-        return True
-    (out,) = prepare([candidate])
-    return out.results.get("compile") is not None and out.results["compile"].passed
+def _prepare_here(factory: EvaluatorFactory, candidate: Candidate, parents: dict[str, str]) -> None:
+    """Static check and compile on a CPU worker: it warms the compile cache (a modelled evaluator compiles
+    nothing)."""
+    _with_parents(factory(), parents).prepare([candidate])
 
 
 class RayEvaluator:

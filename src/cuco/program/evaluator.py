@@ -1,5 +1,5 @@
-"""The measured evaluator of a user's program: static -> compile -> verify -> bench, like the workload cascade,
-with the program harness (observe.h) in place of the plugin harness.
+"""The program runner's levels (cuco.evaluate.levels.Cascade): static -> compile -> verify -> bench of a user's
+program, with the program harness (observe.h) in place of the plugin harness.
 
 - Reference: the observed original, compiled before anything else (its errors at the user's lines), run twice;
   it must read something back and read back the same bytes both times (else ProgramError says so).
@@ -16,17 +16,17 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import os
+import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 from cuco.candidate import Candidate, LevelResult
 from cuco.design_space import Topology
-from cuco.evaluate.base import StageFn, tell
-from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, failure_feedback, mark_not_run_here
 from cuco.evaluate.executor import DeviceGroup, Executor
+from cuco.evaluate.levels import DEFAULT_VERIFY_DELAY_US, Cascade, failure_feedback
 from cuco.evaluate.static import check_program
 from cuco.fastpath.verify import build, host_toolchain
 from cuco.manifest import describe_gpus
@@ -48,11 +48,9 @@ TIMING = (f"each region run {REGION_REPEATS} times in one process, every rank's 
           "apart as the cold time")
 
 
-class ProgramEvaluator:
-    """CandidateEvaluator (kind 'measured') for one program at world size `world`."""
+class ProgramEvaluator(Cascade):
+    """The cascade of levels over the program harness, for one program at world size `world`."""
 
-    kind = "measured"
-    on_stage: StageFn | None = None  # set by the search to follow candidates through the levels
     bench_shape = "program"
 
     def __init__(self, program: HostProgram, world: int = 1, executor: Executor | None = None,
@@ -70,10 +68,16 @@ class ProgramEvaluator:
         self._frozen_reference: str | None = None
         self._original: Path | None = None
 
-    @property
-    def has_gpu(self) -> bool:
-        """True when the executor has a GPU group, so verification and timing run here."""
-        return self.executor.has_gpu
+    def check_original(self, measured: bool) -> None:
+        """The original compiled first (its errors are then the whole answer) and, where candidates are
+        measured, its reference run: a program cuco cannot verify against is said before a run writes anything."""
+        self.compile_original()
+        if measured:
+            self.reference()
+
+    def close(self) -> None:
+        """Remove the work folder (sources only: binaries are cached)."""
+        shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def frozen_reference(self) -> str:
         """cuco's rewrite of the program at its conservative point: its text outside the EVOLVE blocks is the
@@ -144,37 +148,30 @@ class ProgramEvaluator:
             self._reference = (binary, a)
         return self._reference[1]
 
-    # -- the CandidateEvaluator protocol ----------------------------------------------------------------
-    def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """The candidates checked and compiled, then, where GPUs exist, verified against the program and timed."""
-        out = [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
-        alive = []
-        for i, c in enumerate(out):
-            parent = self.parent_code(c) if self.parent_code else None
-            # without a parent the frozen text is compared with cuco's own rewrite of the program, which every
-            # design point shares: only the EVOLVE blocks are the candidate's, and the rule set checks them
-            res = check_program(c.code, parent if parent is not None else self.frozen_reference())
-            out[i] = c.with_result(res)
-            if res.passed:
-                alive.append(i)
-            else:
-                tell(self.on_stage, [c], "done")
-        alive = self._compile(out, alive)
-        binaries = {i: Path(out[i].results["compile"].data["binary"]) for i in alive}
-        if alive and not self.has_gpu:
-            mark_not_run_here(out, alive, self.executor)
-        elif alive:
-            reference = self.reference()
-            tell(self.on_stage, (out[i] for i in alive), "verify")
-            verified = self.executor.run(lambda g: self._verify(out, alive, binaries, reference, g), exclusive=True)
-            tell(self.on_stage, (out[i] for i in alive if i not in verified), "done")
-            if verified:
-                tell(self.on_stage, (out[i] for i in verified), "bench")
-                self.executor.run(lambda g: self._bench(out, verified, binaries, reference, g), exclusive=True)
-                tell(self.on_stage, (out[i] for i in verified), "done")
-        return [c.evolve(feedback=_feedback(c)) for c in out]
+    # -- the levels ------------------------------------------------------------------------------------
+    def static_level(self, c: Candidate) -> LevelResult:
+        """L0 against the parent's frozen text or, without a parent, cuco's own rewrite of the program, which
+        every design point shares: only the EVOLVE blocks are the candidate's, and the rule set checks them."""
+        parent = self.parent_code(c) if self.parent_code else None
+        return check_program(c.code, parent if parent is not None else self.frozen_reference())
 
-    def _compile(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def verify_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+        """L2: each survivor run once under delayed arrival, its read-backs compared with the reference's."""
+        reference = self.reference()
+        return self.executor.run(lambda g: self._verify(out, alive, _binaries(out, alive), reference, g),
+                                 exclusive=True)
+
+    def bench_level(self, out: list[Candidate], alive: list[int]) -> None:
+        """L3: `timed_runs` rounds of the reference and every survivor, each a fresh process."""
+        reference = self.reference()
+        self.executor.run(lambda g: self._bench(out, alive, _binaries(out, alive), reference, g), exclusive=True)
+
+    def feedback(self, c: Candidate) -> str:
+        """The first failure with its reason, or the verdict and the time against the host program."""
+        return _feedback(c)
+
+    def compile_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+        """L1: every survivor built in parallel (its errors at the user's lines)."""
         def one(i: int) -> tuple[int, Path | None, str, float]:
             t0 = time.monotonic()
             # by position too: candidates copied with evolve() share an id, and one folder each keeps them apart
@@ -182,13 +179,13 @@ class ProgramEvaluator:
             return i, binary, log, time.monotonic() - t0
 
         workers = max(1, min(len(alive), (os.cpu_count() or 2)))
-        tell(self.on_stage, (out[i] for i in alive), "compile")
+        self._tell(out, alive, "compile")
         done = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             for fut in concurrent.futures.as_completed([pool.submit(one, i) for i in alive]):
                 done.append(fut.result())
                 if done[-1][1] is None or not self.has_gpu:  # its result is final now
-                    tell(self.on_stage, [out[done[-1][0]]], "done")
+                    self._tell(out, [done[-1][0]], "done")
         ok = []
         for i, binary, log, seconds in sorted(done, key=lambda d: d[0]):
             if binary is None:
@@ -258,6 +255,10 @@ class ProgramEvaluator:
             data = {**context, "runs_ms": times[i], "cold_runs_ms": cold[i]}
             out[i] = out[i].with_result(LevelResult("bench", True, "", 0.0, data))
             out[i] = out[i].evolve(metrics=metrics, fitness=metrics.get("speedup"))
+
+
+def _binaries(out: list[Candidate], alive: list[int]) -> dict[int, Path]:
+    return {i: Path(out[i].results["compile"].data["binary"]) for i in alive}
 
 
 def _feedback(c: Candidate) -> str:

@@ -1,19 +1,26 @@
-"""A user's program as the search sees a workload: a name, a description for prompts, a design space, a
-render function and the host code the candidates are measured against."""
+"""A user's program as a run's Problem (cuco.problem): a name, a description for prompts, a design space, a
+render function, the fast path's rewrite as its seed, and the program runner."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, ClassVar
 
 import attrs
 
 from cuco.candidate import Candidate, LevelResult
 from cuco.design_space import DesignSpace, Directives, Topology
+from cuco.errors import CucoError
 from cuco.fastpath.model import Analysis
 from cuco.fastpath.render import prompt_text
 from cuco.program import space as program_space
 from cuco.fastpath.verify import BuildOptions
+from cuco.problem import Runner, Say
 from cuco.program.source import HostProgram
+
+#: How best/kernel.cu builds (best.json's "build").
+BEST_BUILD = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
+              "(the observation header is inert unless CUCO_OBSERVE_DIR is set)")
 
 
 @attrs.frozen
@@ -23,6 +30,7 @@ class ProgramWorkload:
     program: HostProgram
     observed_analysis: Analysis = attrs.field(eq=False, repr=False)
     default_world: int = 1
+    kind: ClassVar[str] = "program"
 
     @classmethod
     def load(cls, path: str | Path, build: BuildOptions = BuildOptions()) -> "ProgramWorkload":
@@ -52,9 +60,39 @@ class ProgramWorkload:
         """The design space of a program on `topology`."""
         return program_space.program_space(topology, self.program.analysis.kinds())
 
-    def render(self, point: Directives) -> str:
-        """The program rewritten onto the GPU at `point`."""
+    def render(self, point: Directives, topology: Topology | None = None) -> str:
+        """The program rewritten onto the GPU at `point`; IllegalPointError when the point breaks a rule of the
+        space on `topology` (the run's; None: Topology())."""
+        self.space(topology if topology is not None else Topology()).validate(point)
         return program_space.render(self.program.observed, self.observed_analysis, point)
+
+    def seed(self, topology: Topology, work_dir: Path, say: Say) -> Candidate:
+        """The fast path's rewrite at the space's conservative point (nothing is built: `work_dir` is unused)."""
+        say("cuco: fast path (rule-based, no LLM) on the program ...")
+        return self.fast_path(topology)
+
+    def runner(self, world: int, shape: str | None = None, executor: Any = None) -> Runner:
+        """The program runner at `world` on `executor`'s GPUs; the sizes are the program's own, so `shape` is
+        None or what a run recorded for it ('program')."""
+        from cuco.program.evaluator import ProgramEvaluator
+
+        if shape not in (None, ProgramEvaluator.bench_shape):
+            raise CucoError("a program's sizes are its own; drop --shape")
+        return ProgramEvaluator(self.program, world=world, executor=executor)
+
+    def remote_runner(self, world: int, shape: str | None, address: str | None) -> Runner:
+        """None: a program runs on this host only."""
+        raise CucoError("--executor ray runs workloads; run a program with the local executor")
+
+    def best_of(self, fastest: Candidate) -> Candidate:
+        """Never slower than the program: the fastest verified rewrite where it beat the program, else the
+        program itself (original())."""
+        return fastest if fastest.metrics.get("speedup", 0.0) > 1.0 else self.original(fastest)
+
+    def provenance(self, best: Candidate) -> dict[str, Any]:
+        """The original's path, whether kernel.cu is the program unchanged, and how it builds."""
+        return {"original": str(self.program.path.resolve()), "is_original": best.mutation == "original",
+                "build": BEST_BUILD}
 
     def original(self, fastest: Candidate) -> Candidate:
         """The user's program as the run's best when no rewrite beat it: its time is the host time measured in

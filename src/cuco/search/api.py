@@ -27,7 +27,7 @@ from cuco.search.loop import Mutators, Search, SearchResult
 from cuco.search.mutators.directive import DirectiveMutator
 from cuco.search.mutators.llm import LLMMutator
 from cuco.search.run_state import PREFIX, RunMismatchError, stored_identity
-from cuco.workload import Workload
+from cuco.problem import Problem
 
 DB_FILE = "candidates.db"
 LLM_CACHE_FILE = "llm_cache.jsonl"
@@ -105,7 +105,7 @@ def _stored_mutators(db: CandidateDB) -> tuple[Mutators | None, int | None]:
         raise RunMismatchError(f"the stored mutator set does not load ({exc}); resume with mutators=") from None
 
 
-def _stored_space(data: dict, workload: Workload) -> DesignSpace:
+def _stored_space(data: dict, workload: Problem) -> DesignSpace:
     """The run's stored space, with the workload's own validity rules (stored by name) resolved again."""
     try:
         extra = workload.space(Topology(**data.get("topology", {}))).rules
@@ -118,7 +118,7 @@ def _stored_space(data: dict, workload: Workload) -> DesignSpace:
                                "resume with the cuco version that started the run, or start a new run") from None
 
 
-def start(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace | None = None,
+def start(run_dir: str | Path, workload: Problem, evaluator: CandidateEvaluator, *, space: DesignSpace | None = None,
           topology: Topology | None = None, llm: LLMConfig | LLMClient | None = None,
           mutators: Mutators | None = None, config: SearchConfig | None = None, progress: Any = None,
           **settings: Any) -> Search:
@@ -142,7 +142,7 @@ def start(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator
             raise
 
 
-def _start(db: CandidateDB, run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, space: DesignSpace,
+def _start(db: CandidateDB, run_dir: Path, workload: Problem, evaluator: CandidateEvaluator, space: DesignSpace,
            mutators: Mutators, config: SearchConfig, progress: Any, search_kwargs: dict[str, Any],
            take_lock: bool = True) -> Search:
     """A new search in `db`, the open database of `run_dir`, whose lock the caller holds."""
@@ -153,7 +153,7 @@ def _start(db: CandidateDB, run_dir: Path, workload: Workload, evaluator: Candid
                   take_lock=take_lock, **search_kwargs)
 
 
-def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, *, llm: LLMConfig | LLMClient | None = None,
+def resume(run_dir: str | Path, workload: Problem, evaluator: CandidateEvaluator, *, llm: LLMConfig | LLMClient | None = None,
            mutators: Mutators | None = None, progress: Any = None) -> Search:
     """The run stored in `run_dir`, with its stored space, config and mutator set. The workload must be the run's.
 
@@ -173,7 +173,7 @@ def resume(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluato
             raise
 
 
-def _resume(db: CandidateDB, run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, *,
+def _resume(db: CandidateDB, run_dir: Path, workload: Problem, evaluator: CandidateEvaluator, *,
             llm: LLMConfig | LLMClient | None, mutators: Mutators | None, progress: Any,
             take_lock: bool = True) -> Search:
     """The search stored in `db`, the open database of `run_dir`, whose lock the caller holds."""
@@ -195,7 +195,7 @@ def _resume(db: CandidateDB, run_dir: Path, workload: Workload, evaluator: Candi
                   take_lock=take_lock)
 
 
-def open_search(db: CandidateDB, workload: Workload, evaluator: CandidateEvaluator, *, space: DesignSpace,
+def open_search(db: CandidateDB, workload: Problem, evaluator: CandidateEvaluator, *, space: DesignSpace,
                 llm: LLMConfig | LLMClient | None = None, progress: Any = None, **settings: Any) -> Search:
     """The search stored in `db` resumed, else a new one started there with `settings` (SearchConfig fields),
     for a caller that holds the run directory's lock for the search's whole life and owns `db` (cuco.run.Run):
@@ -211,7 +211,7 @@ def open_search(db: CandidateDB, workload: Workload, evaluator: CandidateEvaluat
                   take_lock=False)
 
 
-def run(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
+def run(run_dir: str | Path, workload: Problem, evaluator: CandidateEvaluator, n_evaluations: int, **kwargs: Any) -> SearchResult:
     """Start the run in `run_dir`, or resume it if one is there, and evaluate up to `n_evaluations`."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -219,7 +219,7 @@ def run(run_dir: str | Path, workload: Workload, evaluator: CandidateEvaluator, 
         return _run(run_dir, workload, evaluator, n_evaluations, **kwargs)
 
 
-def _run(run_dir: Path, workload: Workload, evaluator: CandidateEvaluator, n_evaluations: int,
+def _run(run_dir: Path, workload: Problem, evaluator: CandidateEvaluator, n_evaluations: int,
          **kwargs: Any) -> SearchResult:
     if holds_search(run_dir):
         return resume(run_dir, workload, evaluator, llm=kwargs.get("llm"), mutators=kwargs.get("mutators"),

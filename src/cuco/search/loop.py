@@ -37,7 +37,7 @@ from cuco.search.mutators.llm import LLMMutator
 from cuco.search.progress import Tracker, following, make_progress
 from cuco.search.run_state import GenerationStats, RunState, write_run_meta
 from cuco.search.schedule import Step
-from cuco.workload import Workload
+from cuco.problem import Problem
 
 
 @attrs.frozen
@@ -82,7 +82,7 @@ def _rng(seed: int, *parts: Any) -> random.Random:
 class Search:
     """One search over `space` for `workload`, storing everything in `db` (a CandidateDB)."""
 
-    def __init__(self, workload: Workload, space: DesignSpace, evaluator: CandidateEvaluator, db: Any, *,
+    def __init__(self, workload: Problem, space: DesignSpace, evaluator: CandidateEvaluator, db: Any, *,
                  islands: int | None = None, mutators: Mutators | None = None, schedule: Any = None,
                  seed: int | None = None, config: SearchConfig | None = None, novelty: Any = None,
                  meta: MetaSummarizer | None = None, progress: Any = None, take_lock: bool = True,
@@ -191,8 +191,8 @@ class Search:
         if point.label() in seen:
             point = next((p for p in (space.sample(rng) for _ in range(64)) if p.label() not in seen),
                          space.sample(rng))
-        return Candidate(code=self.workload.render(point), workload=self.workload.name, directives=point,
-                         island=island, mutation="seed")
+        return Candidate(code=self.workload.render(point, self.space.topology), workload=self.workload.name,
+                         directives=point, island=island, mutation="seed")
 
     # -- proposing (worker threads: pure functions of the plan) --------------------------------------------
     def _propose(self, plan: _Plan, attempt: int = 0) -> tuple[Candidate, str]:

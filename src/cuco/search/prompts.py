@@ -7,7 +7,7 @@ from typing import Sequence
 from cuco.candidate import LEVELS, NOT_RUN_HERE, Candidate
 from cuco.design_space import DesignSpace
 from cuco.search import blocks as blk
-from cuco.workload import Workload
+from cuco.problem import Problem
 
 BACKEND_NOTES = """\
 - LSA (NVLink load/store, one node): `ncclDevComm dc` from the harness context; peer memory through
@@ -85,7 +85,7 @@ def _section(title: str, body: str) -> str:
     return f"## {title}\n{body.strip()}\n"
 
 
-def user_prompt(task: str, workload: Workload, space: DesignSpace, parent: Candidate,
+def user_prompt(task: str, workload: Problem, space: DesignSpace, parent: Candidate,
                 inspirations: Sequence[Candidate] = (), recommendations: Sequence[str] = (),
                 scratchpad: str = "", others: Sequence[Candidate] = (), island_note: str = "") -> str:
     """The user message for one mutation: workload, machine, API notes, lessons, parent, inspirations, task."""
@@ -113,7 +113,7 @@ def user_prompt(task: str, workload: Workload, space: DesignSpace, parent: Candi
     return "\n".join(parts)
 
 
-def messages(task: str, workload: Workload, space: DesignSpace, parent: Candidate, **kw) -> list[dict[str, str]]:
+def messages(task: str, workload: Problem, space: DesignSpace, parent: Candidate, **kw) -> list[dict[str, str]]:
     """The system and user messages asking the LLM for `task` on `parent`; raises ValueError for an unknown task."""
     if task not in TASKS:
         raise ValueError(f"unknown prompt task {task!r}; use one of {', '.join(TASKS)}")

@@ -9,7 +9,7 @@ import attrs
 from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
-from cuco.workload import Workload
+from cuco.problem import Problem
 
 
 class MutationError(CucoError):
@@ -31,7 +31,7 @@ class MutationContext:
     evaluation index and attempt), used to seed the LLM replay cache.
     """
 
-    workload: Workload
+    workload: Problem
     space: DesignSpace
     island: int = 0
     seen: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)

@@ -29,7 +29,7 @@ class DirectiveMutator:
     def _child(self, parent: Candidate, point: Directives, ctx: MutationContext, mutation: str,
                inspirations: Sequence[str] = ()) -> Candidate:
         try:
-            code = ctx.workload.render(point)
+            code = ctx.workload.render(point, ctx.space.topology)
         except Exception as exc:  # a template that cannot render a legal point is a workload bug: say which
             raise MutationError(f"workload {ctx.workload.name!r} cannot render {point.label()}: {exc}") from exc
         child = parent.child(code, point, mutation, inspiration_ids=tuple(inspirations))

@@ -26,7 +26,7 @@ V in the decode rank's pages under the decode rank's block table. The directives
 
 from __future__ import annotations
 
-from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, IllegalPointError, Rule, Topology
+from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, Rule, Topology
 from cuco.kit.evolve import assemble
 from cuco.kit.space import backends_for, lsa_one_node
 from cuco.kit.template import fill
@@ -207,10 +207,8 @@ def block(point: Directives) -> str:
 
 
 def render(point: Directives) -> str:
-    """CUDA source of the candidate for `point`: frozen head and tail around one EVOLVE block. Pure."""
-    reason = space(Topology()).check(point)
-    if reason:
-        raise IllegalPointError(reason)
+    """CUDA source of the candidate for `point`: frozen head and tail around one EVOLVE block. Pure; the point is not
+    checked here: Workload.render checks it against the run's topology first."""
     return assemble(frozen.head(), block(point), frozen.TAIL)
 
 

@@ -84,3 +84,22 @@ def test_every_anchor_computes_what_it_claims(world):
     assert {n.split()[0] for n in names} == {"ring", "moe", "kv"} and {"kv layered", "kv after"} <= names
     assert max(e for _, n, e in got if not n.startswith("kv")) < 1e-5, got
     assert max(e for _, n, e in got if n.startswith("kv")) == 0.0, got   # the cache moves bit for bit
+
+
+def test_kv_anchor_attention_is_causal_gqa_on_a_fused_kernel():
+    """The KV anchor's attention (heads repeated, math backend excluded) equals causal GQA written out."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(BENCH))
+    import torch_kv_transfer as kvt
+
+    gen = torch.Generator().manual_seed(3)
+    hq, hkv, s, d = 8, 2, 64, 32
+    q, k, v = (torch.randn(h, s, d, generator=gen) for h in (hq, hkv, hkv))
+    stack = kvt.Stack.__new__(kvt.Stack)
+    stack.torch = torch
+    got = stack.attention(q, k, v)
+    kr, vr = k.repeat_interleave(hq // hkv, 0), v.repeat_interleave(hq // hkv, 0)
+    scores = (q @ kr.transpose(1, 2)) / d ** 0.5
+    scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    want = torch.softmax(scores, -1) @ vr
+    assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)

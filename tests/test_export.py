@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cuco.candidate import Candidate, LevelResult
 from cuco.db import CandidateDB
@@ -108,3 +110,13 @@ def test_tensors_of_the_wrong_shape_dtype_or_layout_are_refused_naming_the_fix()
         check_tensor("input A", torch.zeros(6, 4, dtype=torch.bfloat16).t(), want, "candidate c1")
     with pytest.raises(ExportError, match=r"out C is on meta, the op on cpu: move it with .to\('cpu'\)$"):
         check_tensor("out C", torch.empty(4, 6, dtype=torch.bfloat16, device="meta"), want, "candidate c1")
+
+
+@given(world=st.integers(1, 8), graph_safe=st.booleans(), capturing=st.booleans())
+def test_capture_is_refused_only_at_world_above_one_without_graph_safe(world, graph_safe, capturing):
+    from cuco.export.op import capture_refusal
+
+    why = capture_refusal(world, graph_safe, capturing, "abc")
+    assert (why is not None) == (capturing and world > 1 and not graph_safe)
+    if why:
+        assert "graph_replay.py" in why and "graph_safe=True" in why and f"world {world}" in why

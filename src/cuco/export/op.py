@@ -73,17 +73,32 @@ def check_tensor(what: str, x: Any, want: Any, built: str) -> None:
                           ".contiguous()")
 
 
+def capture_refusal(world: int, graph_safe: bool, capturing: bool, candidate_id: str) -> str | None:
+    """Why a call must not be captured into a CUDA graph, or None. A captured launch keeps the host's launch count,
+    from which a candidate's flags take their epoch; replayed at world > 1, a consumer can find its flag already set
+    by the previous replay and read a peer's data before it lands (measured: benchmarks/results/w2/graph_*_w2.log,
+    three of four workloads' best points). At world 1 the replay test of the exported op passes."""
+    if not capturing or world == 1 or graph_safe:
+        return None
+    return (f"candidate {candidate_id} is being captured into a CUDA graph at world {world}, and a replay can read a "
+            "peer's data before it lands (its flag epochs come from the host's launch count, which the graph freezes). "
+            "Call it outside graph capture, or check the point with benchmarks/graph_replay.py --world "
+            f"{world} --points <its point> and, if every replay passed, open it with ExportedOp.open(..., "
+            "graph_safe=True)")
+
+
 class ExportedOp:
     """One rank's instance of an exported candidate (see the module docstring). Use `open`, call, `close`."""
 
     def __init__(self, source: ExportSource, lib_path: Path, plugin: Path, candidate: Path, *, rank: int,
-                 world: int, uid: str, device: int):
+                 world: int, uid: str, device: int, graph_safe: bool = False):
         import torch
 
         if world != source.world:
             raise ExportError(f"candidate {source.candidate_id} was built and verified for world {source.world}; "
                               f"this job has {world} ranks. Export a candidate of a run at --world {world}")
         self.source, self.rank, self.world, self.device = source, rank, world, device
+        self.graph_safe = graph_safe
         self._lib = _lib(lib_path)
         self._handle = ctypes.c_void_p()
         dims = (ctypes.c_int64 * len(source.shape.dims))(*source.shape.dims)
@@ -131,10 +146,13 @@ class ExportedOp:
     # -- opening ----------------------------------------------------------------------------------------
     @classmethod
     def open(cls, run: str | Path, *, rank: int = 0, world: int = 1, candidate_id: str | None = None,
-             process_group: Any = None, unique_id_hex: str | None = None, device: int | None = None) -> "ExportedOp":
+             process_group: Any = None, unique_id_hex: str | None = None, device: int | None = None,
+             graph_safe: bool = False) -> "ExportedOp":
         """Build (cached) and set up `run`'s best candidate, or `candidate_id`, as rank `rank` of `world`. The NCCL
         unique id comes from `process_group` (torch.distributed: rank 0 makes it and broadcasts it), or is given as
-        `unique_id_hex` (the same on every rank); at world 1 it is made here. Collective: every rank calls it."""
+        `unique_id_hex` (the same on every rank); at world 1 it is made here. Collective: every rank calls it.
+        graph_safe: allow capture into a CUDA graph at world > 1 (refused by default: `capture_refusal`), once
+        benchmarks/graph_replay.py has replayed this point cleanly."""
         import torch
 
         source = ExportSource.from_run(run, candidate_id)
@@ -151,7 +169,8 @@ class ExportedOp:
             else:
                 raise ExportError("at world > 1 pass process_group= (torch.distributed) or unique_id_hex=")
         dev = torch.cuda.current_device() if device is None else device
-        return cls(source, lib, plugin, candidate, rank=rank, world=world, uid=unique_id_hex, device=dev)
+        return cls(source, lib, plugin, candidate, rank=rank, world=world, uid=unique_id_hex, device=dev,
+                   graph_safe=graph_safe)
 
     # -- use ---------------------------------------------------------------------------------------------
     def inputs(self) -> Mapping[str, Any]:
@@ -178,6 +197,10 @@ class ExportedOp:
 
         if self._handle.value is None:
             raise ExportError("the op is closed")
+        why = capture_refusal(self.world, self.graph_safe, torch.cuda.is_current_stream_capturing(),
+                              self.source.candidate_id)
+        if why:
+            raise ExportError(why)
         if len(inputs) != len(self.input_names):
             raise ExportError(f"the op takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
                               f"got {len(inputs)}")

@@ -48,3 +48,18 @@ def test_sanitizer_logs_separate_device_hazards_from_api_error_returns():
     assert sanitize.classify("========= ERROR SUMMARY: 0 errors\n") == {"errors": 0, "device_hazards": 0,
                                                                         "api_errors": 0}
     assert sanitize.classify("timed out")["errors"] is None
+
+
+def test_search_costs_count_harness_seconds_per_evaluation_not_parallel_compiles(tmp_path):
+    from cuco.candidate import Candidate, LevelResult
+    from cuco.db import CandidateDB
+
+    db = CandidateDB(tmp_path / "candidates.db")
+    for i in range(4):  # four candidates compiled in parallel: 10 s of nvcc each, 2 s in the harness each
+        c = Candidate(code=f"// {i}", workload="w", mutation="manual")
+        for level, secs in (("compile", 10.0), ("verify", 0.5), ("bench", 1.5)):
+            c = c.with_result(LevelResult(level, True, seconds=secs))
+        db.add(c)
+    db.close()
+    costs = record.search_costs(tmp_path, "w", wall_s=15.0)
+    assert costs == {"compile_s": 40.0, "harness_s": 8.0, "seconds_per_evaluation": 2.0}

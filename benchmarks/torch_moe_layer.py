@@ -60,15 +60,12 @@ class Layer:
         rows = x[self.token]
         recv = x.new_empty(sum(map(sum, got)), x.shape[1])
         dist.all_to_all_single(recv, rows, [sum(g) for g in got], sent)
-        # source-major -> expert-major: the rows of local expert e from every source, in source order
-        starts, a = [], 0
-        for src in range(w):
-            starts.append([])
-            for e in range(el):
-                starts[src].append(a)
-                a += got[src][e]
-        idx = [i for e in range(el) for src in range(w) for i in range(starts[src][e], starts[src][e] + got[src][e])]
-        perm = torch.tensor(idx, dtype=torch.long, device=x.device)
+        # source-major -> expert-major: the rows of local expert e from every source, in source order (a stable
+        # sort of each received row's key e * W + src, on the device)
+        seg = torch.arange(w * el, device=x.device)
+        key = (seg % el) * w + seg // el
+        perm = torch.argsort(torch.repeat_interleave(key, recv_counts.view(-1), output_size=recv.shape[0]),
+                             stable=True)
         per_expert = [sum(got[src][e] for src in range(w)) for e in range(el)]
         y = x.new_empty(recv.shape)
         y[perm] = expert_ffn(torch, recv[perm], self.w1t, self.w2t, per_expert).to(x.dtype)
@@ -79,34 +76,46 @@ class Layer:
         return out
 
 
+def expert_weights(torch: Any, e: int, h: int, i: int, device: Any, dtype: Any, seed: int = 0):
+    """Expert e's (w1t [H, 2I], w2t [I, H]), randn scaled by 1/sqrt(fan-in), generated where they are used from a
+    seed of (seed, e): every rank can rebuild any expert, and no rank ever holds all E of them (DeepSeek-V3's 256
+    experts are 22 G values)."""
+    gen = torch.Generator(device=device).manual_seed(seed * 1_000_003 + e)
+    w1t = (torch.randn(h, 2 * i, generator=gen, device=device) / h ** 0.5).to(dtype)
+    w2t = (torch.randn(i, h, generator=gen, device=device) / i ** 0.5).to(dtype)
+    return w1t, w2t
+
+
 def make(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any, seed: int = 0):
-    """This rank's layer and input, and the global weights (for a reference): randn, seeded alike on every rank."""
+    """This rank's layer and input (randn, seeded by rank), and its routing (for a reference)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
     from cuco.workloads.moe import routing
 
     t, h, i, e, k, r = dims
     rank, world = dist.get_rank(), dist.get_world_size()
-    gen = torch.Generator().manual_seed(seed)
-    w1t = (torch.randn(e, h, 2 * i, generator=gen) / h ** 0.5).to(dtype)
-    w2t = (torch.randn(e, i, h, generator=gen) / i ** 0.5).to(dtype)
-    xs = [torch.randn(t, h, generator=gen).to(dtype) for _ in range(world)]
-    ex, gates = routing.route(routing.RoutingSpec(t, e, k, r), ROUTING_SEED, rank)
     el = e // world
-    layer = Layer(torch, dist, torch.from_numpy(ex).to(device), torch.from_numpy(gates).to(device),
-                  w1t[rank * el:(rank + 1) * el].to(device), w2t[rank * el:(rank + 1) * el].to(device), e)
-    return layer, xs[rank].to(device), (xs, w1t, w2t, ex, gates)
+    local = [expert_weights(torch, q, h, i, device, dtype, seed) for q in range(rank * el, (rank + 1) * el)]
+    w1t, w2t = torch.stack([a for a, _ in local]), torch.stack([b for _, b in local])
+    gen = torch.Generator(device=device).manual_seed(seed * 1_000_003 + 999_983 + rank)
+    x = torch.randn(t, h, generator=gen, device=device).to(dtype)
+    ex, gates = routing.route(routing.RoutingSpec(t, e, k, r), ROUTING_SEED, rank)
+    layer = Layer(torch, dist, torch.from_numpy(ex).to(device), torch.from_numpy(gates).to(device), w1t, w2t, e)
+    return layer, x, (ex, gates)
 
 
-def check(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any) -> float:
+def check(torch: Any, dist: Any, dims: tuple[int, ...], device: Any, dtype: Any, seed: int = 0) -> float:
     """Max relative error (over ranks) of the layer against each token's gated sum of its experts' FFNs."""
-    layer, x, (xs, w1t, w2t, ex, gates) = make(torch, dist, dims, device, dtype)
+    t, h, i, e, k, r = dims
+    layer, x, (ex, gates) = make(torch, dist, dims, device, dtype, seed)
     out = layer(x).cpu()
-    xr = xs[dist.get_rank()].float()
+    xr = x.float().cpu()
+    weights = {q: tuple(w.float().cpu() for w in expert_weights(torch, q, h, i, device, dtype, seed))
+               for q in sorted({int(q) for q in ex.reshape(-1)})}
     ref = torch.zeros_like(out)
     for tok in range(xr.shape[0]):
         for j in range(ex.shape[1]):
-            e = int(ex[tok, j])
-            ref[tok] += float(gates[tok, j]) * (swiglu(torch, xr[tok] @ w1t[e].float()) @ w2t[e].float())
+            w1, w2 = weights[int(ex[tok, j])]
+            ref[tok] += float(gates[tok, j]) * (swiglu(torch, xr[tok] @ w1) @ w2)
     err = torch.tensor([float((out - ref).abs().max() / ref.abs().max())], device=device)
     dist.all_reduce(err, op=dist.ReduceOp.MAX)
     return float(err.item())

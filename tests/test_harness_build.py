@@ -65,8 +65,13 @@ def test_harness_binary_rejects_bad_command_lines(toolchain: Toolchain) -> None:
         proc = subprocess.run([str(binary), "--workload", "w.so", "--dims", "4", "--world", "1", "--graph-replays",
                                value, "--out", "x.json"], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    for value, message in (("61000", "--warm-ms must be at most 60000"),
+                           ("-1", "--warm-ms takes a non-negative number, got '-1'")):
+        proc = subprocess.run([str(binary), "--workload", "w.so", "--dims", "4", "--world", "1", "--warm-ms",
+                               value, "--out", "x.json"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     proc = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
-    assert "[--graph-replays 0]" in proc.stderr
+    assert "[--graph-replays 0]" in proc.stderr and "[--warm-ms 0]" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["copy_workload", *CANDIDATES])

@@ -110,6 +110,10 @@ def test_request_argv_and_deadline() -> None:
     assert "--delay-comm-us" not in flags  # off unless asked
     delayed = HarnessRequest("w.so", ["a.so"], dims=(4,), world=1, delay_comm_us=2000).argv(Path("h"), Path("o"))
     assert delayed[delayed.index("--delay-comm-us") + 1] == "2000"
+    assert "--warm-ms" not in flags
+    warm = HarnessRequest("w.so", ["a.so"], dims=(4,), world=1, parts=True, warm_ms=300)
+    assert warm.argv(Path("h"), Path("o"))[-2:] == ["--warm-ms", "300"]
+    assert warm.total_timeout_s() == attrs.evolve(warm, warm_ms=0).total_timeout_s() + warm.timeout_s
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -119,6 +123,7 @@ def test_request_argv_and_deadline() -> None:
     (dict(delay_comm_us=-1), "delay_comm_us"), (dict(delay_comm_us=2e6), "delay_comm_us"),
     (dict(graph_replays=-1), "graph_replays"), (dict(graph_replays=100_001), "graph_replays"),
     (dict(graph_replays=2.5), "graph_replays"), (dict(graph_replays=True), "graph_replays"),
+    (dict(warm_ms=-1), "warm_ms"), (dict(warm_ms=61000), "warm_ms"),
 ])
 def test_request_validation(kwargs: dict, match: str) -> None:
     base = dict(workload_plugin="w.so", candidates=["a.so"], dims=(4,), world=2)

@@ -50,7 +50,7 @@ double parse_double(const std::string& flag, const std::string& text) {
 
 double Options::derived_total_timeout_s() const {
   // init + parts + per candidate (load, setup, each seed, bench, trace, graph, teardown), each bounded by timeout_s.
-  double phases = 2.0 + (parts ? 2.0 : 0.0) +
+  double phases = 2.0 + (parts ? 2.0 : 0.0) + (warm_ms > 0 ? 1.0 : 0.0) +
                   candidates.size() * (4.0 + (verify ? seeds.size() : 0) + (trace_dir.empty() ? 0 : 1) +
                                        (graph_replays > 0 ? 1 : 0));
   return phases * timeout_s;
@@ -63,6 +63,7 @@ std::string usage() {
          "         [--rank R --rendezvous DIR]  (process mode: this process runs rank R; one process per rank)\n"
          "         [--trace DIR]  (CUPTI timeline of a few untimed launches per candidate, into DIR)\n"
          "         [--nvshmem-lib PATH]  (libnvshmem_host.so.3, for candidates that declare uses_nvshmem)\n"
+         "         [--warm-ms 0]  (with --parts 1: run the compute part this long before anything is timed)\n"
          "         [--graph-replays 0]  (capture one delayed launch per candidate in a CUDA graph, replay and check it\n"
          "                               N times with fresh inputs; the result's per-candidate \"graph\")\n";
 }
@@ -93,6 +94,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--rendezvous") o.rendezvous = v;
     else if (flag == "--trace") o.trace_dir = v;
     else if (flag == "--nvshmem-lib") o.nvshmem_lib = v;
+    else if (flag == "--warm-ms") o.warm_ms = parse_double(flag, v);
     else if (flag == "--graph-replays") {
       long long n = parse_int(flag, v);
       if (n < 0 || n > kMaxGraphReplays)
@@ -113,6 +115,7 @@ Options parse_options(int argc, char** argv) {
     throw std::invalid_argument("--devices lists " + std::to_string(o.devices.size()) + " devices but --world is " +
                                 std::to_string(o.world) + "; give one device per rank");
   if (o.warmup < 0) throw std::invalid_argument("--warmup must be >= 0");
+  if (o.warm_ms > 60000) throw std::invalid_argument("--warm-ms must be at most 60000 (a minute)");
   if (o.bench && o.iters < 1) throw std::invalid_argument("--iters must be >= 1 when --bench 1");
   if (o.timeout_s <= 0) throw std::invalid_argument("--timeout-s must be > 0");
   if (o.delay_comm_us < 0 || o.delay_comm_us > 1e6)

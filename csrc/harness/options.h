@@ -30,6 +30,7 @@ struct Options {
   std::string rendezvous;               // --rendezvous DIR: where process-mode ranks meet (needed with --rank)
   std::string nvshmem_lib;              // --nvshmem-lib PATH: libnvshmem_host.so.3 for NVSHMEM candidates
   std::string trace_dir;                // --trace DIR: after its timed runs, trace a few launches per candidate (CUPTI)
+  double warm_ms = 0;                   // --warm-ms: before anything is timed, run the compute part this long
   int graph_replays = 0;                // --graph-replays N: capture one launch in a CUDA graph, replay and check N times
 
   bool process_mode() const { return rank >= 0; }

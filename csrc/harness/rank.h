@@ -55,6 +55,9 @@ class Rank {
   void release(CandidateResources& res);
 
   // rank_run.cpp
+  // Runs the workload's compute part (its first non-communication part) for opts.warm_ms on every rank, so the
+  // first timed target does not meet a GPU at idle clocks; no communication, so ranks need no lockstep inside.
+  void warm_up();
   void run_parts();
   void run_candidate(int index);
   bool verify(Target t, const CandidatePlugin& c);

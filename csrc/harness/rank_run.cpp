@@ -1,5 +1,6 @@
 // The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench, [trace],
 // [graph replay, rank_graph.cpp], teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +78,7 @@ void Rank::run() {
     if (records()) s_.report.fatal("error", "rank setup failed: " + why, 2);
     s_.group.barrier();  // the leader ends the process; nobody goes on
   }
+  if (s_.opts.warm_ms > 0) warm_up();
   if (s_.opts.parts) run_parts();
   for (size_t i = 0; i < s_.opts.candidates.size(); ++i) run_candidate(static_cast<int>(i));
   s_.group.barrier();
@@ -128,6 +130,34 @@ std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed, boo
     why += std::string("; then joining the side stream: ") + cudaGetErrorName(join_err);
   }
   return why;
+}
+
+void Rank::warm_up() {
+  Target h = Target::harness();
+  enter(h, "warm-up");
+  const cuco_part* compute = nullptr;
+  for (const cuco_part& p : s_.parts)
+    if (!p.is_comm) {
+      compute = &p;
+      break;
+    }
+  std::string err;
+  if (compute)
+    err = attempt(h, [&] {
+      ctx_.has_devcomm = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
+             s_.opts.warm_ms) {
+        for (int i = 0; i < 4; ++i) {
+          int rc = compute->launch(&ctx_);
+          if (rc != 0) CUCO_FAIL("the compute part returned " + std::to_string(rc) + " while warming up");
+        }
+        CUCO_CK(cudaStreamSynchronize(ctx_.stream));
+      }
+    });
+  // A warm-up that fails is said and skipped: the parts' own timing records the failure where it counts.
+  if (!err.empty()) std::fprintf(stderr, "cuco-harness: rank %d: warm-up: %s\n", me_.rank, err.c_str());
+  s_.group.barrier();
 }
 
 void Rank::run_parts() {

@@ -101,6 +101,9 @@ class HarnessRequest:
     # this many times, each replay with fresh inputs, poisoned outputs and a check on every rank; the outcome is the
     # candidate's `graph` (its status stays its verify/bench result). 0: off.
     graph_replays: int = 0
+    # With parts: every rank runs the workload's compute part this many milliseconds before anything is timed, so
+    # the first timed target (the parts) does not meet a GPU at idle clocks. 0: off.
+    warm_ms: float = 0.0
 
     def __attrs_post_init__(self) -> None:
         # Non-negative: a dim may be a flag (attention_cp's CAUSAL is 0 or 1); each workload checks its own ranges.
@@ -122,12 +125,14 @@ class HarnessRequest:
                 or not 0 <= self.graph_replays <= MAX_GRAPH_REPLAYS):
             raise HarnessRequestError(f"graph_replays must be an integer from 0 (off) to {MAX_GRAPH_REPLAYS}, "
                                       f"got {self.graph_replays!r}")
+        if not 0 <= self.warm_ms <= 60000:
+            raise HarnessRequestError(f"warm_ms must be between 0 and 60000 (a minute), got {self.warm_ms}")
         if not self.candidates and not self.parts:
             raise HarnessRequestError("nothing to run: give candidates or set parts=True")
 
     def total_timeout_s(self) -> float:
         """The harness's process deadline: every phase it may enter, each bounded by timeout_s."""
-        phases = 2 + (2 if self.parts else 0) + len(self.candidates) * (
+        phases = 2 + (2 if self.parts else 0) + (1 if self.warm_ms else 0) + len(self.candidates) * (
             4 + (len(self.seeds) if self.verify else 0) + (1 if self.trace_dir is not None else 0)
             + (1 if self.graph_replays else 0))
         return phases * self.timeout_s
@@ -151,6 +156,8 @@ class HarnessRequest:
             argv += ["--trace", str(self.trace_dir)]
         if self.graph_replays:
             argv += ["--graph-replays", str(self.graph_replays)]
+        if self.warm_ms:
+            argv += ["--warm-ms", f"{self.warm_ms:g}"]
         if self.nvshmem_lib is not None:
             argv += ["--nvshmem-lib", str(self.nvshmem_lib)]
         return argv

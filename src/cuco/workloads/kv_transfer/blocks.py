@@ -73,7 +73,8 @@ FUSED = r"""    // placement=fused: the K/V projection in chunks of whole blocks
                       : 0;
         if (rc || (rc = stream_set_epoch(st, cs, ready_flag(ctx, f, l, c), st->epoch))) return rc;
       }
-      if (kCompute && ((rc = cuco_kvt_project_q(st->plan, own(ctx, BUF_W), x, (int)(l & 1), cs)) ||
+      // the chunks above normalised every row of x: Q reads them as they are
+      if (kCompute && ((rc = cuco_kvt_project_q_normed(st->plan, own(ctx, BUF_W), (int)(l & 1), cs)) ||
                        (rc = cuco_kvt_copy_blocks(rows_of(st, l), pages_of(own(ctx, BUF_PCACHE), ptab(ctx, st), g, l),
                                                   g.D, 0, g.nblk, 0, 2 * ctx->sm_count, cs)) ||
                        (rc = layer_back(ctx, st, l, cs))))

@@ -59,6 +59,9 @@ int cuco_kvt_project(cuco_kvt* plan, const void* weights, const void* x, int slo
 int cuco_kvt_project_q(cuco_kvt* plan, const void* weights, const void* x, int slot, cudaStream_t stream);
 int cuco_kvt_project_kv_rows(cuco_kvt* plan, const void* weights, const void* x, int slot, int64_t row0,
                              int64_t rows, cudaStream_t stream);
+// Only the Q columns, from the rows the K/V chunks of this layer already normalised: call after
+// cuco_kvt_project_kv_rows has covered rows [0, S) of the same input, on the same stream.
+int cuco_kvt_project_q_normed(cuco_kvt* plan, const void* weights, int slot, cudaStream_t stream);
 // Attention, output projection, MLP: y = layer(x) given qkv[slot]; y may not alias x.
 int cuco_kvt_finish(cuco_kvt* plan, const void* weights, const void* x, int slot, void* y, cudaStream_t stream);
 

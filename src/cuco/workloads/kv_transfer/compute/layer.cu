@@ -178,6 +178,12 @@ extern "C" int cuco_kvt_project_q(cuco_kvt* p, const void* w, const void* x, int
   return cuco_lt::lt_gemm_run(p->lt, &p->q, p->xn, wpart(w, p->D, 0), p->qkv_buf[slot & 1], p->ws, s) ? 11 : 0;
 }
 
+// The fused schedule's Q: its K/V chunks (cuco_kvt_project_kv_rows) have just normalised every row into p->xn on
+// this stream, so the Q columns read those rows as they are (no second RMSNorm of the layer input).
+extern "C" int cuco_kvt_project_q_normed(cuco_kvt* p, const void* w, int slot, cudaStream_t s) {
+  return cuco_lt::lt_gemm_run(p->lt, &p->q, p->xn, wpart(w, p->D, 0), p->qkv_buf[slot & 1], p->ws, s) ? 11 : 0;
+}
+
 extern "C" int cuco_kvt_project_kv_rows(cuco_kvt* p, const void* w, const void* x, int slot, int64_t row0,
                                         int64_t rows, cudaStream_t s) {
   if (!p->chunk || row0 < 0 || rows <= 0 || row0 + rows > p->S) return 12;

@@ -54,7 +54,8 @@ def dropped_slot_output() -> str:
 
 def wrong_gate() -> str:
     """The combine weights slot 1 with half its gate."""
-    return _edit(OVERLAP_BASE, _GATE, "        const float gw = j == 1 ? 0.5f * gate[j] : gate[j];  // fixture: wrong gate")
+    return _edit(OVERLAP_BASE, _GATE,
+                 "        const float gw = j == 1 ? 0.5f * gate[j] : gate[j];  // fixture: wrong gate")
 
 
 def never_waits() -> str:

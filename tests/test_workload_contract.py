@@ -1,7 +1,10 @@
 """The contract every built-in workload keeps: each legal point renders with one EVOLVE block, frozen text
-byte-identical across points, the static check passes; CI compiles a sample covering every directive value."""
+byte-identical across points, the static check passes, its fixtures.py holds a never-waits candidate that only
+verification can reject; CI compiles a sample covering every directive value and the never-waits fixture."""
 
 from __future__ import annotations
+
+import importlib
 
 import pytest
 
@@ -64,6 +67,22 @@ def test_covering_sample_uses_every_value(name):
     assert len(sample) <= sum(len(space.values(d)) for d in space.names)
 
 
+def _never_waits(name: str) -> str:
+    return importlib.import_module(f"cuco.workloads.{name}.fixtures").never_waits()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_never_waits_fixture_is_a_legal_candidate(name):
+    """docs/workloads.md: every workload's fixtures.py has `never_waits()`, a candidate that skips its wait on the
+    remote arrival. It keeps the frozen text and passes the static check against a sibling, so only verification
+    under delayed arrival can reject it (the workload's GPU test requires it to)."""
+    wl, points = _points(name)
+    code, parent = _never_waits(name), wl.render(points[0])
+    assert frozen_text(code) == frozen_text(parent)
+    result = check_static(code, parent_code=parent)
+    assert result.passed, result.reason
+
+
 # ---- compile (nvcc): plugin, seed and the covering sample of every workload ------------------------------
 
 @pytest.fixture(scope="module")
@@ -79,8 +98,8 @@ def compiler():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_plugin_seed_and_covering_sample_compile(name, compiler):
-    """CI's compile budget: every directive value of every workload is compiled at least once (the exhaustive
-    compile of every point is `pytest -m exhaustive`)."""
+    """CI's compile budget: every directive value of every workload is compiled at least once, and its never-waits
+    fixture (the exhaustive compile of every point is `pytest -m exhaustive`)."""
     from cuco.harness.build import compile_shared
     from cuco.kit.compute import link_options
 
@@ -90,10 +109,10 @@ def test_plugin_seed_and_covering_sample_compile(name, compiler):
                             include_dirs=link.include_dirs, extra=link.extra)
     assert plugin.ok, plugin.log[-2000:]
     sample = covering_points(wl.space(Topology(world=wl.default_world)))
-    codes = [wl.seed_code(), *(wl.render(p) for p in sample)]
+    codes = [wl.seed_code(), *(wl.render(p) for p in sample), _never_waits(name)]
+    labels = ["seed", *(p.label() for p in sample), "fixture never_waits"]
     outcomes = compiler.compile_many(codes, link.libraries, link.include_dirs, link.extra)
-    failed = [(label, o.log_excerpt) for label, o in zip(["seed", *(p.label() for p in sample)], outcomes)
-              if not o.ok]
+    failed = [(label, o.log_excerpt) for label, o in zip(labels, outcomes) if not o.ok]
     assert not failed, failed[:2]
 
 

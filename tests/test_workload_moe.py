@@ -1,11 +1,14 @@
-"""MoE workload on the CPU: shapes and bad input, the design space and its rules, rendering, layout arithmetic."""
+"""MoE workload on the CPU: shapes and bad input, the design space and its rules, rendering on the kit's skeleton,
+the fixtures (legal candidates only verification can catch), layout arithmetic."""
 
 import pytest
 
 from cuco import workloads
 from cuco.design_space import Directives, IllegalPointError, Topology
+from cuco.evaluate.static import check_static
+from cuco.kit.evolve import split
 from cuco.workload import ShapeError
-from cuco.workloads.moe import shapes
+from cuco.workloads.moe import fixtures, shapes
 
 WL = workloads.get("moe")
 
@@ -79,6 +82,34 @@ def test_render_reflects_the_point():
     assert "SIG_ARRIVED" in spw and "barrier(ctx" not in spw.split("EVOLVE-BLOCK-START")[1]
     ce = WL.render(Directives.from_label("lsa/stream_overlap/world/copy_engine/whole/dispatch_dtype=bf16"))
     assert "stage_copies(st, true, ss)" in ce
+
+
+def test_candidates_are_on_the_kit_skeleton():
+    """State, needs and the four entry points come from cuco::kit (skeleton.cuh); MoE keeps no copy of them."""
+    head, _block, tail = split(WL.render(Directives.from_label("lsa/deferred/world/cta/whole/dispatch_dtype=bf16")))
+    assert "struct State : cuco::kit::Base {" in head and "struct Needs : cuco::kit::Needs {" in head
+    for entry in ("requirements", "setup", "launch", "teardown"):
+        assert f"return cuco::kit::{entry}<cuco_moe::Candidate>(ctx" in tail, entry
+    assert "n.sym_bytes = kSymBytes;" in tail  # the per-source flags, as before the skeleton
+    assert "ev_start" not in head + tail and "load_stream_ops" not in head + tail
+
+
+@pytest.mark.parametrize("name", fixtures.NEVER_WAITS)
+def test_never_waits_fixtures_are_legal_candidates(name):
+    """A never-waits fixture differs from its base point in the block only and passes the static check against it:
+    only verification under delayed arrival can catch it."""
+    code, base = fixtures.ALL[name](), WL.render(Directives.from_label(fixtures.BASES[name]))
+    assert code != base and "fixture:" in split(code)[1]
+    assert split(code)[0] == split(base)[0] and split(code)[2] == split(base)[2]
+    result = check_static(code, parent_code=base)
+    assert result.passed, result.reason
+
+
+@pytest.mark.parametrize("name", [n for n in fixtures.ALL if n not in fixtures.NEVER_WAITS])
+def test_check_fixtures_change_one_line_of_their_base(name):
+    code, base = fixtures.ALL[name](), WL.render(Directives.from_label(fixtures.BASES[name]))
+    changed = set(code.splitlines()) ^ set(base.splitlines())
+    assert 1 <= len(changed) <= 3 and any("fixture:" in line for line in changed), changed
 
 
 def test_rows_bound_covers_every_rank():

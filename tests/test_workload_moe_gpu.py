@@ -1,7 +1,7 @@
 """GPU tests of the MoE workload through the cuco harness on min(2, GPUs) ranks: the host seed, its fast-path
 transform and every LSA point verify at the verify shapes on two seeds under delayed arrival (the cascade's L2
-mode); fixtures that drop a token, drop a slot's output, weight a slot with a wrong gate or never wait for
-arriving rows must fail. Run with `pytest -m gpu` on a GPU machine.
+mode); the fixtures (moe/fixtures.py: a dropped token, a dropped slot output, a wrong gate, an FFN that never
+waits for arriving rows, LSA and NVSHMEM) must fail. Run with `pytest -m gpu` on a GPU machine.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 import workload_gpu
 
 from cuco import workloads
-from cuco.design_space import Directives, Topology
+from cuco.design_space import Topology
+from cuco.workloads.moe import fixtures
 
 WL = workloads.get("moe")
 VERIFY = ["verify-top2", "verify-top1"]
@@ -54,39 +55,13 @@ def test_every_lsa_point_verifies(plugin, world):
         assert not failed, f"{len(failed)} of {len(points)} points failed at {shape}: {failed[:5]}"
 
 
-# (point, anchor in the rendered code, replacement): each breaks one thing the check must see.
-FIXTURES = {
-    "dropped token": ("lsa/deferred/world/warp/whole/dispatch_dtype=bf16",
-                      "    const int64_t m = rowmap[r];\n",
-                      "    if (r == 0) continue;  // fixture: the first received token is never dispatched\n"
-                      "    const int64_t m = rowmap[r];\n"),
-    "dropped slot output": ("lsa/deferred/world/warp/whole/dispatch_dtype=bf16",
-                            "        const float gw = gate[j];",
-                            "        const float gw = j == 0 ? 0.0f : gate[j];  // fixture: slot 0 is lost"),
-    "wrong gate": ("lsa/stream_overlap/signal/cta/whole/dispatch_dtype=bf16",
-                   "        const float gw = gate[j];",
-                   "        const float gw = j == 1 ? 0.5f * gate[j] : gate[j];  // fixture: wrong gate"),
-    "never waits": ("lsa/fused/signal/warp/1MiB/dispatch_dtype=bf16",
-                    "    if ((rc = stream_wait_epoch(st, cs, flag + c, st->epoch))) return rc;\n",
-                    "    // fixture: the chunk's FFN never waits for its rows\n"),
-}
-
-
 @pytest.mark.gpu
 def test_broken_candidates_fail_verification(plugin, world):
-    codes = []
-    for name, (label, anchor, repl) in FIXTURES.items():
-        code = WL.render(Directives.from_label(label))
-        assert code.count(anchor) == 1, name
-        codes.append(code.replace(anchor, repl))
-    sos = _compile(codes)
+    sos = _compile([make() for make in fixtures.FIXTURES.values()])
     runs = _verify(plugin, sos, "verify-top2", world)
-    wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(FIXTURES, sos)
+    wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(fixtures.FIXTURES, sos)
              if runs[so].status != "verify_failed"]
     assert not wrong, wrong
-
-
-NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
 
 
 @pytest.mark.gpu
@@ -96,11 +71,8 @@ def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, world):
     mode = "process" if world > 1 else "thread"
     points = [p for p in WL.space(Topology(world=world, nodes=1, gin_available=False)).points()
               if p.backend == "nvshmem"]
-    assert len(points) == 3
-    codes = [WL.render(p) for p in points]
-    assert codes[-1].count(NV_WAIT_OWN) == 1
-    never = codes[-1].replace(NV_WAIT_OWN, "  // fixture: the own-rows FFN never waits for its rows\n")
-    sos = _compile(codes + [never])
+    assert len(points) == 3 and fixtures.NVSHMEM_BASE in {p.label() for p in points}
+    sos = _compile([WL.render(p) for p in points] + [fixtures.nvshmem_never_waits()])
     for shape in workload_gpu.verify_names(WL, VERIFY, world):
         runs = _verify(plugin, sos, shape, world, mode=mode)
         failed = [(p.label(), runs[so].status, runs[so].message) for p, so in zip(points, sos)

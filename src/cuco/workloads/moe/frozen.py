@@ -1,14 +1,16 @@
 """The frozen parts of a rendered MoE candidate: identical for every design point.
 
-Head: includes, the shared device code (moe_dev.cuh, inlined so a candidate is one file), the candidate state,
-stream flag helpers, peer-address resolution and the sync kernels. Tail: the candidate-ABI entry points. The
-EVOLVE block between them defines `block_needs(ctx)` and `enqueue(ctx, st)` in namespace cuco_moe.
+Head: includes, the shared device code (moe_dev.cuh, inlined so a candidate is one file), the candidate state (on
+the kit's Base: events, stream ops, epoch), peer-address resolution and the sync kernels. Tail: the candidate-ABI
+entry points, calling the kit's skeleton (csrc/include/cuco/kit/skeleton.cuh). The EVOLVE block between them
+defines `block_needs(ctx)`, `block_setup(ctx, st)` and `enqueue(ctx, st)` in namespace cuco_moe.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from cuco.kit.entry_points import skeleton_entry_points
 from cuco.kit.template import fill
 
 _HERE = Path(__file__).resolve().parent
@@ -30,7 +32,8 @@ HEAD_TEMPLATE = r"""
 
 #include "cuco/abi.h"
 #include "cuco/compute/moe.h"
-#include "cuco/kit/stream_sync.cuh"
+#include "cuco/kit/skeleton.cuh"
+#include "cuco/kit/sync.cuh"
 #include "cuco/lsa.cuh"
 
 // ---- shared MoE device code (frozen) ----------------------------------------------------------------------
@@ -38,52 +41,41 @@ HEAD_TEMPLATE = r"""
 // ---- frozen helpers: state, flags, peers, sync kernels ------------------------------------------------------
 namespace cuco_moe {
 
-// What the block asks of the harness; filled by block_needs() inside the EVOLVE block.
-struct Needs {
-  size_t flag_bytes = 0;  // plain device flags and chunk tables (ctx->workspace), zeroed once
-  int lsa_barriers = 0;   // >= CTAs that open an LSA barrier session
-  int comm_ctas = 0;      // CTAs of the communication kernels that run beside the FFN (0: none)
-  int gin_signals = 0;    // backend=gin: distinct GIN signal ids
-  int gin_required = 0;   // backend=gin: peers are reached by RDMA puts only (no LSA pointer is resolved)
-  size_t nvshmem_bytes = 0;  // backend=nvshmem: NVSHMEM workspace (pub lives there; peers reached by puts only)
+using cuco::kit::launch_ok;
+using cuco::kit::stream_wait_epoch;
+
+// What the block asks: of the harness (the kit's Needs; the symmetric flags below are added by the frozen tail),
+// and the CTAs its communication kernels take beside the FFN. Filled by block_needs() inside the EVOLVE block.
+struct Needs : cuco::kit::Needs {
+  int comm_ctas = 0;  // CTAs of the communication kernels that run beside the FFN (0: none)
 };
 
 // Symmetric flags (ctx->symmetric_workspace), uint32 epochs, slot s of writer p at word s * kMaxWorld + p.
 enum { SIG_READY = 0, SIG_OUT = 1, SIG_DONE = 2, SIG_ARRIVED = 3, SIG_SLOTS = 4 };
 constexpr size_t kSymBytes = 4 * SIG_SLOTS * kMaxWorld;
 
-struct State {
+// The kit's Base keeps the events that fork and join the side stream, the stream ops, the needs and the epoch.
+struct State : cuco::kit::Base {
   Geo g;
   PubLayout P;
   WorkLayout L;
-  Needs needs;
+  int comm_ctas = 0;                 // Needs::comm_ctas of the block
   cuco_moe_ffn* ffn_all = nullptr;   // FFN on every SM
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
-  cudaEvent_t ev_start = nullptr, ev_side = nullptr, ev[4] = {};
-  cuco::kit::StreamOps ops;  // stream-ordered flag waits (kit)
+  cudaEvent_t ev[4] = {};
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
-  uint32_t epoch = 0, prev_epoch = 0;    // this launch's epoch and the previous launch's (0: none)
+  uint32_t prev_epoch = 0;               // the previous launch's epoch (0: none)
   char* work = nullptr;
 };
-
-static inline int launch_ok() { return cudaGetLastError() == cudaSuccess ? 0 : 64; }
 
 template <typename T>
 static T* W(State* st, int64_t off) { return reinterpret_cast<T*>(st->work + off); }
 template <typename T>
 static T* Pub(State* st, int64_t off) { return reinterpret_cast<T*>(st->pub.p[st->g.me] + off); }
 
-// Stream s waits until *flag reaches epoch e: cuStreamWaitValue32 (no SM held), else a one-thread kernel.
-static int stream_wait_epoch(State* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
-  return cuco::kit::stream_wait_epoch(st->ops, s, flag, e);
-}
-
 // sync_scope=world: one LSA barrier over the world team as a one-CTA kernel; stream order makes it cover every
 // kernel before and after it on that stream.
-__global__ void barrier_kernel(ncclDevComm dc) {
-  ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), dc, ncclTeamWorld(dc), dc.lsaBarrier, 0);
-  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
-}
+__global__ void barrier_kernel(ncclDevComm dc) { cuco::kit::cta_lsa_barrier(dc, true); }
 
 // sync_scope=signal: this rank raises its flag `slot` on every rank (itself included) to `epoch`.
 __global__ void signal_all_kernel(PeerBases sym, int slot, int me, int world, uint32_t epoch) {
@@ -113,12 +105,13 @@ static int barrier(cuco_ctx* ctx, cudaStream_t s) {
   return launch_ok();
 }
 
+// Every rank's address of one symmetric window, this rank's own included (the kit's peer table leaves it out and
+// has no entry for the symmetric workspace). Setup only: it synchronises.
 __global__ void peer_bases_kernel(ncclDevComm dc, ncclWindow_t win, int me, int world, char** out) {
   const int p = threadIdx.x;
   if (p < world) out[p] = cuco::lsa::peer_ptr<char>(dc, win, 0, me, p);
 }
 
-// Every rank's address of one symmetric window (setup only: it synchronises).
 static int resolve(cuco_ctx* ctx, ncclWindow_t win, PeerBases* out) {
   char** d = nullptr;
   if (cudaMalloc(&d, sizeof(char*) * kMaxWorld) != cudaSuccess) return 8;
@@ -192,36 +185,14 @@ static int stage_copies(State* st, bool peers_only, cudaStream_t s) {
 
 static uint32_t* local_flags(cuco_ctx* ctx) { return (uint32_t*)ctx->workspace; }
 
-}  // namespace cuco_moe
-"""
-
-TAIL = r"""
-// ---- candidate ABI entry points (frozen) ----------------------------------------------------------------
-extern "C" int cuco_candidate_requirements(const cuco_ctx* ctx, cuco_requirements* req) {
-  cuco_moe::Needs n = cuco_moe::block_needs(ctx);
-  req->workspace_bytes = n.flag_bytes;
-  req->symmetric_workspace_bytes = cuco_moe::kSymBytes;
-  req->lsa_barrier_count = n.lsa_barriers;
-  req->gin_signal_count = n.gin_signals;
-  req->gin_context_count = n.gin_required ? 1 : 0;
-  req->gin_required = n.gin_required;
-  req->uses_nvshmem = n.nvshmem_bytes > 0;
-  req->nvshmem_workspace_bytes = n.nvshmem_bytes;
-  return 0;
-}
-
-extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
-  using namespace cuco_moe;
-  State* st = new State();
-  ctx->candidate_state = st;
-  st->needs = block_needs(ctx);
+// Setup shared by every point, before the block's own: geometry, layouts, peers' addresses, the two FFN plans.
+static int frozen_setup(cuco_ctx* ctx, State* st, int comm_ctas) {
+  st->comm_ctas = comm_ctas;
   st->g = geo_make(ctx->dims, ctx->world, ctx->rank);
   st->P = pub_layout(st->g);
   st->L = work_layout(st->g);
   st->work = (char*)ctx->buffers[BUF_WORK].ptr;
   if (!ctx->has_devcomm || ctx->world > kMaxWorld) return 4;
-  if (ctx->workspace_bytes < st->needs.flag_bytes || ctx->symmetric_workspace.bytes < kSymBytes) return 3;
-  if (st->needs.nvshmem_bytes && ctx->nvshmem_workspace_bytes < st->needs.nvshmem_bytes) return 3;
   if (st->needs.gin_required || st->needs.nvshmem_bytes) {  // only this rank's own buffers are addressed directly
     st->x.p[ctx->rank] = (char*)ctx->buffers[BUF_X].ptr;
     st->pub.p[ctx->rank] = (char*)ctx->buffers[BUF_PUB].ptr;
@@ -234,43 +205,45 @@ extern "C" int cuco_candidate_setup(cuco_ctx* ctx) {
     if (rc) return rc;
   }
   if (cuco_moe_ffn_create(&st->ffn_all, (int)st->g.El, st->g.H, st->g.I, 0)) return 10;
-  if (cuco_moe_ffn_create(&st->ffn_part, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->needs.comm_ctas))
-    return 11;
-  if (cudaEventCreateWithFlags(&st->ev_start, cudaEventDisableTiming) != cudaSuccess) return 5;
-  if (cudaEventCreateWithFlags(&st->ev_side, cudaEventDisableTiming) != cudaSuccess) return 5;
+  if (cuco_moe_ffn_create(&st->ffn_part, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas)) return 11;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;
-  cuco::kit::load_stream_ops(&st->ops);
-  return block_setup(ctx, st);  // the EVOLVE block's own preparation (e.g. attaching NVSHMEM)
-}
-
-// One operation: fork the side stream off ctx->stream, enqueue the block's work, join it back.
-extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
-  cuco_moe::State* st = (cuco_moe::State*)ctx->candidate_state;
-  st->epoch = cuco::lsa::epoch_of(ctx->iteration);
-  if (cudaEventRecord(st->ev_start, ctx->stream) != cudaSuccess) return 6;
-  if (cudaStreamWaitEvent(ctx->side_stream, st->ev_start, 0) != cudaSuccess) return 6;
-  int rc = cuco_moe::enqueue(ctx, st);
-  if (cudaEventRecord(st->ev_side, ctx->side_stream) != cudaSuccess) return 7;
-  if (cudaStreamWaitEvent(ctx->stream, st->ev_side, 0) != cudaSuccess) return 7;
-  st->prev_epoch = st->epoch;
-  return rc;
-}
-
-extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) {
-  cuco_moe::State* st = (cuco_moe::State*)ctx->candidate_state;
-  if (!st) return 0;
-  cuco_moe_ffn_destroy(st->ffn_all);
-  cuco_moe_ffn_destroy(st->ffn_part);
-  if (st->ev_start) cudaEventDestroy(st->ev_start);
-  if (st->ev_side) cudaEventDestroy(st->ev_side);
-  for (cudaEvent_t e : st->ev)
-    if (e) cudaEventDestroy(e);
-  delete st;
-  ctx->candidate_state = nullptr;
   return 0;
 }
+
+}  // namespace cuco_moe
 """
+
+TAIL = r"""
+// ---- candidate ABI entry points (frozen): the kit's skeleton around the block ---------------------------
+namespace cuco_moe {
+struct Candidate {
+  using State = cuco_moe::State;
+  static constexpr size_t kLibWorkspaceBytes = 0;  // the FFN plans own their scratch (the work buffer)
+  static cuco::kit::Needs needs(const cuco_ctx* ctx) {
+    cuco::kit::Needs n = block_needs(ctx);
+    n.sym_bytes = kSymBytes;  // the per-source flags, whatever the block
+    return n;
+  }
+  static int setup(cuco_ctx* ctx, State* st) {
+    if (int rc = frozen_setup(ctx, st, block_needs(ctx).comm_ctas)) return rc;
+    return block_setup(ctx, st);  // the EVOLVE block's own preparation (e.g. attaching NVSHMEM)
+  }
+  static int enqueue(cuco_ctx* ctx, State* st) {
+    int rc = cuco_moe::enqueue(ctx, st);
+    st->prev_epoch = st->epoch;
+    return rc;
+  }
+  static void teardown(State* st) {
+    cuco_moe_ffn_destroy(st->ffn_all);
+    cuco_moe_ffn_destroy(st->ffn_part);
+    for (cudaEvent_t e : st->ev)
+      if (e) cudaEventDestroy(e);
+  }
+};
+}  // namespace cuco_moe
+
+""" + skeleton_entry_points("cuco_moe::Candidate")
 
 
 def head() -> str:

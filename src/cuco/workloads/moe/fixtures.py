@@ -1,0 +1,79 @@
+"""Wrong candidates that verification must reject (the GPU tests run them under delayed arrival).
+
+Each is a rendered point with one deliberate fault, and compiles. The never-waits fixtures change the EVOLVE block
+only and pass the static check against their base point, so only verification under delayed arrival can catch them:
+- never_waits: the fused pipeline's FFN starts on each chunk without waiting for its arrival flag, while the pulls
+  (the own rows' included) are delayed on the side stream: it reads rows before they land, at any W;
+- nvshmem_never_waits: backend=nvshmem, the own-rows FFN starts without waiting for its rows' puts (the own rows'
+  puts included), which run late on the side stream: at any W.
+
+The plugin's check is tested by three more, which edit the shared device code (moe_dev.cuh, in the frozen head; the
+static check would refuse them as candidates, the harness runs them all the same):
+- dropped_token: the first received row is never dispatched (its expert output stays poison);
+- dropped_slot_output: the combine drops slot 0 of every token;
+- wrong_gate: the combine halves the gate of slot 1.
+"""
+
+from __future__ import annotations
+
+from cuco.design_space import Directives
+from cuco.workloads.moe.render import render
+
+#: The gather-then-FFN point the routing fixtures edit, and the point the wrong-gate fixture edits.
+DEFERRED_BASE = "lsa/deferred/world/warp/whole/dispatch_dtype=bf16"
+OVERLAP_BASE = "lsa/stream_overlap/signal/cta/whole/dispatch_dtype=bf16"
+#: The chunk pipeline: every row, the own ones included, is pulled on the side stream, so W = 1 has a race to lose.
+FUSED_BASE = "lsa/fused/signal/warp/1MiB/dispatch_dtype=bf16"
+#: Puts with signals: every row, the own ones included, is put on the side stream.
+NVSHMEM_BASE = "nvshmem/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"
+
+_ROWMAP = "    const int64_t m = rowmap[r];\n"
+_GATE = "        const float gw = gate[j];"
+_CHUNK_WAIT = "    if ((rc = stream_wait_epoch(st, cs, flag + c, st->epoch))) return rc;\n"
+_NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
+
+
+def _edit(label: str, anchor: str, replacement: str) -> str:
+    code = render(Directives.from_label(label))
+    if code.count(anchor) != 1:
+        raise AssertionError(f"the {label} template changed ({anchor.strip()[:40]!r} is not there once): update the "
+                             "moe fixtures")
+    return code.replace(anchor, replacement)
+
+
+def dropped_token() -> str:
+    """The first received row is never dispatched."""
+    return _edit(DEFERRED_BASE, _ROWMAP,
+                 "    if (r == 0) continue;  // fixture: the first received token is never dispatched\n" + _ROWMAP)
+
+
+def dropped_slot_output() -> str:
+    """The combine loses every token's slot 0."""
+    return _edit(DEFERRED_BASE, _GATE, "        const float gw = j == 0 ? 0.0f : gate[j];  // fixture: slot 0 is lost")
+
+
+def wrong_gate() -> str:
+    """The combine weights slot 1 with half its gate."""
+    return _edit(OVERLAP_BASE, _GATE,
+                 "        const float gw = j == 1 ? 0.5f * gate[j] : gate[j];  // fixture: wrong gate")
+
+
+def never_waits() -> str:
+    """The fused pipeline's FFN runs each chunk without waiting for its arrival flag."""
+    return _edit(FUSED_BASE, _CHUNK_WAIT, "    // fixture: the chunk's FFN never waits for its rows\n")
+
+
+def nvshmem_never_waits() -> str:
+    """backend=nvshmem: the own-rows FFN runs without waiting for its rows' puts (NVSHMEM: process mode at W >= 2)."""
+    return _edit(NVSHMEM_BASE, _NV_WAIT_OWN, "  // fixture: the own-rows FFN never waits for its rows\n")
+
+
+#: The LSA fixtures (one process, any W), by name; each must fail verification.
+FIXTURES = {"dropped token": dropped_token, "dropped slot output": dropped_slot_output, "wrong gate": wrong_gate,
+            "never waits": never_waits}
+#: The fixtures whose fault sits in the EVOLVE block (legal candidates for the static check).
+NEVER_WAITS = ("never waits", "nvshmem never waits")
+#: Every fixture with the point it is derived from (NVSHMEM's included), for the CPU checks.
+BASES = {"dropped token": DEFERRED_BASE, "dropped slot output": DEFERRED_BASE, "wrong gate": OVERLAP_BASE,
+         "never waits": FUSED_BASE, "nvshmem never waits": NVSHMEM_BASE}
+ALL = {**FIXTURES, "nvshmem never waits": nvshmem_never_waits}

@@ -15,6 +15,7 @@ from cuco.evaluate.base import CandidateEvaluator
 from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Evaluator
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import Executor
+from cuco.harness.result import Check
 from cuco.toolchain import Toolchain, ToolchainError
 from cuco.workload import Shape, ShapeError, Workload
 
@@ -166,18 +167,6 @@ class MockTiming:
 
 
 @attrs.frozen
-class MockCheck:
-    seed: int
-    rank: int
-    passed: bool
-    max_abs_err: float
-    rel_l2_err: float
-    n_checked: int
-    n_bad: int
-    n_nan: int
-
-
-@attrs.frozen
 class MockRun:
     path: Path
     status: str
@@ -200,7 +189,6 @@ def test_mocks_match_the_real_harness_types():
     runner = pytest.importorskip("cuco.harness.runner")
     names = lambda cls: {f.name for f in attrs.fields(cls)}
     assert names(MockRun) <= names(result.CandidateRun)
-    assert names(MockCheck) <= names(result.Check)
     assert names(MockTiming) <= names(result.Timing)
     assert names(MockPart) <= names(result.PartRun)
     assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
@@ -243,7 +231,7 @@ def test_batches_statuses_and_fitness_with_a_fake_harness_runner(compiler):
 
     def behaviour(request):
         if not request.bench:
-            check = MockCheck(1, 1, False, 0.0, 0.0, 8200, 0, 4100)
+            check = Check(1, 1, False, 0.0, 0.0, 8200, 0, 4100)
             return {sos[wrong]: MockRun(sos[wrong], "verify_failed", "exact AllGather comparison: 0 wrong, 4100 NaN/Inf",
                                         checks=(check,)),
                     sos[gin]: MockRun(sos[gin], "unsupported", "GIN needs an RDMA NIC; none on this host")}

@@ -84,24 +84,20 @@ def test_the_cold_first_instance_is_reported_apart_from_the_steady_state():
     assert Observation({}, ()).cold_ms() is None
 
 
-def test_unit_bench_with_a_fake_run_reports_cold_and_steady_times_of_both_sides(tmp_path, monkeypatch):
-    """A unit test with a test double for one observed run: the figures the timed rounds make of observations."""
+def test_unit_bench_with_a_fake_launcher_reports_cold_and_steady_times_of_both_sides(tmp_path):
+    """A unit test with a test double for the observed runs: the figures the timed rounds make of observations."""
+    from doubles import ScriptedLauncher
+
     from cuco.candidate import Candidate, LevelResult
     from cuco.evaluate.executor import DeviceGroup
     from cuco.program import evaluator as E
 
     corpus = Path(__file__).parent / "fixtures" / "host_programs"
-    ev = E.ProgramEvaluator(HostProgram.load(corpus / "rs_grad_shard.cu"), world=2, timed_runs=3, work_dir=tmp_path)
     original, rewrite = tmp_path / "original", tmp_path / "rewrite"
-    runs: list[Path] = []
-
-    def fake_run(binary: Path, group, delay_us: float = 0.0):
-        runs.append(binary)
-        if binary == original:
-            return _obs({0: [50.0, 4.0, 4.0], 1: [49.0, 4.2, 4.1]}), ""
-        return _obs({0: [3.0, 2.0, 2.0], 1: [3.1, 2.1, 2.0]}), ""
-
-    monkeypatch.setattr(ev, "_run", fake_run)
+    launcher = ScriptedLauncher({original: _obs({0: [50.0, 4.0, 4.0], 1: [49.0, 4.2, 4.1]}),
+                                 rewrite: _obs({0: [3.0, 2.0, 2.0], 1: [3.1, 2.1, 2.0]})})
+    ev = E.ProgramEvaluator(HostProgram.load(corpus / "rs_grad_shard.cu"), world=2, timed_runs=3, work_dir=tmp_path,
+                            launcher=launcher)
     reference = _obs({0: [1.0]})
     ev._reference = (original, reference)
     out = [Candidate(code="x", workload="p").with_result(LevelResult("verify", True))]
@@ -111,4 +107,4 @@ def test_unit_bench_with_a_fake_run_reports_cold_and_steady_times_of_both_sides(
     assert m["time_ms"] == pytest.approx(2.05) and m["cold_time_ms"] == pytest.approx(3.1)
     assert m["speedup"] == pytest.approx(4.15 / 2.05)
     assert out[0].results["bench"].data["cold_runs_ms"] == [pytest.approx(3.1)] * 3
-    assert runs == [original, rewrite] * 3   # the original in every round, beside the rewrite
+    assert launcher.runs == [original, rewrite] * 3   # the original in every round, beside the rewrite

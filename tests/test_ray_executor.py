@@ -82,6 +82,7 @@ class _KillOnce:
     def __init__(self, marker_dir: str, always: bool = False):
         self.marker_dir, self.always = marker_dir, always
         self.kind = "modelled"
+        self.on_stage = None
 
     def evaluate(self, candidates):
         for c in candidates:

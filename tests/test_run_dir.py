@@ -78,21 +78,14 @@ def test_a_search_while_another_process_holds_the_lock_is_refused_before_it_read
 
 
 SEARCH = textwrap.dedent("""
-    import sys, time
+    import sys
+    from doubles import SlowEvaluator
     from test_search_workload import SHAPE, TOPOLOGY, make_workload
     from cuco.evaluate.modelled import ModelledEvaluator
     from cuco.search import api
 
-    class SlowEvaluatorForTests:
-        kind = "modelled"
-        def __init__(self, inner):
-            self.inner = inner
-        def evaluate(self, cands):
-            time.sleep(0.15 * len(cands))
-            return self.inner.evaluate(cands)
-
     w = make_workload()
-    api.run(sys.argv[1], w, SlowEvaluatorForTests(ModelledEvaluator(w, SHAPE, 2)), 24, space=w.space(TOPOLOGY),
+    api.run(sys.argv[1], w, SlowEvaluator(ModelledEvaluator(w, SHAPE, 2), pause=0.15), 24, space=w.space(TOPOLOGY),
             seed=3, islands=2, batch_size=2)
 """)
 

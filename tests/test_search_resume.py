@@ -18,23 +18,15 @@ from cuco.search import api
 TOTAL = 40
 
 CHILD = textwrap.dedent(f"""
-    import sys, time
+    import sys
     sys.path.insert(0, {str(Path(__file__).parent)!r})
+    from doubles import SlowEvaluator
     from test_search_workload import SHAPE, TOPOLOGY, make_workload
     from cuco.evaluate.modelled import ModelledEvaluator
     from cuco.search import api
 
-    class SlowEvaluatorForTests:
-        # the modelled evaluator takes microseconds; a pause makes kills land inside evaluations too
-        kind = "modelled"
-        def __init__(self, inner):
-            self.inner = inner
-        def evaluate(self, cands):
-            time.sleep(0.1 * len(cands))
-            return self.inner.evaluate(cands)
-
     w = make_workload()
-    ev = SlowEvaluatorForTests(ModelledEvaluator(w, SHAPE, 2))
+    ev = SlowEvaluator(ModelledEvaluator(w, SHAPE, 2), pause=0.1)
     api.run(sys.argv[1], w, ev, {TOTAL}, space=w.space(TOPOLOGY), seed=11, islands=3, batch_size=3, max_in_flight=6)
 """)
 

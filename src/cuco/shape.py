@@ -19,3 +19,8 @@ class Shape:
 
     def __str__(self) -> str:
         return "x".join(map(str, self.dims))
+
+
+def dims_in(text: str) -> tuple[int, ...]:
+    """The integers of a shape written 'a,b,c' or 'axbxc' (blank parts skipped); ValueError where one is not."""
+    return tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())

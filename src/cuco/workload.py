@@ -18,7 +18,7 @@ from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.kit.compute import ComputeLibrary
 from cuco.problem import Runner, Say
-from cuco.shape import Shape, ShapeError
+from cuco.shape import Shape, ShapeError, dims_in
 
 __all__ = ["Shape", "ShapeError", "Workload"]
 
@@ -175,9 +175,8 @@ class Workload:
     def parse_shape(self, text: str | Sequence[int]) -> Shape:
         """'8192,8192,8192' or '8192x8192x8192' -> Shape, with a clear error naming the dims."""
         if isinstance(text, str):
-            parts = text.replace("x", ",").split(",")
             try:
-                dims = tuple(int(p) for p in parts if p.strip())
+                dims = dims_in(text)
             except ValueError:
                 raise ShapeError(f"cannot read shape {text!r}; write {','.join(self.dim_names)} as integers") from None
         else:

@@ -18,11 +18,12 @@ class CandidateEvaluator(Protocol):
 
     `kind` is 'measured' for the GPU cascade and 'modelled' for a CPU cost model; reports must show it.
     Evaluators never raise for a bad candidate: the failure is recorded on the candidate.
-    An evaluator may also have an `on_stage` attribute (a StageFn or None); the search sets it to follow each
-    candidate through compile, verify and bench while a batch is evaluated.
+    `on_stage` (a StageFn or None) is set by the search to follow each candidate through compile, verify and bench
+    while a batch is evaluated; an evaluator without stages leaves it uncalled.
     """
 
     kind: str
+    on_stage: StageFn | None
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """The candidates with their level results, metrics and fitness, in the order given."""

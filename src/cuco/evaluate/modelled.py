@@ -17,6 +17,7 @@ import attrs
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.design_space import WHOLE, Directives
+from cuco.evaluate.base import StageFn
 from cuco.shape import Shape
 from cuco.workload import Workload
 
@@ -119,6 +120,7 @@ class ModelledEvaluator:
     """
 
     kind = "modelled"
+    on_stage: StageFn | None = None  # never called: the model has no compile, verify or bench stage
 
     def __init__(self, workload: Workload, shape: Shape | str | Sequence[int] | int | None = None,
                  world: int | None = None, hardware: Hardware | None = None,

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from cuco.candidate import LEVELS, NOT_RUN_HERE, Candidate, LevelResult
 from cuco.errors import CucoError
+from cuco.evaluate.base import StageFn
 
 EvaluatorFactory = Callable[[], Any]
 
@@ -175,6 +176,7 @@ class RayEvaluator:
         self.factory, self.world, self.gpu_resource = factory, world, gpu_resource
         self.max_retries, self.compile_fanout = max_retries, compile_fanout
         self.parent_code: Callable[[Candidate], str | None] | None = None
+        self.on_stage: StageFn | None = None  # never called: the stages run on the workers
         check_reachable(address)  # Ray itself would wait minutes for a head that is not there
         if not self.ray.is_initialized():
             enable_token_auth(address)

@@ -1,4 +1,5 @@
-"""Pieces every workload's design space repeats: the backends a topology offers, and LSA's one-node rule."""
+"""Pieces every workload's design space repeats: the backends a topology offers, LSA's one-node rule and the
+subset of directives a backend is rendered for."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def lsa_one_node(name: str, how: str) -> Rule:
         if d.backend == "lsa" and s.topology.nodes > 1:
             return (f"backend=lsa {how}, so all ranks must share one node (this topology has {s.topology.nodes} "
                     "nodes); use backend=gin")
+        return None
+
+    return Rule(name, check)
+
+
+def backend_subset(name: str, backend: str, why: str, **allowed: Sequence) -> Rule:
+    """A rule named `name` refusing backend=`backend` unless every directive named in `allowed` takes one of its
+    values there; `why` is the refusal (what the backend is rendered for, and the fix)."""
+
+    def check(d: Directives, _s: DesignSpace) -> str | None:
+        if d.backend == backend and any(d.get(k) not in values for k, values in allowed.items()):
+            return why
         return None
 
     return Rule(name, check)

@@ -32,6 +32,7 @@ from cuco.fastpath.verify import build, host_toolchain
 from cuco.manifest import describe_gpus
 from cuco.program import diagnostics
 from cuco.program import space as program_space
+from cuco.program.launcher import LocalLauncher, ProgramLauncher
 from cuco.program.observation import Observation, compare
 from cuco.program.source import HostProgram, ProgramError
 
@@ -49,13 +50,15 @@ TIMING = (f"each region run {REGION_REPEATS} times in one process, every rank's 
 
 
 class ProgramEvaluator(Cascade):
-    """The cascade of levels over the program harness, for one program at world size `world`."""
+    """The cascade of levels over the program harness, for one program at world size `world`; `launcher` runs
+    each binary once, observed (None: LocalLauncher, this machine's)."""
 
     bench_shape = "program"
 
     def __init__(self, program: HostProgram, world: int = 1, executor: Executor | None = None,
                  timed_runs: int = 3, verify_delay_us: float = DEFAULT_VERIFY_DELAY_US, timeout_s: float = 120.0,
-                 work_dir: Path | None = None, parent_code: Callable[[Candidate], str | None] | None = None):
+                 work_dir: Path | None = None, parent_code: Callable[[Candidate], str | None] | None = None,
+                 launcher: ProgramLauncher | None = None):
         if timed_runs < 1:
             raise ValueError(f"timed_runs must be >= 1, got {timed_runs}")
         self.program, self.world = program, world
@@ -63,6 +66,7 @@ class ProgramEvaluator(Cascade):
         self.timed_runs, self.verify_delay_us, self.timeout_s = timed_runs, verify_delay_us, timeout_s
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="cuco-program-"))
         self.parent_code = parent_code
+        self.launcher = launcher if launcher is not None else LocalLauncher()
         self.toolchain = host_toolchain()
         self._reference: tuple[Path, Observation] | None = None
         self._frozen_reference: str | None = None
@@ -112,18 +116,11 @@ class ProgramEvaluator(Cascade):
         return self._original
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:
-        """Run once, observed; (observation, '') or (None, why it failed)."""
-        with tempfile.TemporaryDirectory(prefix="obs-", dir=self.work_dir) as obs:
-            env = {**RUN_ENV, "WORLD_SIZE": str(self.world), "CUCO_OBSERVE_DIR": obs}
-            if delay_us > 0:
-                env["CUCO_DELAY_COMM_US"] = f"{delay_us:g}"
-            res = Executor.run_command([str(binary)], group, self.timeout_s, extra_env=env, cwd=str(binary.parent))
-            if res.timed_out:
-                return None, f"hang: killed after {self.timeout_s:g} s"
-            if res.returncode != 0:
-                tail = (res.stdout + res.stderr).strip()[-1500:]
-                return None, f"exited with status {res.returncode}:\n{tail}"
-            return Observation.read(Path(obs)), ""
+        """Run once, observed (with arrival delayed by `delay_us`); (observation, '') or (None, why it failed)."""
+        env = {**RUN_ENV, "WORLD_SIZE": str(self.world)}
+        if delay_us > 0:
+            env["CUCO_DELAY_COMM_US"] = f"{delay_us:g}"
+        return self.launcher.run(binary, group, env, self.timeout_s, self.work_dir)
 
     def reference(self) -> Observation:
         """The reference's observation (built and run twice on first use); ProgramError for a program cuco cannot

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 import attrs
 
 from cuco.candidate import Candidate
+from cuco.evaluate.base import CandidateEvaluator
 
 
 @attrs.frozen
@@ -120,9 +121,9 @@ class Tracker:
 
 
 @contextlib.contextmanager
-def following(evaluator: Any, tracker: Tracker | None) -> Iterator[None]:
-    """Point the evaluator's on_stage hook (where it has one) at `tracker` for the duration, then restore it."""
-    if tracker is None or not hasattr(evaluator, "on_stage"):
+def following(evaluator: CandidateEvaluator, tracker: Tracker | None) -> Iterator[None]:
+    """Point the evaluator's on_stage hook at `tracker` for the duration, then restore it."""
+    if tracker is None:
         yield
         return
     before = evaluator.on_stage

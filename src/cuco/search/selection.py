@@ -25,6 +25,11 @@ def _no_children(_id: str) -> int:
     return 0
 
 
+def _best_first(members: Sequence[Candidate]) -> list[int]:
+    """Indices of `members`, the best first."""
+    return sorted(range(len(members)), key=lambda i: rank_key(members[i]))
+
+
 def _sigmoid(x: float) -> float:
     if x >= 0:
         return 1.0 / (1.0 + math.exp(-x))
@@ -58,8 +63,7 @@ class PowerLaw:
 
     def weights(self, members: Sequence[Candidate], children: ChildrenOf = _no_children) -> list[float]:
         """The unnormalised selection weight of each member (see the class docstring)."""
-        order = sorted(range(len(members)), key=lambda i: rank_key(members[i]))
-        w = [0.0] * len(members)
+        order, w = _best_first(members), [0.0] * len(members)
         for rank, i in enumerate(order, 1):
             w[i] = rank ** -self.alpha
         return w
@@ -74,8 +78,7 @@ class Beam:
 
     def weights(self, members: Sequence[Candidate], children: ChildrenOf = _no_children) -> list[float]:
         """The unnormalised selection weight of each member: 0 outside the `width` best."""
-        order = sorted(range(len(members)), key=lambda i: rank_key(members[i]))
-        w = [0.0] * len(members)
+        order, w = _best_first(members), [0.0] * len(members)
         for i in order[: self.width]:
             w[i] = 1.0 / (1 + children(members[i].id))
         return w

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, Rule, Topology
 from cuco.kit.evolve import assemble
-from cuco.kit.space import backends_for, lsa_one_node
+from cuco.kit.space import backend_subset, backends_for, lsa_one_node
 from cuco.workloads.attention_cp import frozen
 from cuco.workloads.attention_cp.gin_block import render_gin
 from cuco.workloads.attention_cp.lsa_block import render_lsa
@@ -50,17 +50,13 @@ def _copy_engine_barriers(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
-def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
-    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"):
-        return ("backend=gin is rendered as put-with-signal per ring step (placement=split_put_wait, "
-                "sync_scope=signal): GIN has no peer loads to pull with; pick those directives or backend=lsa")
-    return None
-
-
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("attention-cp-chunks-only-fused", _chunks_only_fused),
     Rule("attention-cp-copy-engine-barriers", _copy_engine_barriers),
-    Rule("attention-cp-gin-subset", _gin_subset),
+    backend_subset("attention-cp-gin-subset", "gin",
+                   "backend=gin is rendered as put-with-signal per ring step (placement=split_put_wait, "
+                   "sync_scope=signal): GIN has no peer loads to pull with; pick those directives or backend=lsa",
+                   placement=("split_put_wait",), sync_scope=("signal",)),
     lsa_one_node("attention-cp-lsa-one-node", "moves KV blocks by NVLink load/store"),
 )
 #: Two default rules do not hold here. signal-needs-chunks: the signals are per ring step (one source's block),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from cuco.shape import dims_in
 from cuco.workload import Shape, ShapeError
 
 DIM_NAMES = ("S", "HQ", "HKV", "D", "CAUSAL")
@@ -32,9 +33,8 @@ def parse(text: str | Sequence[int]) -> Shape:
         key = text.strip()
         if key in NAMED:
             return NAMED[key]
-        parts = key.replace("x", ",").split(",")
         try:
-            dims = tuple(int(p) for p in parts if p.strip())
+            dims = dims_in(key)
         except ValueError:
             raise ShapeError(f"unknown attention_cp shape {text!r}; known: {', '.join(NAMED)} (or five integers "
                              f"{','.join(DIM_NAMES)})") from None

@@ -10,18 +10,10 @@ from __future__ import annotations
 
 from cuco.design_space import Directives
 from cuco.kit.template import fill
+from cuco.workloads.gemm_allgather.block_parts import CHUNK_ROWS, block_needs, remote_chunk_gemms
 
 # Every copy-engine block asks for the same: local flags and one LSA barrier (a one-CTA kernel opens it).
-CE_NEEDS = r"""
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 4096;
-  n.lsa_barriers = 1;
-  return n;
-}
-"""
+CE_NEEDS = block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 4096", "lsa_barriers = 1")
 
 CE_DEFERRED = r"""
 // placement=deferred, issuer=copy_engine: barrier | copy every rank's block into A_full | barrier | one GEMM.
@@ -60,9 +52,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
     const char* src = peer_base(st, BUF_A_LOCAL, p);
     if (!src) return 66;
     for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = c * g.chunk_rows;
-      const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
-      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
+""" + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
                           cudaMemcpyDeviceToDevice, side) != cudaSuccess)
         return 67;
       if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;
@@ -70,19 +60,9 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   }
 @POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
   if (rc) return rc;
-  for (int s = 1; s < g.W; ++s) {
-    const int p = (g.me + s) % g.W;
-    for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = p * g.Mr + c * g.chunk_rows;
-      const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;
-      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;
-      if ((rc = gemm_rows(st, ctx, a_full + r0 * row_bytes, c_out + (size_t)r0 * g.N * 2, rows, 0, main)))
-        return rc;
-    }
-  }
-  return 0;
-}
-"""
+""" + remote_chunk_gemms(
+    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;\n",
+    a_offset="r0 * row_bytes")
 
 CE_PUSH = r"""
 // placement=split_put_wait, issuer=copy_engine: the side stream pushes this rank's block into every peer's A_full
@@ -128,4 +108,4 @@ def render_ce(point: Directives, barrier_launch) -> str:
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
     barrier = barrier_launch(point, stream)
-    return fill(text, {"NEEDS": CE_NEEDS.lstrip("\n"), "PRE": barrier, "POST": barrier}, what="copy-engine block")
+    return fill(text, {"NEEDS": CE_NEEDS, "PRE": barrier, "POST": barrier}, what="copy-engine block")

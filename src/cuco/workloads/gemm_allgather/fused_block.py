@@ -11,7 +11,7 @@ from __future__ import annotations
 from cuco.design_space import Directives
 from cuco.kit.template import fill
 from cuco.workloads.gemm_allgather.common_block import barrier_launch
-from cuco.workloads.gemm_allgather.lsa_blocks import PULL_KERNEL, pull_snippets
+from cuco.workloads.gemm_allgather.lsa_blocks import PULL_KERNEL, pull_snippets, side_barriers
 
 FUSED = PULL_KERNEL + r"""// The persistent GEMM's runtime choices (no recompilation: cuco/compute/gemm_allgather.h).
 constexpr int kGemmConfig = CUCO_AG_PINGPONG_128x128;  // best on 5 of 6 shapes on one H200 (gemm_persistent_1gpu)
@@ -73,8 +73,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 
 def render_fused(point: Directives) -> str:
     """The fused placement's block: pull kernel with the point's sync snippets, then the persistent GEMM."""
-    barriers = {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
     subs = pull_snippets(point)
-    subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "side", indent="    "),
+    subs.update({"BARRIERS": side_barriers(point), "PRE": barrier_launch(point, "side", indent="    "),
                  "POST": barrier_launch(point, "side", indent="    ")})
     return fill(FUSED, subs, what="fused block")

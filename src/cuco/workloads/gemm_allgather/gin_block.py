@@ -8,6 +8,13 @@ shadow (increaseSignalShadow + waitSignalMeetShadow), so no epoch arithmetic is 
 from __future__ import annotations
 
 from cuco.design_space import Directives
+from cuco.workloads.gemm_allgather.block_parts import (
+    CHUNK_ROWS,
+    ISSUER_GROUPS,
+    LOCAL_ROWS_GEMM,
+    SPLIT_ENQUEUE_OPEN,
+    block_needs,
+)
 
 GIN_SPLIT = r"""
 // Signal 0: "my A_full may be written" handshake at the start of each launch. Signal 1 + c: chunk c landed
@@ -27,16 +34,12 @@ __global__ void __launch_bounds__(kCommThreads)
     cuco::lsa::store_release_sys(&f.misc[1], epoch);
   }
   cuco::lsa::cta_wait_epoch(&f.misc[1], epoch);
-  const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
-  const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
-  size_t job = 0;
+""" + ISSUER_GROUPS + r"""  size_t job = 0;
   for (int s = 1; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
     for (int c = 0; c < g.nchunks; ++c, ++job) {
       if (job % ngroups != group) continue;
-      const int64_t r0 = c * g.chunk_rows;
-      const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
-      gin.put(world, p, win_full, (size_t)(g.me * g.Mr + r0) * g.K * 2, win_local, (size_t)r0 * g.K * 2,
+""" + CHUNK_ROWS + r"""      gin.put(world, p, win_full, (size_t)(g.me * g.Mr + r0) * g.K * 2, win_local, (size_t)r0 * g.K * 2,
               (size_t)rows * g.K * 2, ncclGin_SignalInc{(ncclGinSignal_t)(1 + c)}, ncclGin_None{}, Issuer());
     }
   }
@@ -52,32 +55,13 @@ __global__ void gin_wait_kernel(ncclDevComm dc, int c, int W) {
   }
 }
 
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 0;
-  n.gin_signals = 1 + g.nchunks;
-  n.gin_required = 1;
-  return n;
-}
-
+""" + block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 0", "gin_signals = 1 + g.nchunks",
+                  "gin_required = 1") + r"""
 // placement=split_put_wait over GIN: put kernel (side stream) | local-rows GEMM | per chunk: wait kernel, GEMM.
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  const int ncomm = comm_ctas(g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  const char* a_full = (const char*)ctx->buffers[BUF_A_FULL].ptr;
-  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-  int rc = 0;
-  gin_put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
+""" + SPLIT_ENQUEUE_OPEN + r"""  gin_put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
                                                   ctx->buffers[BUF_A_FULL].window, f, g, st->epoch);
   if ((rc = launch_ok())) return rc;
-  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr,
-                 ctx->sm_count - ncomm, main);
-  if (rc) return rc;
-  for (int c = 0; c < g.nchunks; ++c) {
+""" + LOCAL_ROWS_GEMM + r"""  for (int c = 0; c < g.nchunks; ++c) {
     gin_wait_kernel<<<1, 32, 0, main>>>(ctx->devcomm, c, g.W);
     if ((rc = launch_ok())) return rc;
     const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;

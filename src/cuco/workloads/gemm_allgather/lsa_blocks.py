@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from cuco.design_space import Directives
 from cuco.kit.template import fill
+from cuco.workloads.gemm_allgather.block_parts import (
+    CHUNK_ROWS,
+    ISSUER_GROUPS,
+    LOCAL_ROWS_GEMM,
+    LSA_NEEDS,
+    SPLIT_ENQUEUE_OPEN,
+    block_needs,
+    remote_chunk_gemms,
+)
 from cuco.workloads.gemm_allgather.common_block import (
     BLOCK_SESSION_CLOSE,
     BLOCK_SESSION_OPEN,
@@ -19,9 +28,7 @@ constexpr int kGatherThreads = 512;
 __global__ void __launch_bounds__(kGatherThreads)
     gather_kernel(ncclDevComm dc, ncclWindow_t win_a, const int4* a_local, int4* a_full, Geo g) {
   @ENTRY@
-  const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
-  const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
-  for (int s = 0; s < g.W; ++s) {
+""" + ISSUER_GROUPS + r"""  for (int s = 0; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
     const int4* src = p == g.me ? a_local : cuco::lsa::peer_ptr<const int4>(dc, win_a, 0, g.me, p);
     cuco::lsa::copy16<kUnroll>(Issuer(), a_full + p * g.Mr * g.row16, src, g.Mr * g.row16, group, ngroups);
@@ -29,15 +36,7 @@ __global__ void __launch_bounds__(kGatherThreads)
   @EXIT@
 }
 
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 4096;
-  n.lsa_barriers = @BARRIERS@;
-  return n;
-}
-
+""" + block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 4096", "lsa_barriers = @BARRIERS@") + r"""
 // placement=deferred: communication first (a wide gather kernel), then the whole GEMM.
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo g = geo_of(ctx);
@@ -61,16 +60,12 @@ __global__ void __launch_bounds__(kCommThreads)
     pull_kernel(ncclDevComm dc, ncclWindow_t win_a, ncclWindow_t win_sym, int4* a_full, Flags f, Geo g,
                 uint32_t epoch) {
   @ENTRY@
-  const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
-  const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
-  for (int s = 1; s < g.W; ++s) {
+""" + ISSUER_GROUPS + r"""  for (int s = 1; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
     @WAIT_READY@
     const int4* src = cuco::lsa::peer_ptr<const int4>(dc, win_a, 0, g.me, p);
     for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = c * g.chunk_rows;
-      const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
-      cuco::lsa::copy16<kUnroll>(Issuer(), a_full + (p * g.Mr + r0) * g.row16, src + r0 * g.row16,
+""" + CHUNK_ROWS + r"""      cuco::lsa::copy16<kUnroll>(Issuer(), a_full + (p * g.Mr + r0) * g.row16, src + r0 * g.row16,
                                  rows * g.row16, group, ngroups);
       const int fi = p * g.nchunks + c;
       if (cuco::lsa::cta_arrive_last(&f.count[fi], gridDim.x)) {
@@ -82,47 +77,17 @@ __global__ void __launch_bounds__(kCommThreads)
   @EXIT@
 }
 
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 4 * sym_words(g) + 4096;
-  n.lsa_barriers = @BARRIERS@;
-  return n;
-}
-
+""" + LSA_NEEDS + r"""
 """
 
 STREAM_OVERLAP = PULL_KERNEL + r"""// placement=stream_overlap: the pull kernel runs on the side stream on comm_ctas() SMs; the main stream
 // multiplies the local rows on the other SMs, then each remote chunk as soon as its flag says it landed.
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  const int ncomm = comm_ctas(g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  const char* a_full = (const char*)ctx->buffers[BUF_A_FULL].ptr;
-  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-  int rc = 0;
-@PRE@  pull_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
+""" + SPLIT_ENQUEUE_OPEN + r"""@PRE@  pull_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
                                                ctx->symmetric_workspace.window,
                                                (int4*)ctx->buffers[BUF_A_FULL].ptr, f, g, st->epoch);
   if ((rc = launch_ok())) return rc;
-@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr,
-                 ctx->sm_count - ncomm, main);
-  if (rc) return rc;
-  for (int s = 1; s < g.W; ++s) {
-    const int p = (g.me + s) % g.W;
-    for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = p * g.Mr + c * g.chunk_rows;
-      const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;
-      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;
-      if ((rc = gemm_rows(st, ctx, a_full + (size_t)r0 * g.K * 2, c_out + (size_t)r0 * g.N * 2, rows, 0, main)))
-        return rc;
-    }
-  }
-  return 0;
-}
-"""
+@POST@""" + LOCAL_ROWS_GEMM + remote_chunk_gemms(
+    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;\n")
 
 # ---- split_put_wait: push local rows into peers' A_full; a wait kernel before each remote GEMM ----------
 
@@ -133,15 +98,11 @@ __global__ void __launch_bounds__(kCommThreads)
     put_kernel(ncclDevComm dc, ncclWindow_t win_full, ncclWindow_t win_sym, const int4* a_local, Flags f, Geo g,
                uint32_t epoch) {
   @ENTRY@
-  const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
-  const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
-  for (int s = 1; s < g.W; ++s) {
+""" + ISSUER_GROUPS + r"""  for (int s = 1; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
     @WAIT_READY@
     for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = c * g.chunk_rows;
-      const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
-      int4* dst = cuco::lsa::peer_ptr<int4>(dc, win_full, (size_t)(g.me * g.Mr + r0) * g.row16 * 16, g.me, p);
+""" + CHUNK_ROWS + r"""      int4* dst = cuco::lsa::peer_ptr<int4>(dc, win_full, (size_t)(g.me * g.Mr + r0) * g.row16 * 16, g.me, p);
       cuco::lsa::copy16<kUnroll>(Issuer(), dst, a_local + r0 * g.row16, rows * g.row16, group, ngroups);
       if (cuco::lsa::cta_arrive_last(&f.count[p * g.nchunks + c], gridDim.x))
         cuco::lsa::store_release_sys(
@@ -156,46 +117,16 @@ __global__ void wait_kernel(const uint32_t* arrive, uint32_t epoch) {
   if (threadIdx.x == 0) cuco::lsa::wait_epoch(arrive, epoch);
 }
 
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.flag_bytes = 4 * local_words(g);
-  n.sym_bytes = 4 * sym_words(g) + 4096;
-  n.lsa_barriers = @BARRIERS@;
-  return n;
-}
-
+""" + LSA_NEEDS + r"""
 // placement=split_put_wait: put kernel (side stream, few CTAs) | local-rows GEMM | per chunk: wait kernel,
 // GEMM of the arrived rows.
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  const int ncomm = comm_ctas(g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  const char* a_full = (const char*)ctx->buffers[BUF_A_FULL].ptr;
-  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-  int rc = 0;
-@PRE@  put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_FULL].window,
+""" + SPLIT_ENQUEUE_OPEN + r"""@PRE@  put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_FULL].window,
                                               ctx->symmetric_workspace.window,
                                               (const int4*)ctx->buffers[BUF_A_LOCAL].ptr, f, g, st->epoch);
   if ((rc = launch_ok())) return rc;
-@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr,
-                 ctx->sm_count - ncomm, main);
-  if (rc) return rc;
-  for (int s = 1; s < g.W; ++s) {
-    const int p = (g.me + s) % g.W;
-    for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = p * g.Mr + c * g.chunk_rows;
-      const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;
-      wait_kernel<<<1, 32, 0, main>>>(&f.sym[sym_arrive(g, p, c)], st->epoch);
-      if ((rc = launch_ok())) return rc;
-      if ((rc = gemm_rows(st, ctx, a_full + (size_t)r0 * g.K * 2, c_out + (size_t)r0 * g.N * 2, rows, 0, main)))
-        return rc;
-    }
-  }
-  return 0;
-}
-"""
+@POST@""" + LOCAL_ROWS_GEMM + remote_chunk_gemms(
+    "      wait_kernel<<<1, 32, 0, main>>>(&f.sym[sym_arrive(g, p, c)], st->epoch);\n"
+    "      if ((rc = launch_ok())) return rc;\n")
 
 
 def pull_snippets(point: Directives) -> dict[str, str]:
@@ -234,25 +165,24 @@ def _push_snippets(point: Directives) -> dict[str, str]:
             "EXIT": "", "WAIT_READY": ""}
 
 
+def side_barriers(point: Directives) -> str:
+    """LSA barriers of a side-stream comm kernel: one per comm CTA (block), none (signal), else one."""
+    return {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
+
+
 def render_lsa(point: Directives) -> str:
     """The placement-specific part of an LSA block (deferred, stream_overlap or split_put_wait)."""
     if point.placement == "deferred":
-        barriers = "ctx->sm_count" if point.sync_scope == "block" else "1"
-        subs = pull_snippets(point)
-        subs.pop("WAIT_READY")
-        subs.pop("ON_PEER_READ")
-        subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "main"),
-                     "POST": barrier_launch(point, "main")})
+        subs = {k: v for k, v in pull_snippets(point).items() if k in ("ENTRY", "EXIT")}
+        barrier = barrier_launch(point, "main")
+        subs.update({"BARRIERS": "ctx->sm_count" if point.sync_scope == "block" else "1",
+                     "PRE": barrier, "POST": barrier})
         return fill(DEFERRED, subs, what="deferred block")
     if point.placement == "stream_overlap":
-        barriers = {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
-        subs = pull_snippets(point)
-        subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "side"),
-                     "POST": barrier_launch(point, "side")})
-        return fill(STREAM_OVERLAP, subs, what="stream_overlap block")
-    if point.placement == "split_put_wait":
-        barriers = {"block": "kMaxCommCtas", "signal": "0"}.get(point.sync_scope, "1")
-        subs = _push_snippets(point)
-        subs.update({"BARRIERS": barriers, "PRE": barrier_launch(point, "side"), "POST": ""})
-        return fill(SPLIT_PUT_WAIT, subs, what="split_put_wait block")
-    raise ValueError(f"render_lsa does not handle placement={point.placement}")
+        template, subs, post = STREAM_OVERLAP, pull_snippets(point), barrier_launch(point, "side")
+    elif point.placement == "split_put_wait":
+        template, subs, post = SPLIT_PUT_WAIT, _push_snippets(point), ""
+    else:
+        raise ValueError(f"render_lsa does not handle placement={point.placement}")
+    subs.update({"BARRIERS": side_barriers(point), "PRE": barrier_launch(point, "side"), "POST": post})
+    return fill(template, subs, what=f"{point.placement} block")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cuco.design_space import Directives
 from cuco.kit.template import fill
+from cuco.workloads.gemm_allgather.block_parts import block_needs, remote_chunk_gemms
 
 #: Included before the block's prologue: it makes the candidate an NVSHMEM program (compiled -rdc=true).
 INCLUDE = '#include "cuco/kit/nvshmem.cuh"  // backend=nvshmem\n'
@@ -42,13 +43,7 @@ __global__ void nv_wait_kernel(uint64_t* sig, uint64_t epoch) {
   if (threadIdx.x == 0) nvshmem_signal_wait_until(sig, NVSHMEM_CMP_GE, epoch);
 }
 
-static Needs block_needs(const cuco_ctx* ctx) {
-  Geo g = geo_of(ctx);
-  Needs n;
-  n.nvshmem_bytes = nv_a_bytes(g) + 8 * ((size_t)g.W * g.nchunks + g.W);
-  return n;
-}
-
+""" + block_needs("nvshmem_bytes = nv_a_bytes(g) + 8 * ((size_t)g.W * g.nchunks + g.W)") + r"""
 // placement=split_put_wait, backend=nvshmem: put kernel (side stream) | per landed chunk, this rank's first: wait
 // kernel, GEMM of its rows from the NVSHMEM copy of A_full.
 static int enqueue(cuco_ctx* ctx, State* st) {
@@ -61,20 +56,9 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   int rc = 0;
   nv_put_kernel<<<kPutCtas, kCommThreads, 0, side>>>(ws, (const char*)ctx->buffers[BUF_A_LOCAL].ptr, g, epoch);
   if ((rc = launch_ok())) return rc;
-  for (int s = 0; s < g.W; ++s) {
-    const int p = (g.me + s) % g.W;
-    for (int c = 0; c < g.nchunks; ++c) {
-      const int64_t r0 = p * g.Mr + c * g.chunk_rows;
-      const int64_t rows = g.Mr - c * g.chunk_rows < g.chunk_rows ? g.Mr - c * g.chunk_rows : g.chunk_rows;
-      nv_wait_kernel<<<1, 32, 0, main>>>(nv_sig(ws, g) + (size_t)p * g.nchunks + c, epoch);
-      if ((rc = launch_ok())) return rc;
-      if ((rc = gemm_rows(st, ctx, a_full + (size_t)r0 * g.K * 2, c_out + (size_t)r0 * g.N * 2, rows, 0, main)))
-        return rc;
-    }
-  }
-  return 0;
-}
-"""
+""" + remote_chunk_gemms(
+    "      nv_wait_kernel<<<1, 32, 0, main>>>(nv_sig(ws, g) + (size_t)p * g.nchunks + c, epoch);\n"
+    "      if ((rc = launch_ok())) return rc;\n", first=0)
 
 _CTA_LOOP = """for (int c = blockIdx.x; c < g.nchunks; c += gridDim.x) {  // issuer=cta: a CTA puts a chunk
       const int64_t r0 = (int64_t)c * g.chunk_rows;

@@ -12,6 +12,7 @@ from cuco.design_space import (
     Topology,
 )
 from cuco.kit.evolve import assemble
+from cuco.kit.space import backend_subset, backends_for, lsa_one_node
 from cuco.workloads.gemm_allgather import frozen
 from cuco.workloads.gemm_allgather.ce_block import render_ce
 from cuco.workloads.gemm_allgather.common_block import EPILOGUE, barrier_launch, prologue
@@ -24,29 +25,6 @@ from cuco.workloads.gemm_allgather.nvshmem_block import INCLUDE as NVSHMEM_INCLU
 #: Chunk sizes that matter at these shapes (a rank's block is 16-256 MiB at the bench shapes).
 CHUNK_SIZES = (WHOLE, 16 * MiB, 4 * MiB, 1 * MiB)
 BACKENDS = ("lsa", "gin", "nvshmem")
-
-
-def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
-    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"):
-        return ("backend=gin is rendered as put-with-signal (placement=split_put_wait, sync_scope=signal): the "
-                "candidate ABI declares no GIN barriers, and pull or fused GIN designs are not templated; pick "
-                "those directives or backend=lsa")
-    return None
-
-
-def _nvshmem_subset(d: Directives, _s: DesignSpace) -> str | None:
-    if d.backend == "nvshmem" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
-                                   or d.issuer not in ("warp", "cta")):
-        return ("backend=nvshmem is rendered as put-with-signal by warps or CTAs (placement=split_put_wait, "
-                "sync_scope=signal, issuer=warp or cta); pick those directives or backend=lsa")
-    return None
-
-
-def _lsa_one_team(d: Directives, s: DesignSpace) -> str | None:
-    if d.backend == "lsa" and s.topology.nodes > 1:
-        return ("backend=lsa gathers from every rank by NVLink load/store, so all ranks must share one node "
-                f"(this topology has {s.topology.nodes} nodes); use backend=gin")
-    return None
 
 
 def _copy_engine_subset(d: Directives, _s: DesignSpace) -> str | None:
@@ -62,21 +40,24 @@ def _copy_engine_subset(d: Directives, _s: DesignSpace) -> str | None:
 
 
 WORKLOAD_RULES: tuple[Rule, ...] = (
-    Rule("gemm-ag-gin-subset", _gin_subset),
-    Rule("gemm-ag-nvshmem-subset", _nvshmem_subset),
+    backend_subset("gemm-ag-gin-subset", "gin",
+                   "backend=gin is rendered as put-with-signal (placement=split_put_wait, sync_scope=signal): the "
+                   "candidate ABI declares no GIN barriers, and pull or fused GIN designs are not templated; pick "
+                   "those directives or backend=lsa",
+                   placement=("split_put_wait",), sync_scope=("signal",)),
+    backend_subset("gemm-ag-nvshmem-subset", "nvshmem",
+                   "backend=nvshmem is rendered as put-with-signal by warps or CTAs (placement=split_put_wait, "
+                   "sync_scope=signal, issuer=warp or cta); pick those directives or backend=lsa",
+                   placement=("split_put_wait",), sync_scope=("signal",), issuer=("warp", "cta")),
     Rule("gemm-ag-copy-engine-subset", _copy_engine_subset),
-    Rule("gemm-ag-lsa-one-team", _lsa_one_team),
+    lsa_one_node("gemm-ag-lsa-one-team", "gathers from every rank by NVLink load/store"),
 )
 
 
 def space(topology: Topology) -> DesignSpace:
     """The workload's design space on `topology`. Load its JSON with extra_rules=WORKLOAD_RULES."""
-    backends = tuple(b for b in BACKENDS if not (b == "gin" and topology.gin_available is False)
-                     and not (b == "nvshmem" and topology.nvshmem_available is False))
-    if topology.nodes > 1:
-        backends = tuple(b for b in backends if b != "lsa") or ("gin",)
     return DesignSpace(
-        backends=backends,
+        backends=backends_for(topology, BACKENDS),
         issuers=("thread", "warp", "cta", "copy_engine"),
         chunk_sizes=CHUNK_SIZES,
         topology=topology,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, Rule, Topology
 from cuco.kit.evolve import assemble
-from cuco.kit.space import backends_for, lsa_one_node
+from cuco.kit.space import backend_subset, backends_for, lsa_one_node
 from cuco.kit.template import fill
 from cuco.workloads.kv_transfer import frozen
 from cuco.workloads.kv_transfer.blocks import DECODE_STAGED, PREFILL, SIGNAL_CHUNK, SIGNAL_LAYER
@@ -57,19 +57,15 @@ def _copy_engine(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
-def _gin(d: Directives, _s: DesignSpace) -> str | None:
-    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
-                               or d.issuer not in ("warp", "cta") or d.chunk_bytes != WHOLE):
-        return ("backend=gin is rendered as page puts with one signal per layer (placement=split_put_wait, "
-                "sync_scope=signal, issuer=warp or cta, chunk_bytes=whole); GIN has no peer loads and the candidate "
-                "ABI declares no GIN barrier")
-    return None
-
-
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("kv-chunks", _chunks),
     Rule("kv-copy-engine", _copy_engine),
-    Rule("kv-gin-subset", _gin),
+    backend_subset("kv-gin-subset", "gin",
+                   "backend=gin is rendered as page puts with one signal per layer (placement=split_put_wait, "
+                   "sync_scope=signal, issuer=warp or cta, chunk_bytes=whole); GIN has no peer loads and the "
+                   "candidate ABI declares no GIN barrier",
+                   placement=("split_put_wait",), sync_scope=("signal",), issuer=("warp", "cta"),
+                   chunk_bytes=(WHOLE,)),
     lsa_one_node("kv-lsa-one-node", "writes the decode pages by NVLink stores"),
 )
 #: signal-needs-chunks does not hold here: signals are per layer even with whole-layer transfers (L flags per

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from cuco.shape import dims_in
 from cuco.workload import Shape, ShapeError
 
 DIM_NAMES = ("S", "KV", "L")
@@ -40,7 +41,7 @@ def parse(text: str | Sequence[int]) -> Shape:
         if key in NAMED:
             return NAMED[key]
         try:
-            dims = tuple(int(p) for p in key.replace("x", ",").split(",") if p.strip())
+            dims = dims_in(key)
         except ValueError:
             raise ShapeError(f"unknown kv_transfer shape {text!r}; known: {', '.join(NAMED)} (or three integers "
                              f"{','.join(DIM_NAMES)}: tokens, KV width, layers)") from None

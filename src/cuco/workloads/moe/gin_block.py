@@ -10,6 +10,17 @@ RDMA NIC; the harness reports 'unsupported' otherwise).
 
 from __future__ import annotations
 
+from cuco.workloads.moe.put_protocol import (
+    ENQUEUE_AND_CLOSE,
+    OWN_COUNTS,
+    PEER_OUT_COUNT,
+    PEER_ROWS_COUNT,
+    PLAN,
+    PUT_JOBS,
+    PUT_LIST_JOB,
+    RETURN_ROWS,
+)
+
 COOP_OF = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta"}
 
 GIN_KERNELS = r"""
@@ -36,31 +47,18 @@ __global__ void gin_counts_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, P
     gin.waitSignalMeetShadow(ncclCoopThread(), GS_COUNTS);
     gin.flush(ncclCoopThread());
   }
-  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
-  int32_t* all = reinterpret_cast<int32_t*>(pub + P.cnt_all);
-  for (int64_t i = threadIdx.x; i < g.E; i += blockDim.x) all[g.me * g.E + i] = cnt[i];
-}
-
+""" + OWN_COUNTS + r"""
 // Put: every slot of a peer's expert as one row put, and for each such expert the list of my slot ids.
 __global__ void gin_put_rows_kernel(ncclDevComm dc, ncclWindow_t win_x, ncclWindow_t win_pub, Geo g, PubLayout P,
                                     const char* pub, const int32_t* expert, const int32_t* slot_rank,
                                     const int64_t* cbase) {
   ncclGin gin(dc, 0);
   const ncclTeam world = ncclTeamWorld(dc);
-  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
-  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
-  for (int64_t job = group; job < g.slots + g.E; job += groups) {
-    if (job < g.slots) {
-      const int64_t ge = expert[job];
-      const int q = (int)(ge / g.El);
-      if (q == g.me) continue;
+""" + PUT_JOBS + r"""      if (q == g.me) continue;
       gin.put(world, q, win_pub, (size_t)(P.recv + (cbase[ge] + slot_rank[job]) * g.H * 2), win_x,
               (size_t)((job / g.K) * g.H * 2), (size_t)(g.H * 2), ncclGin_SignalInc{(ncclGinSignal_t)GS_ROWS},
               ncclGin_None{}, Coop());
-    } else {
-      const int64_t ge = job - g.slots;
-      const int q = (int)(ge / g.El);
-      if (q == g.me || cnt[ge] == 0) continue;
+""" + PUT_LIST_JOB + r"""      if (q == g.me || cnt[ge] == 0) continue;
       gin.put(world, q, win_pub, (size_t)(P.rowslot + 4 * cbase[ge]), win_pub,
               (size_t)(P.order + 4 * slots_before(cnt, ge)), (size_t)(4 * cnt[ge]),
               ncclGin_SignalInc{(ncclGinSignal_t)GS_ROWS}, ncclGin_None{}, Coop());
@@ -84,15 +82,7 @@ __global__ void gin_own_rows_kernel(Geo g, PubLayout P, char* pub, const __nv_bf
 
 // Wait for every peer's rows and slot lists: one signal per row put and per non-empty list.
 __global__ void gin_wait_rows_kernel(ncclDevComm dc, Geo g, PubLayout P, const char* pub) {
-  if (threadIdx.x != 0) return;
-  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
-  uint64_t n = 0;
-  for (int p = 0; p < g.W; ++p)
-    for (int64_t e = 0; p != g.me && e < g.El; ++e) {
-      const int32_t c = all[(int64_t)p * g.E + g.me * g.El + e];
-      n += (uint64_t)c + (c > 0 ? 1 : 0);
-    }
-  ncclGin gin(dc, 0);
+""" + PEER_ROWS_COUNT + r"""  ncclGin gin(dc, 0);
   gin.increaseSignalShadow(GS_ROWS, n);
   gin.waitSignalMeetShadow(ncclCoopThread(), GS_ROWS);
 }
@@ -102,19 +92,7 @@ __global__ void gin_return_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, P
                                   const int64_t* rowmap, const int64_t* total) {
   ncclGin gin(dc, 0);
   const ncclTeam world = ncclTeamWorld(dc);
-  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
-  const int64_t n = *total;
-  for (int64_t r = group; r < n; r += groups) {
-    const int64_t m = rowmap[r];
-    const int p = (int)(m >> 32);
-    const int64_t j = m & 0xffffffffll;
-    if (p == g.me) {
-      const int4* src = reinterpret_cast<const int4*>(pub + P.yrows + r * g.H * 2);
-      int4* dst = reinterpret_cast<int4*>(pub + P.back + j * g.H * 2);
-      Coop coop;
-      for (int64_t w = coop.thread_rank(); w < g.H / 8; w += coop.size()) dst[w] = src[w];
-    } else {
-      gin.put(world, p, win_pub, (size_t)(P.back + j * g.H * 2), win_pub, (size_t)(P.yrows + r * g.H * 2),
+""" + RETURN_ROWS + r"""      gin.put(world, p, win_pub, (size_t)(P.back + j * g.H * 2), win_pub, (size_t)(P.yrows + r * g.H * 2),
               (size_t)(g.H * 2), ncclGin_SignalInc{(ncclGinSignal_t)GS_OUT}, ncclGin_None{}, Coop());
     }
   }
@@ -123,12 +101,7 @@ __global__ void gin_return_kernel(ncclDevComm dc, ncclWindow_t win_pub, Geo g, P
 
 // Wait for the outputs of my slots that peers' experts computed, then Y[t] = sum_k gate * back[t*K + k].
 __global__ void gin_wait_out_kernel(ncclDevComm dc, Geo g, PubLayout P, const char* pub) {
-  if (threadIdx.x != 0) return;
-  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
-  uint64_t n = 0;
-  for (int64_t ge = 0; ge < g.E; ++ge)
-    if (ge / g.El != g.me) n += (uint64_t)cnt[ge];
-  ncclGin gin(dc, 0);
+""" + PEER_OUT_COUNT + r"""  ncclGin gin(dc, 0);
   gin.increaseSignalShadow(GS_OUT, n);
   gin.waitSignalMeetShadow(ncclCoopThread(), GS_OUT);
 }
@@ -142,13 +115,7 @@ GIN_ENQUEUE = r"""
   const int32_t* expert = (const int32_t*)ctx->buffers[BUF_EXPERT].ptr;
   if ((rc = route(ctx, st, false, cs))) return rc;
   gin_counts_kernel<<<1, 256, 0, cs>>>(ctx->devcomm, win_pub, g, st->P, pub);
-  plan_kernel<<<1, 1024, 0, cs>>>(g, (const int32_t*)(pub + st->P.cnt_all), W<int64_t>(st, st->L.seg_off),
-                                  W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
-                                  W<int32_t>(st, st->L.grp_exp), W<int64_t>(st, st->L.cbase),
-                                  W<int64_t>(st, st->L.total));
-  if ((rc = launch_ok())) return rc;
-  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
-  gin_put_rows_kernel<<<kCommCtas, 256, 0, ss>>>(ctx->devcomm, win_x, win_pub, g, st->P, pub, expert,
+""" + PLAN + r"""  gin_put_rows_kernel<<<kCommCtas, 256, 0, ss>>>(ctx->devcomm, win_x, win_pub, g, st->P, pub, expert,
                                                  W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase));
   gin_own_rows_kernel<kGroup><<<2 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub,
       (const __nv_bfloat16*)ctx->buffers[BUF_X].ptr, expert, W<int32_t>(st, st->L.slot_rank),
@@ -184,12 +151,4 @@ static Needs block_needs(const cuco_ctx* ctx) {
 
 static int block_setup(cuco_ctx*, State*) { return 0; }  // nothing to prepare beyond the frozen setup
 
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo& g = st->g;
-  cudaStream_t cs = ctx->stream, ss = ctx->side_stream;
-  int rc = 0;
-@ENQUEUE@
-}
-
-}  // namespace cuco_moe
-"""
+""" + ENQUEUE_AND_CLOSE

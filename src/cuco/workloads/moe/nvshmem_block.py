@@ -9,6 +9,17 @@ under their own signal: the own-rows FFN waits for it, so the arrival path is ex
 
 from __future__ import annotations
 
+from cuco.workloads.moe.put_protocol import (
+    ENQUEUE_AND_CLOSE,
+    OWN_COUNTS,
+    PEER_OUT_COUNT,
+    PEER_ROWS_COUNT,
+    PLAN,
+    PUT_JOBS,
+    PUT_LIST_JOB,
+    RETURN_ROWS,
+)
+
 PUT_OF = {"thread": "nvshmem_putmem_signal", "warp": "nvshmemx_putmem_signal_warp",
           "cta": "nvshmemx_putmem_signal_block"}
 
@@ -43,27 +54,14 @@ __global__ void nv_counts_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow
     wait_for(sig, shadow, NS_COUNTS, (uint64_t)(g.W - 1));
   }
   __syncthreads();
-  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
-  int32_t* all = reinterpret_cast<int32_t*>(pub + P.cnt_all);
-  for (int64_t i = threadIdx.x; i < g.E; i += blockDim.x) all[g.me * g.E + i] = cnt[i];
-}
-
+""" + OWN_COUNTS + r"""
 // Every slot's row to its expert's owner, and for each expert the list of my slot ids (to myself too: OWN).
 __global__ void nv_put_rows_kernel(Geo g, PubLayout P, char* pub, const char* x, const int32_t* expert,
                                    const int32_t* slot_rank, const int64_t* cbase) {
   uint64_t* sig = nv_signals(pub, P);
-  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
-  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
-  for (int64_t job = group; job < g.slots + g.E; job += groups) {
-    if (job < g.slots) {
-      const int64_t ge = expert[job];
-      const int q = (int)(ge / g.El);
-      @PUT@(pub + P.recv + (cbase[ge] + slot_rank[job]) * g.H * 2, x + (job / g.K) * g.H * 2, (size_t)(g.H * 2),
+""" + PUT_JOBS + r"""      @PUT@(pub + P.recv + (cbase[ge] + slot_rank[job]) * g.H * 2, x + (job / g.K) * g.H * 2, (size_t)(g.H * 2),
             &sig[q == g.me ? NS_OWN : NS_ROWS], 1, NVSHMEM_SIGNAL_ADD, q);
-    } else {
-      const int64_t ge = job - g.slots;
-      const int q = (int)(ge / g.El);
-      if (cnt[ge] == 0) continue;
+""" + PUT_LIST_JOB + r"""      if (cnt[ge] == 0) continue;
       @PUT@(pub + P.rowslot + 4 * cbase[ge], pub + P.order + 4 * slots_before(cnt, ge), (size_t)(4 * cnt[ge]),
             &sig[q == g.me ? NS_OWN : NS_ROWS], 1, NVSHMEM_SIGNAL_ADD, q);
     }
@@ -84,33 +82,13 @@ __global__ void nv_wait_own_kernel(Geo g, PubLayout P, char* pub, uint64_t* shad
 
 // Wait for every peer's rows and slot lists.
 __global__ void nv_wait_rows_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow) {
-  if (threadIdx.x != 0) return;
-  const int32_t* all = reinterpret_cast<const int32_t*>(pub + P.cnt_all);
-  uint64_t n = 0;
-  for (int p = 0; p < g.W; ++p)
-    for (int64_t e = 0; p != g.me && e < g.El; ++e) {
-      const int32_t c = all[(int64_t)p * g.E + g.me * g.El + e];
-      n += (uint64_t)c + (c > 0 ? 1 : 0);
-    }
-  wait_for(nv_signals(pub, P), shadow, NS_ROWS, n);
+""" + PEER_ROWS_COUNT + r"""  wait_for(nv_signals(pub, P), shadow, NS_ROWS, n);
 }
 
 // Expert outputs back to their sources (slot order in the source's back rows); own rows by local copy.
 __global__ void nv_return_kernel(Geo g, PubLayout P, char* pub, const int64_t* rowmap, const int64_t* total) {
   uint64_t* sig = nv_signals(pub, P);
-  const size_t group = cuco::lsa::issuer_group<Coop>(blockIdx.x), groups = cuco::lsa::issuer_groups<Coop>(gridDim.x);
-  const int64_t n = *total;
-  for (int64_t r = group; r < n; r += groups) {
-    const int64_t m = rowmap[r];
-    const int p = (int)(m >> 32);
-    const int64_t j = m & 0xffffffffll;
-    if (p == g.me) {
-      const int4* src = reinterpret_cast<const int4*>(pub + P.yrows + r * g.H * 2);
-      int4* dst = reinterpret_cast<int4*>(pub + P.back + j * g.H * 2);
-      Coop coop;
-      for (int64_t w = coop.thread_rank(); w < g.H / 8; w += coop.size()) dst[w] = src[w];
-    } else {
-      @PUT@(pub + P.back + j * g.H * 2, pub + P.yrows + r * g.H * 2, (size_t)(g.H * 2), &sig[NS_OUT], 1,
+""" + RETURN_ROWS + r"""      @PUT@(pub + P.back + j * g.H * 2, pub + P.yrows + r * g.H * 2, (size_t)(g.H * 2), &sig[NS_OUT], 1,
             NVSHMEM_SIGNAL_ADD, p);
     }
   }
@@ -118,12 +96,7 @@ __global__ void nv_return_kernel(Geo g, PubLayout P, char* pub, const int64_t* r
 
 // Wait for the outputs of my slots that peers' experts computed.
 __global__ void nv_wait_out_kernel(Geo g, PubLayout P, char* pub, uint64_t* shadow) {
-  if (threadIdx.x != 0) return;
-  const int32_t* cnt = reinterpret_cast<const int32_t*>(pub + P.cnt);
-  uint64_t n = 0;
-  for (int64_t ge = 0; ge < g.E; ++ge)
-    if (ge / g.El != g.me) n += (uint64_t)cnt[ge];
-  wait_for(nv_signals(pub, P), shadow, NS_OUT, n);
+""" + PEER_OUT_COUNT + r"""  wait_for(nv_signals(pub, P), shadow, NS_OUT, n);
 }
 
 """
@@ -135,13 +108,7 @@ NV_ENQUEUE = r"""
   const int32_t* expert = (const int32_t*)ctx->buffers[BUF_EXPERT].ptr;
   if ((rc = route(ctx, st, false, cs))) return rc;
   nv_counts_kernel<<<1, 256, 0, cs>>>(g, st->P, pub, shadow);
-  plan_kernel<<<1, 1024, 0, cs>>>(g, (const int32_t*)(pub + st->P.cnt_all), W<int64_t>(st, st->L.seg_off),
-                                  W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
-                                  W<int32_t>(st, st->L.grp_exp), W<int64_t>(st, st->L.cbase),
-                                  W<int64_t>(st, st->L.total));
-  if ((rc = launch_ok())) return rc;
-  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
-  nv_put_rows_kernel<<<kCommCtas, 256, 0, ss>>>(g, st->P, pub, (const char*)ctx->buffers[BUF_X].ptr, expert,
+""" + PLAN + r"""  nv_put_rows_kernel<<<kCommCtas, 256, 0, ss>>>(g, st->P, pub, (const char*)ctx->buffers[BUF_X].ptr, expert,
                                                 W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase));
   if ((rc = launch_ok())) return rc;
   nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
@@ -180,12 +147,4 @@ static int block_setup(cuco_ctx* ctx, State* st) {
   return cuco::kit::nvshmem_attach(ctx);
 }
 
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo& g = st->g;
-  cudaStream_t cs = ctx->stream, ss = ctx->side_stream;
-  int rc = 0;
-@ENQUEUE@
-}
-
-}  // namespace cuco_moe
-"""
+""" + ENQUEUE_AND_CLOSE

@@ -29,7 +29,7 @@ from __future__ import annotations
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, Rule, Topology
 from cuco.extra_directives import ExtraDirective
 from cuco.kit.evolve import assemble
-from cuco.kit.space import backends_for, lsa_one_node
+from cuco.kit.space import backend_subset, backends_for, lsa_one_node
 from cuco.kit.template import fill
 from cuco.workloads.moe import frozen
 from cuco.workloads.moe.gin_block import COOP_OF, GIN_BLOCK, GIN_ENQUEUE, GIN_KERNELS
@@ -73,30 +73,21 @@ def _fp8_pulls(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
-def _gin_subset(d: Directives, _s: DesignSpace) -> str | None:
-    if d.backend == "gin" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
-                               or d.get("dispatch_dtype") != "bf16"):
-        return ("backend=gin is rendered as puts with signals (placement=split_put_wait, sync_scope=signal) of bf16 "
-                "rows: GIN has no peer loads to pull with, no barrier the candidate ABI declares, and no fp8 "
-                "template; pick those directives or backend=lsa")
-    return None
-
-
-def _nvshmem_subset(d: Directives, _s: DesignSpace) -> str | None:
-    if d.backend == "nvshmem" and (d.placement != "split_put_wait" or d.sync_scope != "signal"
-                                   or d.get("dispatch_dtype") != "bf16" or d.issuer == "copy_engine"):
-        return ("backend=nvshmem is rendered as puts with signals (placement=split_put_wait, sync_scope=signal) of "
-                "bf16 rows by an SM issuer; pick those directives or backend=lsa")
-    return None
-
-
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("moe-chunks-only-fused", _chunks_only_fused),
     Rule("moe-copy-engine-subset", _copy_engine_subset),
     Rule("moe-fp8-pulls", _fp8_pulls),
     lsa_one_node("moe-lsa-one-node", "pulls and pushes by NVLink load/store"),
-    Rule("moe-gin-subset", _gin_subset),
-    Rule("moe-nvshmem-subset", _nvshmem_subset),
+    backend_subset("moe-gin-subset", "gin",
+                   "backend=gin is rendered as puts with signals (placement=split_put_wait, sync_scope=signal) of "
+                   "bf16 rows: GIN has no peer loads to pull with, no barrier the candidate ABI declares, and no fp8 "
+                   "template; pick those directives or backend=lsa",
+                   placement=("split_put_wait",), sync_scope=("signal",), dispatch_dtype=("bf16",)),
+    backend_subset("moe-nvshmem-subset", "nvshmem",
+                   "backend=nvshmem is rendered as puts with signals (placement=split_put_wait, sync_scope=signal) of "
+                   "bf16 rows by an SM issuer; pick those directives or backend=lsa",
+                   placement=("split_put_wait",), sync_scope=("signal",), dispatch_dtype=("bf16",),
+                   issuer=("thread", "warp", "cta")),
 )
 #: signal-needs-chunks does not hold here: MoE's signals are per source (ready, outputs, done, arrived), not
 #: per chunk, so sync_scope=signal with whole buffers is a barrier-free protocol of its own.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from cuco.shape import dims_in
 from cuco.workload import Shape, ShapeError
 from cuco.workloads.moe import routing
 
@@ -31,9 +32,8 @@ def parse(text: str | Sequence[int]) -> Shape:
         if any(c.isalpha() for c in key.replace("x", "")):
             raise ShapeError(f"unknown moe shape name {text!r}; known: {', '.join(NAMED)} (or six integers "
                              f"{','.join(DIM_NAMES)})")
-        parts = key.replace("x", ",").split(",")
         try:
-            dims = tuple(int(p) for p in parts if p.strip())
+            dims = dims_in(key)
         except ValueError:
             raise ShapeError(f"cannot read moe shape {text!r}; write {','.join(DIM_NAMES)} as integers") from None
     else:

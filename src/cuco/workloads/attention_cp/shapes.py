@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cuco.shape import dims_in
+from cuco.shape import parse_named
 from cuco.workload import Shape, ShapeError
 
 DIM_NAMES = ("S", "HQ", "HKV", "D", "CAUSAL")
@@ -29,21 +29,7 @@ NAMED: dict[str, Shape] = {
 
 def parse(text: str | Sequence[int]) -> Shape:
     """A named shape ('s8192-d64', 'llama3-8b', ...) or five integers S,HQ,HKV,D,CAUSAL."""
-    if isinstance(text, str):
-        key = text.strip()
-        if key in NAMED:
-            return NAMED[key]
-        try:
-            dims = dims_in(key)
-        except ValueError:
-            raise ShapeError(f"unknown attention_cp shape {text!r}; known: {', '.join(NAMED)} (or five integers "
-                             f"{','.join(DIM_NAMES)})") from None
-    else:
-        dims = tuple(int(d) for d in text)
-    if len(dims) != len(DIM_NAMES):
-        raise ShapeError(f"attention_cp takes 5 sizes {','.join(DIM_NAMES)} (total tokens, query heads, KV heads, "
-                         f"head dim, causal 0/1); got {text!r}")
-    return Shape(dims)
+    return parse_named(text, NAMED, "attention_cp", DIM_NAMES, "total tokens, query heads, KV heads, head dim, causal 0/1")
 
 
 def bench_for(world: int) -> list[Shape]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cuco.shape import dims_in
+from cuco.shape import parse_named
 from cuco.workload import Shape, ShapeError
 
 DIM_NAMES = ("S", "KV", "L")
@@ -36,21 +36,7 @@ def query_heads(kv: int) -> int:
 
 def parse(text: str | Sequence[int]) -> Shape:
     """A named shape ('s4096-kv1024', 'long', 'verify-kv512', ...) or three integers S,KV,L."""
-    if isinstance(text, str):
-        key = text.strip()
-        if key in NAMED:
-            return NAMED[key]
-        try:
-            dims = dims_in(key)
-        except ValueError:
-            raise ShapeError(f"unknown kv_transfer shape {text!r}; known: {', '.join(NAMED)} (or three integers "
-                             f"{','.join(DIM_NAMES)}: tokens, KV width, layers)") from None
-    else:
-        dims = tuple(int(d) for d in text)
-    if len(dims) != len(DIM_NAMES):
-        raise ShapeError(f"kv_transfer takes 3 sizes {','.join(DIM_NAMES)} (prompt tokens, KV width = 128 x KV heads, "
-                         f"layers); got {text!r}")
-    return Shape(dims)
+    return parse_named(text, NAMED, "kv_transfer", DIM_NAMES, "prompt tokens, KV width = 128 x KV heads, layers")
 
 
 def check(shape: Shape, world: int) -> None:

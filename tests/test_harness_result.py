@@ -132,22 +132,28 @@ def test_request_validation(kwargs: dict, match: str) -> None:
         HarnessRequest(**base)
 
 
-@pytest.fixture(scope="module")
-def selftest() -> Path:
+def _selftest_binary(name: str, sources: list[str], headers: list[str]) -> Path:
+    """A self-test program over harness sources (fixture `name`.cpp + csrc/harness/`sources`), compiled once per
+    content into the cache; skips where nvcc or the toolchain is missing."""
     if shutil.which("nvcc") is None and not os.environ.get("CUCO_NVCC"):
-        pytest.skip("needs nvcc to compile the harness self-test")
+        pytest.skip(f"needs nvcc to compile {name}")
     try:
         tc = Toolchain.detect()
     except ToolchainError as exc:
         pytest.skip(f"toolchain incomplete: {exc}")
     h = csrc_dir() / "harness"
-    sources = [FIXTURES / "harness_selftest.cpp", h / "timing.cpp", h / "json.cpp"]
-    key = content_hash(*(p.read_bytes() for p in [*sources, h / "timing.h", h / "json.h"]), tc.fingerprint())
-    out = cache_dir() / "selftest" / key / "harness_selftest"
+    files = [FIXTURES / f"{name}.cpp", *(h / f for f in sources)]
+    key = content_hash(*(p.read_bytes() for p in [*files, *(h / f for f in headers)]), tc.fingerprint())
+    out = cache_dir() / "selftest" / key / name
     if not out.exists():
-        res = tc.compile(sources, out, shared=False, include_dirs=[h, include_dir()])
+        res = tc.compile(files, out, shared=False, include_dirs=[h, include_dir()])
         assert res.ok, res.log
     return out
+
+
+@pytest.fixture(scope="module")
+def selftest() -> Path:
+    return _selftest_binary("harness_selftest", ["timing.cpp", "json.cpp"], ["timing.h", "json.h"])
 
 
 def run_selftest(binary: Path, ranks: list[list[float]], text: str) -> dict:
@@ -319,22 +325,8 @@ def test_runner_keeps_graph_outcomes_and_a_death_in_the_graph_phase_is_the_graph
 
 @pytest.fixture(scope="module")
 def report_selftest() -> Path:
-    if shutil.which("nvcc") is None and not os.environ.get("CUCO_NVCC"):
-        pytest.skip("needs nvcc to compile the report self-test")
-    try:
-        tc = Toolchain.detect()
-    except ToolchainError as exc:
-        pytest.skip(f"toolchain incomplete: {exc}")
-    h = csrc_dir() / "harness"
-    sources = [FIXTURES / "report_selftest.cpp", *(h / f for f in ("report.cpp", "json.cpp", "timing.cpp",
-                                                                    "options.cpp"))]
-    headers = [h / f for f in ("report.h", "json.h", "timing.h", "options.h")]
-    key = content_hash(*(p.read_bytes() for p in [*sources, *headers]), tc.fingerprint())
-    out = cache_dir() / "selftest" / key / "report_selftest"
-    if not out.exists():
-        res = tc.compile(sources, out, shared=False, include_dirs=[h, include_dir()])
-        assert res.ok, res.log
-    return out
+    return _selftest_binary("report_selftest", ["report.cpp", "json.cpp", "timing.cpp", "options.cpp"],
+                            ["report.h", "json.h", "timing.h", "options.h"])
 
 
 def _report(binary: Path, mode: str, tmp_path: Path, *extra: str, n: int = 4) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@ with, and a clear error for a GPU count that cannot serve the world size; reader
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -200,3 +201,20 @@ def test_cuco_run_with_a_world_larger_than_the_gpus_says_which_world_to_use(gpus
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"{gpus} GPU(s) found, --world {gpus + 1} needs {gpus + 1}; run with --world {gpus}" in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_loser_that_reads_the_lock_file_before_its_holder_wrote_it_still_names_the_holder(tmp_path, monkeypatch):
+    """The holder writes its pid just after taking the lock; a loser reading in between waits for it."""
+    import threading
+
+    from cuco import runlock
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    path = run_dir / runlock.LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held, pid not yet written
+    threading.Timer(0.03, lambda: os.pwrite(fd, b"4242\n", 0)).start()
+    with pytest.raises(runlock.RunLockedError, match="is being written by process 4242"):
+        runlock.acquire(run_dir)
+    os.close(fd)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 from contextlib import contextmanager
@@ -28,10 +29,17 @@ class RunLockedError(CucoError):
 
 
 def _holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
-    except OSError:
-        text = ""
+    """Who holds the lock: the pid its holder writes right after taking it. A loser can read in the instant between
+    the two (an empty file), so an empty read is retried for up to 0.1 s before the holder goes unnamed."""
+    text = ""
+    for _ in range(20):
+        try:
+            text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        except OSError:
+            break
+        if text:
+            break
+        time.sleep(0.005)
     return f"process {text}" if text.isdigit() else "another process"
 
 

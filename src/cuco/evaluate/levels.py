@@ -8,6 +8,7 @@ never an exception.
 
 from __future__ import annotations
 
+import abc
 from typing import Callable, Iterable, Mapping, Sequence
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
@@ -52,7 +53,7 @@ def feedback_headline(feedback: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-class Cascade:
+class Cascade(abc.ABC):
     """The level order, the stage events and the no-GPU rule, shared by every measured runner.
 
     A runner sets `executor` and `world` and defines the level bodies: `static_level` (one candidate),
@@ -124,21 +125,21 @@ class Cascade:
         tell(self.on_stage, (out[i] for i in sorted(indices)), stage)
 
     # -- the level bodies ---------------------------------------------------------------------------------
+    @abc.abstractmethod
     def static_level(self, c: Candidate) -> LevelResult:
         """L0 of one candidate."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def compile_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
         """L1 of the candidates `alive`; the indices that compiled."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def verify_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
         """L2 of the candidates `alive`; the indices that verified."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def bench_level(self, out: list[Candidate], alive: list[int]) -> None:
         """L3 of the candidates `alive`: their times, metrics and fitness."""
-        raise NotImplementedError
 
     def feedback(self, c: Candidate) -> str:
         """A short summary for a person or an LLM: the first failure with its reason, or the timing."""

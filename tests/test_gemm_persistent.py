@@ -62,7 +62,8 @@ class Args(ctypes.Structure):
                 ("M", ctypes.c_int64), ("N", ctypes.c_int64), ("K", ctypes.c_int64),
                 ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldc", ctypes.c_int64),
                 ("local_row_begin", ctypes.c_int64), ("local_row_end", ctypes.c_int64), ("order", ctypes.c_int),
-                ("flags", ctypes.c_void_p), ("epoch", ctypes.c_uint32), ("rows_per_rank", ctypes.c_int64),
+                ("flags", ctypes.c_void_p), ("epoch", ctypes.c_uint32), ("epoch_at", ctypes.c_void_p),
+                ("rows_per_rank", ctypes.c_int64),
                 ("chunk_rows", ctypes.c_int64), ("chunks_per_rank", ctypes.c_int), ("sm_count", ctypes.c_int),
                 ("config", ctypes.c_int), ("swizzle", ctypes.c_int)]
 

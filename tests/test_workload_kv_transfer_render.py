@@ -42,7 +42,7 @@ def test_space_covers_every_placement_and_issuer():
     ("lsa/fused/signal/warp/1MiB", ["kGroup = 32", "kChunkBytes = 1048576", "cuco_kvt_project_kv_rows",
                                     "ctx->sm_count - kCommCtas", "f.arrived(l, c)"]),
     ("lsa/stream_overlap/world/copy_engine/whole", ["copy_engine_rows", "barrier(ctx, cs)", "n.lsa_barriers = 1"]),
-    ("lsa/split_put_wait/signal/cta/256KiB", ["wait_own(ctx, f.arrived(l, c)", "f.done()", "kGroup = 0"]),
+    ("lsa/split_put_wait/signal/cta/256KiB", ["wait_own(ctx, st, f.arrived(l, c)", "f.done()", "kGroup = 0"]),
     ("gin/split_put_wait/signal/cta/whole", ["gin.put(", "n.gin_required = 1", "ncclCoopCta"]),
 ])
 def test_the_block_holds_the_points_mechanism(label, wanted):

@@ -4,7 +4,7 @@
 // workload's check on every rank.
 //
 // Why: a graph freezes every host-side argument of the captured launch, ctx->iteration among them. Candidates
-// that take their flag epoch from it (kit/skeleton.cuh: st->epoch = epoch_of(ctx->iteration)) wait for the
+// that take their flag epoch from it (as kit/skeleton.cuh did before it kept the epoch on the device) wait for the
 // same epoch on every replay; from the second replay on their flags are already set, so a consumer reads before
 // the delayed remote writer has written and the check fails. That is recorded truthfully, never repaired here.
 //

@@ -90,7 +90,8 @@ typedef struct cuco_ctx {
   size_t workspace_bytes;
   cuco_buffer symmetric_workspace;  // requirements.symmetric_workspace_bytes, with its window
 
-  uint64_t iteration;           // incremented by the harness before every launch: use as an epoch for flags
+  uint64_t iteration;           // incremented by the harness before every launch (a host value: a CUDA graph freezes
+                                // it, so flag epochs belong in device memory, as cuco/kit/skeleton.cuh keeps them)
   void* candidate_state;        // owned by the candidate (set in setup, freed in teardown)
   void* workload_state;         // owned by the workload plugin
 

@@ -1,6 +1,7 @@
 // Reusable device-side helpers for LSA (NVLink load/store) communication.
 //
-//   * epoch flags: 32-bit flags that carry the launch epoch (ctx->iteration based), compared with a rolling
+//   * epoch flags: 32-bit flags that carry the launch epoch (a per-rank device word the kit's skeleton advances
+//     once per launch, so CUDA-graph replays advance it too), compared with a rolling
 //     "reached" test so they never need resetting between back-to-back launches;
 //   * issuers: which thread group (ncclCoopThread / ncclCoopWarp / ncclCoopCta) moves a transfer, and how many
 //     such groups a set of CTAs holds;
@@ -26,6 +27,13 @@ __host__ __device__ inline uint32_t epoch_of(uint64_t iteration) {
   uint32_t e = (uint32_t)(iteration + 1);
   return e == 0 ? 1u : e;
 }
+
+// The epoch after e (the launch after): never 0, as epoch_of. Candidates keep it on the device (kit/stream_sync.cuh).
+__host__ __device__ inline uint32_t next_epoch(uint32_t e) { return e + 1 == 0 ? 1u : e + 1; }
+
+// The epoch before e: the previous launch's (0xFFFFFFFF before 1, as next_epoch wraps). On the first launch (e = 1)
+// zero-initialised flags have reached it, so a wait for "the previous launch" passes at once.
+__host__ __device__ inline uint32_t prev_epoch(uint32_t e) { return e == 1 ? 0xFFFFFFFFu : e - 1; }
 
 // Rolling comparison: true when flag value v is at or past epoch e (survives 32-bit wrap-around).
 __host__ __device__ inline bool epoch_reached(uint32_t v, uint32_t e) { return (int32_t)(v - e) >= 0; }

@@ -23,7 +23,8 @@ BACKEND_NOTES = """\
 - NVSHMEM: `nvshmem_putmem_signal_nbi` / `nvshmem_signal_wait_until`, device code built with -rdc; only where
   the library is present.
 - Placement: fused kernels wait on peers inside the compute kernel, so their grid must be co-resident; per-chunk
-  flags (sync_scope=signal) need an epoch (ctx->iteration) so that a later launch never reads a stale flag.
+  flags (sync_scope=signal) need an epoch that lives on the device (the kit's st->epoch_at, advanced once per
+  launch; never ctx->iteration, which a CUDA graph freezes) so that a later launch never reads a stale flag.
 - The harness owns main, buffers, timing and verification; the candidate fills the C ABI (requirements, setup,
   launch, teardown) and must be correct for every rank and every chunk size."""
 

@@ -37,11 +37,18 @@ struct Needs {
   int own_streams = 0;
 };
 
+// The device epoch word: one uint32 in its own 256-byte slot after the block's flags in ctx->workspace, zeroed with
+// them when the harness allocates the workspace. launch() advances it on the device (stream_sync.cuh), so a launch
+// captured in a CUDA graph takes a new epoch on every replay.
+constexpr size_t kEpochSlotBytes = 256;
+inline size_t epoch_offset(size_t lib_bytes, const Needs& n) { return (lib_bytes + n.flag_bytes + 255) / 256 * 256; }
+
 struct Base {
   cudaEvent_t ev_start = nullptr, ev_side = nullptr;
-  StreamOps ops;
   Needs needs;
-  uint32_t epoch = 0;  // cuco::lsa::epoch_of(ctx->iteration) of the current launch
+  // Where this launch's epoch lives (device memory, never read by the host): kernels take this pointer and load
+  // the epoch at their start (cuco::kit::load_epoch); stream waits and sets take it too.
+  uint32_t* epoch_at = nullptr;
   cudaStream_t own_stream[kMaxOwnStreams] = {};  // Needs::own_streams of them, non-blocking; forked by the block
   // Peers' symmetric buffers as this rank maps them (null for this rank and non-symmetric buffers), resolved
   // once at setup so host-issued copy-engine transfers can address them.
@@ -52,12 +59,14 @@ inline char* peer_base(Base* st, int buffer, int rank) {
   return (buffer < CUCO_MAX_BUFFERS && rank >= 0 && rank < kMaxRanks) ? st->peer[buffer][rank] : nullptr;
 }
 
-inline int stream_wait_epoch(Base* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
-  return stream_wait_epoch(st->ops, s, flag, e);
+// Stream s waits until *flag reaches this launch's epoch (or the previous launch's: back = kPrevLaunch).
+inline int stream_wait_epoch(Base* st, cudaStream_t s, const uint32_t* flag, int back = kThisLaunch) {
+  return stream_wait_epoch(s, flag, st->epoch_at, back);
 }
 
-inline int stream_set_epoch(Base* st, cudaStream_t s, uint32_t* flag, uint32_t e) {
-  return stream_set_epoch(st->ops, s, flag, e);
+// *flag := this launch's epoch after the work before it on stream s.
+inline int stream_set_epoch(Base* st, cudaStream_t s, uint32_t* flag) {
+  return stream_set_epoch(s, flag, st->epoch_at);
 }
 
 inline int launch_ok() { return cudaGetLastError() == cudaSuccess ? 0 : 64; }
@@ -89,7 +98,7 @@ inline int resolve_peers(cuco_ctx* ctx, Base* st) {
 template <class W>
 int requirements(const cuco_ctx* ctx, cuco_requirements* req) {
   const Needs n = W::needs(ctx);
-  req->workspace_bytes = W::kLibWorkspaceBytes + n.flag_bytes;
+  req->workspace_bytes = epoch_offset(W::kLibWorkspaceBytes, n) + kEpochSlotBytes;  // library | flags | epoch
   req->symmetric_workspace_bytes = n.sym_bytes;
   req->lsa_barrier_count = n.lsa_barriers;
   req->gin_signal_count = n.gin_signals;
@@ -105,7 +114,9 @@ int setup(cuco_ctx* ctx) {
   typename W::State* st = new typename W::State();
   ctx->candidate_state = st;
   st->needs = W::needs(ctx);
-  if (ctx->workspace_bytes < W::kLibWorkspaceBytes + st->needs.flag_bytes) return 2;
+  const size_t epoch_off = epoch_offset(W::kLibWorkspaceBytes, st->needs);
+  if (!ctx->workspace || ctx->workspace_bytes < epoch_off + kEpochSlotBytes) return 2;
+  st->epoch_at = (uint32_t*)((char*)ctx->workspace + epoch_off);
   if (st->needs.sym_bytes && (!ctx->symmetric_workspace.ptr || ctx->symmetric_workspace.bytes < st->needs.sym_bytes))
     return 3;
   if (st->needs.lsa_barriers && !ctx->has_devcomm) return 4;
@@ -118,15 +129,18 @@ int setup(cuco_ctx* ctx) {
   if (rc) return rc;
   if (cudaEventCreateWithFlags(&st->ev_start, cudaEventDisableTiming) != cudaSuccess) return 5;
   if (cudaEventCreateWithFlags(&st->ev_side, cudaEventDisableTiming) != cudaSuccess) return 5;
-  load_stream_ops(&st->ops);
   return resolve_peers(ctx, st);
 }
 
-// One operation: fork the side stream off ctx->stream, enqueue the block's work, join it back.
+// One operation: advance the device epoch, fork the side stream off ctx->stream, enqueue the block's work, join it
+// back. Nothing here depends on ctx->iteration or any other host value that changes per launch, so a captured
+// launch replays as a fresh one: every rank runs the same number of launches (eager or replayed), so the ranks'
+// epoch words agree, as ctx->iteration did.
 template <class W>
 int launch(cuco_ctx* ctx) {
   typename W::State* st = (typename W::State*)ctx->candidate_state;
-  st->epoch = cuco::lsa::epoch_of(ctx->iteration);
+  advance_epoch_kernel<<<1, 1, 0, ctx->stream>>>(st->epoch_at);  // before ev_start: the side stream sees it too
+  if (cudaGetLastError() != cudaSuccess) return 6;
   if (cudaEventRecord(st->ev_start, ctx->stream) != cudaSuccess) return 6;
   if (cudaStreamWaitEvent(ctx->side_stream, st->ev_start, 0) != cudaSuccess) return 6;
   int rc = W::enqueue(ctx, st);

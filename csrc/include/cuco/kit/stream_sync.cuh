@@ -1,8 +1,17 @@
-// Stream-ordered epoch flags: a stream waits until a flag reaches an epoch, or raises it after its prior work.
-// cuStreamWaitValue32 / cuStreamWriteValue32 hold no SM; where the driver lacks them a one-thread kernel does it.
+// Stream-ordered epoch flags with the launch epoch on the device, so that a launch captured in a CUDA graph
+// replays correctly: a stream waits until a flag reaches the current epoch, or raises it after its prior work.
+//
+// The epoch of a launch lives in one uint32 per rank in the candidate's workspace (the skeleton's epoch word,
+// zeroed with the flags when the workspace is allocated). launch() advances it on ctx->stream before it forks the
+// side stream, so every kernel of the launch, on either stream, finds the new value there. Nothing host-side
+// carries an epoch: a graph that captured one launch advances the word on every replay, as eager launches do.
+//
+// Performance trade: cuStreamWaitValue32 / cuStreamWriteValue32 take their value as a host argument, which a graph
+// freezes, so they are not used for epochs. A stream wait is a one-thread kernel instead: it holds one warp of one
+// SM while it spins (the stream it sits in waits anyway), and costs a kernel launch (a few microseconds of
+// latency, mostly hidden behind the work already queued). A stream set is a one-thread kernel too.
 #pragma once
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -11,46 +20,39 @@
 namespace cuco {
 namespace kit {
 
-struct StreamOps {
-  CUresult (*wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
-  CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
-};
+// Which launch's epoch a wait is for: this launch's, or the one before (e.g. "peers finished reading what the
+// previous launch published"; on the first launch zero-initialised flags have reached it).
+enum EpochOf : int { kThisLaunch = 0, kPrevLaunch = 1 };
 
-// Resolve the driver entry points (setup only). Missing ones stay null: the kernel fallbacks are used.
-inline void load_stream_ops(StreamOps* ops) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-      q == cudaDriverEntryPointSuccess)
-    ops->wait_value32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-      q == cudaDriverEntryPointSuccess)
-    ops->write_value32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
-  (void)cudaGetLastError();
+// The epoch at `at` (the skeleton's epoch word), read once by a kernel of the launch. A plain load: the advance
+// kernel ran before it in stream order (the side stream is forked after it).
+__device__ __forceinline__ uint32_t load_epoch(const uint32_t* at, int back = kThisLaunch) {
+  const uint32_t e = *at;
+  return back == kPrevLaunch ? cuco::lsa::prev_epoch(e) : e;
 }
 
-__global__ void wait_epoch_kernel(const uint32_t* flag, uint32_t e) {
-  if (threadIdx.x == 0) cuco::lsa::wait_epoch(flag, e);
+// The skeleton's per-launch step: the next epoch (never 0, the wrap rule of cuco::lsa::epoch_of).
+__global__ void advance_epoch_kernel(uint32_t* at) { *at = cuco::lsa::next_epoch(*at); }
+
+__global__ void wait_epoch_kernel(const uint32_t* flag, const uint32_t* at, int back) {
+  cuco::lsa::wait_epoch(flag, load_epoch(at, back));
 }
 
-__global__ void set_epoch_kernel(uint32_t* flag, uint32_t e) {
-  if (threadIdx.x == 0) cuco::lsa::store_release_sys(flag, e);
+__global__ void set_epoch_kernel(uint32_t* flag, const uint32_t* at) {
+  __threadfence_system();
+  cuco::lsa::store_release_sys(flag, load_epoch(at));
 }
 
-// Stream s waits until *flag (device memory) reaches epoch e. 0, or 62/63 on failure.
-inline int stream_wait_epoch(const StreamOps& ops, cudaStream_t s, uint32_t* flag, uint32_t e) {
-  if (ops.wait_value32)
-    return ops.wait_value32((CUstream)s, (CUdeviceptr)flag, e, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS ? 0 : 62;
-  wait_epoch_kernel<<<1, 32, 0, s>>>(flag, e);
+// Stream s waits until *flag (device memory) reaches the epoch at `at` (this launch's, or the previous one's).
+// 0, or 63 on failure. One thread of one CTA: the smallest footprint a spinning kernel can have.
+inline int stream_wait_epoch(cudaStream_t s, const uint32_t* flag, const uint32_t* at, int back = kThisLaunch) {
+  wait_epoch_kernel<<<1, 1, 0, s>>>(flag, at, back);
   return cudaGetLastError() == cudaSuccess ? 0 : 63;
 }
 
-// *flag := e once the work before it on stream s is complete. 0, or 63/65 on failure.
-inline int stream_set_epoch(const StreamOps& ops, cudaStream_t s, uint32_t* flag, uint32_t e) {
-  if (ops.write_value32)
-    return ops.write_value32((CUstream)s, (CUdeviceptr)flag, e, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS ? 0
-                                                                                                             : 65;
-  set_epoch_kernel<<<1, 32, 0, s>>>(flag, e);
+// *flag := the epoch at `at` once the work before it on stream s is complete (release at system scope). 0, or 63.
+inline int stream_set_epoch(cudaStream_t s, uint32_t* flag, const uint32_t* at) {
+  set_epoch_kernel<<<1, 1, 0, s>>>(flag, at);
   return cudaGetLastError() == cudaSuccess ? 0 : 63;
 }
 

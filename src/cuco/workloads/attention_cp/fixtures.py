@@ -19,7 +19,7 @@ FUSED_BASE = "lsa/fused/signal/cta/1MiB"
 STEPS_BASE = "lsa/stream_overlap/signal/cta/whole"
 
 _STEP_LOOP = "  for (int s = 0; s < g.W; ++s) {\n    const int src = source_at(ctx->rank, s, g.W);\n"
-_FLAG_WAIT = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)], st->epoch))) return rc;\n"
+_FLAG_WAIT = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;\n"
 _MERGE_CALL = "cuco_attn_merge, main)"
 
 BAD_MERGE = r"""

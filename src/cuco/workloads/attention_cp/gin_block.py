@@ -35,7 +35,8 @@ static Needs block_needs(const cuco_ctx* ctx) {
 // needs; the puts are handed round-robin to issuer groups.
 __global__ void __launch_bounds__(kCommThreads)
     gin_put_kernel(ncclDevComm dc, ncclWindow_t win_kv, ncclWindow_t win_ring, Flags f, Geo g, int me,
-                   uint32_t epoch) {
+                   const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   ncclGin gin(dc, 0);
   const ncclTeam world = ncclTeamWorld(dc);
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // every reader finished its previous launch
@@ -73,7 +74,7 @@ __global__ void gin_wait_kernel(ncclDevComm dc, int s) {
 
 // placement=split_put_wait over GIN: put kernel (side stream) | own block | per step: wait kernel, attention.
 @ENQUEUE_HEAD@  gin_put_kernel<<<kCommCtas, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_KV].window,
-                                                      ctx->buffers[BUF_RING].window, f, g, ctx->rank, st->epoch);
+                                                      ctx->buffers[BUF_RING].window, f, g, ctx->rank, st->epoch_at);
   if ((rc = launch_ok())) return rc;
   for (int s = 0; s < g.W; ++s) {
     const int src = source_at(ctx->rank, s, g.W);

@@ -56,8 +56,8 @@ static int barrier(cuco_ctx* ctx, cudaStream_t s) {
 
 WAIT_KERNEL = r"""
 // sync_scope=signal: holds a stream until a peer raised this rank's flag to the epoch.
-__global__ void wait_kernel(const uint32_t* flag, uint32_t epoch) {
-  if (threadIdx.x == 0) cuco::lsa::wait_epoch(flag, epoch);
+__global__ void wait_kernel(const uint32_t* flag, const uint32_t* epoch_at) {
+  if (threadIdx.x == 0) cuco::lsa::wait_epoch(flag, cuco::kit::load_epoch(epoch_at));
 }
 """
 
@@ -66,7 +66,8 @@ PULL_KERNEL = r"""
 // ring-step order; all CTAs share each slice, and the last to finish one raises its landed flag.
 __global__ void __launch_bounds__(kCommThreads)
     pull_kernel(ncclDevComm dc, ncclWindow_t win_kv, ncclWindow_t win_sym, const int4* own, int4* ring, Flags f,
-                Geo g, int me, int first, int64_t chunk_rows, uint32_t epoch) {
+                Geo g, int me, int first, int64_t chunk_rows, const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   @ENTRY@
   const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
   const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
@@ -94,7 +95,8 @@ PUSH_KERNEL = r"""
 // s: ring order), only the rows it needs; the last CTA to finish a target raises the arrival there.
 __global__ void __launch_bounds__(kCommThreads)
     push_kernel(ncclDevComm dc, ncclWindow_t win_ring, ncclWindow_t win_sym, const int4* own, Flags f, Geo g, int me,
-                uint32_t epoch) {
+                const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   @ENTRY@
   const size_t group = cuco::lsa::issuer_group<Issuer>(blockIdx.x);
   const size_t ngroups = cuco::lsa::issuer_groups<Issuer>(gridDim.x);
@@ -110,7 +112,8 @@ __global__ void __launch_bounds__(kCommThreads)
 }
 """
 
-# Host-issued copy-engine transfers (no SM moves data); flags are raised by the stream (cuStreamWriteValue32).
+# Host-issued copy-engine transfers (no SM moves data); flags are raised in stream order (a one-thread kernel that
+# reads the device epoch: kit/stream_sync.cuh).
 CE_PULL = r"""
   {  // issuer=copy_engine: DMA copies from the sources' KV blocks (LSA-mapped) into the ring slots
     const cuco::kit::Chunking ch = chunking(g);
@@ -128,7 +131,7 @@ CE_PULL = r"""
             cudaMemcpyAsync(to + (g.Sr + r0) * rb, from + (g.Sr + r0) * rb, n, cudaMemcpyDeviceToDevice, @STREAM@) !=
                 cudaSuccess)
           return 67;
-        if ((rc = stream_set_epoch(st, @STREAM@, &f.local[f.lf.chunk(src, c)], st->epoch))) return rc;
+        if ((rc = stream_set_epoch(st, @STREAM@, &f.local[f.lf.chunk(src, c)]))) return rc;
       }
     }
   }
@@ -156,7 +159,7 @@ SM_PULL = r"""
                                                 ctx->symmetric_workspace.window,
                                                 (const int4*)ctx->buffers[BUF_KV].ptr,
                                                 (int4*)ctx->buffers[BUF_RING].ptr, f, g, ctx->rank, @FIRST@,
-                                                chunking(g).chunk_rows, st->epoch);
+                                                chunking(g).chunk_rows, st->epoch_at);
   if ((rc = launch_ok())) return rc;
 """
 
@@ -164,7 +167,7 @@ SM_PUSH = r"""
   push_kernel<<<kCommCtas, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_RING].window,
                                                     ctx->symmetric_workspace.window,
                                                     (const int4*)ctx->buffers[BUF_KV].ptr, f, g, ctx->rank,
-                                                    st->epoch);
+                                                    st->epoch_at);
   if ((rc = launch_ok())) return rc;
 """
 
@@ -196,7 +199,7 @@ STREAM_OVERLAP = r"""
     const int src = source_at(ctx->rank, s, g.W);
     if (s > 0) {
       const int last = (int)((kv_rows_needed(g, ctx->rank, src) + ch.chunk_rows - 1) / ch.chunk_rows) - 1;
-      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, last)], st->epoch))) return rc;
+      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, last)]))) return rc;
     }
     const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
     if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge, main))) return rc;
@@ -216,7 +219,7 @@ FUSED = r"""
     int c = 0;
     for (int64_t r0 = 0; r0 < need; r0 += ch.chunk_rows, ++c) {
       const int64_t r1 = r0 + ch.chunk_rows < need ? r0 + ch.chunk_rows : need;
-      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)], st->epoch))) return rc;
+      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;
       if ((rc = attend(ctx, g, src, r0, r1, slot(ctx, g, src), s == 0 && c == 0, cuco_attn_merge, main))) return rc;
     }
   }
@@ -307,15 +310,15 @@ def _split_parts(point: Directives) -> tuple[str, str, str]:
     move = (CE_PUSH if ce else SM_PUSH).lstrip("\n")
     if point.sync_scope == "signal":
         wait = ("    if (s > 0) {  // the wait half: src's rows landed in my ring slot\n"
-                "      wait_kernel<<<1, 32, 0, main>>>(&f.sym[f.sf.arrive(src, 0)], st->epoch);\n"
+                "      wait_kernel<<<1, 32, 0, main>>>(&f.sym[f.sf.arrive(src, 0)], st->epoch_at);\n"
                 "      if ((rc = launch_ok())) return rc;\n"
                 "    }\n")
         post = ""
     else:
-        wait = ("    if (s == 1 && (rc = stream_wait_epoch(st, main, &f.local[f.lf.misc(0)], st->epoch)))\n"
+        wait = ("    if (s == 1 && (rc = stream_wait_epoch(st, main, &f.local[f.lf.misc(0)])))\n"
                 "      return rc;  // every block landed (the barrier after the puts)\n")
         post = (_barrier_calls(point, "side") +
-                "  if ((rc = stream_set_epoch(st, side, &f.local[f.lf.misc(0)], st->epoch))) return rc;\n")
+                "  if ((rc = stream_set_epoch(st, side, &f.local[f.lf.misc(0)]))) return rc;\n")
     return mover, move + post, wait
 
 

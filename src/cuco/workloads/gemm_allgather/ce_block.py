@@ -2,8 +2,8 @@
 
 No SM moves data, so the GEMM keeps every SM. The copies are stream copies between this rank's buffers and its
 peers' buffers as mapped by the NCCL window (the LSA pointers, resolved once at setup); LSA barrier kernels on
-the same stream bracket them (sync_scope world/team), and per-chunk epoch flags written by the stream
-(cuStreamWriteValue32) tell the GEMM stream which rows have landed.
+the same stream bracket them (sync_scope world/team), and per-chunk epoch flags raised in stream order (a
+one-thread kernel that reads the device epoch word, kit/stream_sync.cuh) tell the GEMM stream which rows have landed.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 """ + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
                           cudaMemcpyDeviceToDevice, side) != cudaSuccess)
         return 67;
-      if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;
+      if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c]))) return rc;
     }
   }
 @POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
   if (rc) return rc;
 """ + remote_chunk_gemms(
-    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;\n",
+    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c]))) return rc;\n",
     a_offset="r0 * row_bytes")
 
 CE_PUSH = r"""

@@ -37,7 +37,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   if (ncomm > 0) {
 @PRE@    // Launched before the GEMM, on SMs the GEMM leaves free: the flags it raises never wait on the GEMM.
     pull_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
-                                                  ctx->symmetric_workspace.window, (int4*)a_full, f, g, st->epoch);
+                                                  ctx->symmetric_workspace.window, (int4*)a_full, f, g, st->epoch_at);
     if ((rc = launch_ok())) return rc;
 @POST@  }
   // One A for the GEMM: the local block goes to its rows of A_full (device-local copy, ~Mr*K*2 bytes).
@@ -58,7 +58,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   a.local_row_end = (int64_t)(g.me + 1) * g.Mr;
   a.order = CUCO_AG_ORDER_LOCAL_FIRST;
   a.flags = g.W > 1 ? f.chunk : nullptr;  // chunk[p][c], raised by the pull kernel
-  a.epoch = st->epoch;
+  a.epoch_at = st->epoch_at;  // the GEMM reads this launch's epoch on the device (graph-safe)
   a.rows_per_rank = g.Mr;
   a.chunk_rows = g.chunk_rows;
   a.chunks_per_rank = g.nchunks;

@@ -23,7 +23,9 @@ constexpr int kSigClear = 0;
 
 // Put this rank's rows into every peer's A_full: one put per (peer, chunk), handed round-robin to issuer groups.
 __global__ void __launch_bounds__(kCommThreads)
-    gin_put_kernel(ncclDevComm dc, ncclWindow_t win_local, ncclWindow_t win_full, Flags f, Geo g, uint32_t epoch) {
+    gin_put_kernel(ncclDevComm dc, ncclWindow_t win_local, ncclWindow_t win_full, Flags f, Geo g,
+                   const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   ncclGin gin(dc, 0);
   const ncclTeam world = ncclTeamWorld(dc);
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // sync_scope=signal: every peer finished its previous launch
@@ -59,7 +61,7 @@ __global__ void gin_wait_kernel(ncclDevComm dc, int c, int W) {
                   "gin_required = 1") + r"""
 // placement=split_put_wait over GIN: put kernel (side stream) | local-rows GEMM | per chunk: wait kernel, GEMM.
 """ + SPLIT_ENQUEUE_OPEN + r"""  gin_put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
-                                                  ctx->buffers[BUF_A_FULL].window, f, g, st->epoch);
+                                                  ctx->buffers[BUF_A_FULL].window, f, g, st->epoch_at);
   if ((rc = launch_ok())) return rc;
 """ + LOCAL_ROWS_GEMM + r"""  for (int c = 0; c < g.nchunks; ++c) {
     gin_wait_kernel<<<1, 32, 0, main>>>(ctx->devcomm, c, g.W);

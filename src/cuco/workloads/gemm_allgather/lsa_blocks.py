@@ -58,7 +58,8 @@ PULL_KERNEL = r"""
 // land in order; the last CTA to finish a chunk publishes its epoch in chunk[p][c], which the GEMM waits on.
 __global__ void __launch_bounds__(kCommThreads)
     pull_kernel(ncclDevComm dc, ncclWindow_t win_a, ncclWindow_t win_sym, int4* a_full, Flags f, Geo g,
-                uint32_t epoch) {
+                const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   @ENTRY@
 """ + ISSUER_GROUPS + r"""  for (int s = 1; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
@@ -84,10 +85,10 @@ STREAM_OVERLAP = PULL_KERNEL + r"""// placement=stream_overlap: the pull kernel 
 // multiplies the local rows on the other SMs, then each remote chunk as soon as its flag says it landed.
 """ + SPLIT_ENQUEUE_OPEN + r"""@PRE@  pull_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
                                                ctx->symmetric_workspace.window,
-                                               (int4*)ctx->buffers[BUF_A_FULL].ptr, f, g, st->epoch);
+                                               (int4*)ctx->buffers[BUF_A_FULL].ptr, f, g, st->epoch_at);
   if ((rc = launch_ok())) return rc;
 @POST@""" + LOCAL_ROWS_GEMM + remote_chunk_gemms(
-    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c], st->epoch))) return rc;\n")
+    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c]))) return rc;\n")
 
 # ---- split_put_wait: push local rows into peers' A_full; a wait kernel before each remote GEMM ----------
 
@@ -96,7 +97,8 @@ SPLIT_PUT_WAIT = r"""
 // raises arrive[me][c] on the receiving peer.
 __global__ void __launch_bounds__(kCommThreads)
     put_kernel(ncclDevComm dc, ncclWindow_t win_full, ncclWindow_t win_sym, const int4* a_local, Flags f, Geo g,
-               uint32_t epoch) {
+               const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   @ENTRY@
 """ + ISSUER_GROUPS + r"""  for (int s = 1; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
@@ -113,8 +115,8 @@ __global__ void __launch_bounds__(kCommThreads)
 }
 
 // The wait half: holds the GEMM stream until chunk c of rank p has arrived here.
-__global__ void wait_kernel(const uint32_t* arrive, uint32_t epoch) {
-  if (threadIdx.x == 0) cuco::lsa::wait_epoch(arrive, epoch);
+__global__ void wait_kernel(const uint32_t* arrive, const uint32_t* epoch_at) {
+  if (threadIdx.x == 0) cuco::lsa::wait_epoch(arrive, cuco::kit::load_epoch(epoch_at));
 }
 
 """ + LSA_NEEDS + r"""
@@ -122,10 +124,10 @@ __global__ void wait_kernel(const uint32_t* arrive, uint32_t epoch) {
 // GEMM of the arrived rows.
 """ + SPLIT_ENQUEUE_OPEN + r"""@PRE@  put_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_FULL].window,
                                               ctx->symmetric_workspace.window,
-                                              (const int4*)ctx->buffers[BUF_A_LOCAL].ptr, f, g, st->epoch);
+                                              (const int4*)ctx->buffers[BUF_A_LOCAL].ptr, f, g, st->epoch_at);
   if ((rc = launch_ok())) return rc;
 @POST@""" + LOCAL_ROWS_GEMM + remote_chunk_gemms(
-    "      wait_kernel<<<1, 32, 0, main>>>(&f.sym[sym_arrive(g, p, c)], st->epoch);\n"
+    "      wait_kernel<<<1, 32, 0, main>>>(&f.sym[sym_arrive(g, p, c)], st->epoch_at);\n"
     "      if ((rc = launch_ok())) return rc;\n")
 
 

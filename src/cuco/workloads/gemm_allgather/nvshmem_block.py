@@ -23,7 +23,9 @@ __host__ __device__ inline size_t nv_a_bytes(const Geo& g) { return ((size_t)g.M
 __host__ __device__ inline uint64_t* nv_sig(void* ws, const Geo& g) { return (uint64_t*)((char*)ws + nv_a_bytes(g)); }
 __host__ __device__ inline uint64_t* nv_ready(void* ws, const Geo& g) { return nv_sig(ws, g) + (size_t)g.W * g.nchunks; }
 
-__global__ void __launch_bounds__(kCommThreads) nv_put_kernel(void* ws, const char* a_local, Geo g, uint64_t epoch) {
+__global__ void __launch_bounds__(kCommThreads) nv_put_kernel(void* ws, const char* a_local, Geo g,
+                                                              const uint32_t* epoch_at) {
+  const uint64_t epoch = cuco::kit::load_epoch(epoch_at);  // this launch's (device epoch word)
   uint64_t* sig = nv_sig(ws, g);
   uint64_t* ready = nv_ready(ws, g);
   // My A_full may be written from now on (my previous GEMM is done): tell every PE, me included.
@@ -39,8 +41,8 @@ __global__ void __launch_bounds__(kCommThreads) nv_put_kernel(void* ws, const ch
 }
 
 // The wait half: holds the GEMM stream until chunk c of rank p has landed here.
-__global__ void nv_wait_kernel(uint64_t* sig, uint64_t epoch) {
-  if (threadIdx.x == 0) nvshmem_signal_wait_until(sig, NVSHMEM_CMP_GE, epoch);
+__global__ void nv_wait_kernel(uint64_t* sig, const uint32_t* epoch_at) {
+  if (threadIdx.x == 0) nvshmem_signal_wait_until(sig, NVSHMEM_CMP_GE, (uint64_t)cuco::kit::load_epoch(epoch_at));
 }
 
 """ + block_needs("nvshmem_bytes = nv_a_bytes(g) + 8 * ((size_t)g.W * g.nchunks + g.W)") + r"""
@@ -52,12 +54,12 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   void* ws = ctx->nvshmem_workspace;
   const char* a_full = (const char*)ws;
   char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-  const uint64_t epoch = st->epoch;
+  const uint32_t* epoch_at = st->epoch_at;  // the kernels read this launch's epoch there
   int rc = 0;
-  nv_put_kernel<<<kPutCtas, kCommThreads, 0, side>>>(ws, (const char*)ctx->buffers[BUF_A_LOCAL].ptr, g, epoch);
+  nv_put_kernel<<<kPutCtas, kCommThreads, 0, side>>>(ws, (const char*)ctx->buffers[BUF_A_LOCAL].ptr, g, epoch_at);
   if ((rc = launch_ok())) return rc;
 """ + remote_chunk_gemms(
-    "      nv_wait_kernel<<<1, 32, 0, main>>>(nv_sig(ws, g) + (size_t)p * g.nchunks + c, epoch);\n"
+    "      nv_wait_kernel<<<1, 32, 0, main>>>(nv_sig(ws, g) + (size_t)p * g.nchunks + c, epoch_at);\n"
     "      if ((rc = launch_ok())) return rc;\n", first=0)
 
 _CTA_LOOP = """for (int c = blockIdx.x; c < g.nchunks; c += gridDim.x) {  // issuer=cta: a CTA puts a chunk

@@ -8,7 +8,7 @@ from cuco.workloads.kv_transfer.render import render
 DIRECT = "lsa/deferred/world/cta/whole"
 STAGED = "lsa/split_put_wait/signal/warp/256KiB"
 _DIRECT_PUT = "pages_of(pair_buf(ctx, st, BUF_DCACHE), pair_dtab(ctx, st), g, l), g.D, 0, g.nblk,"
-_DECODE_WAIT = ("        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, ds))) return rc;  "
+_DECODE_WAIT = ("        if ((rc = wait_own(ctx, st, f.arrived(l, c), kThisLaunch, ds))) return rc;  "
                 "// chunk c of layer l has landed\n")
 
 

@@ -48,6 +48,8 @@ enum { BUF_X = 0, BUF_W = 1, BUF_TABLES = 2, BUF_PCACHE = 3, BUF_DCACHE = 4, BUF
 
 using cuco::kit::launch_ok;
 using cuco::kit::Needs;  // what the block asks of the harness; filled by block_needs() inside the EVOLVE block
+using cuco::kit::kPrevLaunch;  // which launch's epoch a wait is for (the epoch itself lives on the device)
+using cuco::kit::kThisLaunch;
 using cuco::kit::stream_set_epoch;
 using cuco::kit::stream_wait_epoch;
 
@@ -58,7 +60,6 @@ struct State : cuco::kit::Base {
   char* pair_sym = nullptr;        // the pair rank's symmetric workspace (its flags), as this rank maps it
   cudaEvent_t ev_join = nullptr;   // side stream -> main stream, inside a launch
   cudaEvent_t ev_decode = nullptr;       // decode stream -> main stream, inside a launch
-  uint32_t prev = 0;               // the previous launch's epoch (0: none)
 };
 
 // A buffer of the pair rank as this rank addresses it (this rank's own buffer at W = 1).
@@ -124,22 +125,26 @@ static uint32_t* sent_flag(cuco_ctx* ctx, const Flags& f, int64_t l) {
 static size_t local_flag_bytes(const Flags& f) { return 4 * (size_t)(f.L * f.nchunks + f.L) + 256; }
 static size_t sym_flag_bytes(const Flags& f) { return (4 * (size_t)f.words() + 255) / 256 * 256; }
 
-// Raise word `w` of the pair rank's symmetric flags to `epoch`, after everything before it on the stream (release
-// at system scope: the bytes it follows are visible to the pair rank once it sees the epoch).
-__global__ void signal_kernel(uint32_t* word, uint32_t epoch) {
+// Raise word `w` of the pair rank's symmetric flags to this launch's epoch, after everything before it on the stream
+// (release at system scope: the bytes it follows are visible to the pair rank once it sees the epoch). The epoch is
+// read from the device epoch word, so a replayed graph raises the replay's epoch.
+__global__ void signal_kernel(uint32_t* word, const uint32_t* epoch_at) {
   __threadfence_system();
-  if (threadIdx.x == 0) cuco::lsa::store_release_sys(word, epoch);
+  if (threadIdx.x == 0) cuco::lsa::store_release_sys(word, cuco::kit::load_epoch(epoch_at));
 }
-// Wait until word `w` of this rank's symmetric flags reaches `epoch` (one thread spins; acquire).
-__global__ void wait_kernel(const uint32_t* word, uint32_t epoch) { cuco::lsa::cta_wait_epoch(word, epoch); }
+// Wait until word `w` of this rank's symmetric flags reaches this launch's epoch, or the previous launch's
+// (back = cuco::kit::kPrevLaunch; it passes at once on the first launch). One thread spins; acquire.
+__global__ void wait_kernel(const uint32_t* word, const uint32_t* epoch_at, int back) {
+  cuco::lsa::cta_wait_epoch(word, cuco::kit::load_epoch(epoch_at, back));
+}
 __global__ void barrier_kernel(ncclDevComm dc) { cuco::kit::cta_lsa_barrier(dc, true); }
 
 static int signal_pair(cuco_ctx* ctx, State* st, int64_t w, cudaStream_t s) {
-  signal_kernel<<<1, 32, 0, s>>>((uint32_t*)st->pair_sym + w, st->epoch);
+  signal_kernel<<<1, 32, 0, s>>>((uint32_t*)st->pair_sym + w, st->epoch_at);
   return launch_ok();
 }
-static int wait_own(cuco_ctx* ctx, int64_t w, uint32_t epoch, cudaStream_t s) {
-  wait_kernel<<<1, 32, 0, s>>>(sym_flags(ctx) + w, epoch);
+static int wait_own(cuco_ctx* ctx, State* st, int64_t w, int back, cudaStream_t s) {
+  wait_kernel<<<1, 32, 0, s>>>(sym_flags(ctx) + w, st->epoch_at, back);
   return launch_ok();
 }
 static int barrier(cuco_ctx* ctx, cudaStream_t s) {
@@ -215,9 +220,7 @@ struct Candidate {
     return block_setup(ctx, st);  // the EVOLVE block's layer plan
   }
   static int enqueue(cuco_ctx* ctx, State* st) {
-    int rc = cuco_kv::enqueue(ctx, st);
-    st->prev = st->epoch;
-    return rc;
+    return cuco_kv::enqueue(ctx, st);
   }
   static void teardown(State* st) {
     cuco_kvt_destroy(st->plan);

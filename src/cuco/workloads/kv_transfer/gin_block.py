@@ -86,9 +86,9 @@ static int enqueue(cuco_ctx* ctx, State* st) {
     if ((rc = launch_ok())) return rc;
     for (int64_t l = 0; l < g.L; ++l) {
       if (kCompute && (rc = layer_front(ctx, st, l, cs))) return rc;
-      if ((rc = stream_set_epoch(st, cs, ready_flag(ctx, f, l, 0), st->epoch))) return rc;
+      if ((rc = stream_set_epoch(st, cs, ready_flag(ctx, f, l, 0)))) return rc;
       if (kCompute && (rc = layer_back(ctx, st, l, cs))) return rc;
-      if ((rc = stream_wait_epoch(st, ss, ready_flag(ctx, f, l, 0), st->epoch))) return rc;
+      if ((rc = stream_wait_epoch(st, ss, ready_flag(ctx, f, l, 0)))) return rc;
       gin_put_layer<<<kCommCtas, 256, 0, ss>>>(ctx->devcomm, ctx->buffers[BUF_PCACHE].window,
                                                ctx->buffers[BUF_STAGE].window, ptab(ctx, st), g, l, st->pair);
       if ((rc = launch_ok())) return rc;

@@ -148,7 +148,7 @@ _DIRECT_SIGNAL_DECODE = r"""    cudaStream_t ds;  // the decode side's stream (d
     if ((rc = decode_begin(ctx, st, &ds))) return rc;
     for (int64_t l = 0; l < g.L; ++l)  // sync_scope=signal: every arrival flag
       for (int c = 0; c < f.nchunks; ++c)
-        if ((rc = wait_own(ctx, f.arrived(l, c), st->epoch, ds))) return rc;
+        if ((rc = wait_own(ctx, st, f.arrived(l, c), kThisLaunch, ds))) return rc;
     if ((rc = decode_end(ctx, st, ds))) return rc;"""
 
 
@@ -160,7 +160,7 @@ def _parts(point: Directives) -> dict[str, str]:
     sig_layer = fill(SIGNAL_LAYER, {"STREAM": "cs" if point.placement == "deferred" else "ss"},
                      what="signal") if signal else ""
     values = {"SIGNAL_LAYER": sig_layer, "SIGNAL_CHUNK": SIGNAL_CHUNK if signal else "",
-              "WAIT_DONE": ("    if (st->prev && (rc = wait_own(ctx, f.done(), st->prev, ss))) return rc;  "
+              "WAIT_DONE": ("    if ((rc = wait_own(ctx, st, f.done(), kPrevLaunch, ss))) return rc;  "
                             "// the decode rank consumed the last staging") if signal else ""}
     template = PREFILL[key]
     prefill = fill(template, {k: v for k, v in values.items() if f"@{k}@" in template}, what=f"prefill {key}")

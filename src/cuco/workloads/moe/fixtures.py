@@ -29,7 +29,7 @@ NVSHMEM_BASE = "nvshmem/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"
 
 _ROWMAP = "    const int64_t m = rowmap[r];\n"
 _GATE = "        const float gw = gate[j];"
-_CHUNK_WAIT = "    if ((rc = stream_wait_epoch(st, cs, flag + c, st->epoch))) return rc;\n"
+_CHUNK_WAIT = "    if ((rc = stream_wait_epoch(st, cs, flag + c))) return rc;\n"
 _NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
 
 

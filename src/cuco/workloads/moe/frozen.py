@@ -42,6 +42,8 @@ HEAD_TEMPLATE = r"""
 namespace cuco_moe {
 
 using cuco::kit::launch_ok;
+using cuco::kit::kPrevLaunch;  // which launch's epoch a wait is for (the epoch itself lives on the device)
+using cuco::kit::kThisLaunch;
 using cuco::kit::stream_wait_epoch;
 
 // What the block asks: of the harness (the kit's Needs; the symmetric flags below are added by the frozen tail),
@@ -54,7 +56,7 @@ struct Needs : cuco::kit::Needs {
 enum { SIG_READY = 0, SIG_OUT = 1, SIG_DONE = 2, SIG_ARRIVED = 3, SIG_SLOTS = 4 };
 constexpr size_t kSymBytes = 4 * SIG_SLOTS * kMaxWorld;
 
-// The kit's Base keeps the events that fork and join the side stream, the stream ops, the needs and the epoch.
+// The kit's Base keeps the events that fork and join the side stream, the needs and the device epoch word.
 struct State : cuco::kit::Base {
   Geo g;
   PubLayout P;
@@ -64,7 +66,6 @@ struct State : cuco::kit::Base {
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
   cudaEvent_t ev[4] = {};
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
-  uint32_t prev_epoch = 0;               // the previous launch's epoch (0: none)
   char* work = nullptr;
 };
 
@@ -77,26 +78,31 @@ static T* Pub(State* st, int64_t off) { return reinterpret_cast<T*>(st->pub.p[st
 // kernel before and after it on that stream.
 __global__ void barrier_kernel(ncclDevComm dc) { cuco::kit::cta_lsa_barrier(dc, true); }
 
-// sync_scope=signal: this rank raises its flag `slot` on every rank (itself included) to `epoch`.
-__global__ void signal_all_kernel(PeerBases sym, int slot, int me, int world, uint32_t epoch) {
+// sync_scope=signal: this rank raises its flag `slot` on every rank (itself included) to this launch's epoch (read
+// from the device epoch word: a replayed graph raises it to the replay's epoch).
+__global__ void signal_all_kernel(PeerBases sym, int slot, int me, int world, const uint32_t* epoch_at) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at);
   __threadfence_system();
   if ((int)threadIdx.x < world)
     cuco::lsa::store_release_sys(reinterpret_cast<uint32_t*>(sym.p[threadIdx.x]) + slot * kMaxWorld + me, epoch);
 }
 
-// ... and waits until every rank raised its flag `slot` here (one thread per source: per-source signals).
-__global__ void wait_all_kernel(const uint32_t* mine, int slot, int world, uint32_t epoch) {
+// ... and waits until every rank raised its flag `slot` here (one thread per source: per-source signals) to this
+// launch's epoch, or the previous launch's (back = cuco::kit::kPrevLaunch; on the first launch it passes at once).
+__global__ void wait_all_kernel(const uint32_t* mine, int slot, int world, const uint32_t* epoch_at, int back) {
+  const uint32_t epoch = cuco::kit::load_epoch(epoch_at, back);
   if ((int)threadIdx.x < world) cuco::lsa::wait_epoch(mine + slot * kMaxWorld + threadIdx.x, epoch);
   __syncthreads();
 }
 
 static int signal_all(cuco_ctx* ctx, State* st, cudaStream_t s, int slot) {
-  signal_all_kernel<<<1, 128, 0, s>>>(st->sym, slot, ctx->rank, ctx->world, st->epoch);
+  signal_all_kernel<<<1, 128, 0, s>>>(st->sym, slot, ctx->rank, ctx->world, st->epoch_at);
   return launch_ok();
 }
 
-static int wait_all(cuco_ctx* ctx, State* st, cudaStream_t s, int slot, uint32_t epoch) {
-  wait_all_kernel<<<1, 128, 0, s>>>((const uint32_t*)ctx->symmetric_workspace.ptr, slot, ctx->world, epoch);
+static int wait_all(cuco_ctx* ctx, State* st, cudaStream_t s, int slot, int back) {
+  wait_all_kernel<<<1, 128, 0, s>>>((const uint32_t*)ctx->symmetric_workspace.ptr, slot, ctx->world, st->epoch_at,
+                                    back);
   return launch_ok();
 }
 
@@ -230,9 +236,7 @@ struct Candidate {
     return block_setup(ctx, st);  // the EVOLVE block's own preparation (e.g. attaching NVSHMEM)
   }
   static int enqueue(cuco_ctx* ctx, State* st) {
-    int rc = cuco_moe::enqueue(ctx, st);
-    st->prev_epoch = st->epoch;
-    return rc;
+    return cuco_moe::enqueue(ctx, st);
   }
   static void teardown(State* st) {
     cuco_moe_ffn_destroy(st->ffn_all);

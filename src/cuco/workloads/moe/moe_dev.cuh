@@ -278,11 +278,13 @@ __global__ void gather_kernel(Geo g, PeerBases x, PeerBases pub, PubLayout P, co
 }
 
 // Chunk pipeline: rows [c*chunk_rows, (c+1)*chunk_rows) chunk after chunk; the last CTA to finish a chunk
-// publishes flag[c] = epoch (counters self-reset). Every chunk up to nchunks gets its flag, empty ones too.
+// publishes flag[c] = epoch (counters self-reset). Every chunk up to nchunks gets its flag, empty ones too. The
+// epoch is read from the device word at epoch_at (written by an earlier kernel of the launch: graph-safe).
 template <int kGroup, bool kFp8>
 __global__ void gather_chunks_kernel(Geo g, PeerBases x, PeerBases pub, PubLayout P, const int64_t* rowmap,
                                      const int64_t* total, int64_t chunk_rows, int nchunks, uint32_t* counter,
-                                     uint32_t* flag, uint32_t epoch, __nv_bfloat16* recv) {
+                                     uint32_t* flag, const uint32_t* epoch_at, __nv_bfloat16* recv) {
+  const uint32_t epoch = *epoch_at;
   const int64_t n = *total;
   for (int c = 0; c < nchunks; ++c) {
     const int64_t lo = c * chunk_rows, hi = lo + chunk_rows < n ? lo + chunk_rows : n;

@@ -218,10 +218,10 @@ FUSED = r"""
   if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
   gather_chunks_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), chunk_rows(g),
-      nchunks(g), counter, flag, st->epoch, Pub<__nv_bfloat16>(st, st->P.recv));
+      nchunks(g), counter, flag, st->epoch_at, Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;
   for (int c = 0; c < nchunks(g); ++c) {
-    if ((rc = stream_wait_epoch(st, cs, flag + c, st->epoch))) return rc;
+    if ((rc = stream_wait_epoch(st, cs, flag + c))) return rc;
     chunk_groups_kernel<<<1, 256, 0, cs>>>(g.El, W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
                                            c * chunk_rows(g), (c + 1) * chunk_rows(g), c_rows, c_off);
     if ((rc = launch_ok())) return rc;
@@ -237,10 +237,10 @@ SYNC = {
               "  if ((rc = barrier(ctx, cs))) return rc;  // every expert output is written",
               "  if ((rc = barrier(ctx, cs))) return rc;  // nobody reads this launch's buffers any more"),
     "signal": ("  // sync_scope=signal: peers finished reading what the previous launch published\n"
-               "  if (st->prev_epoch && (rc = wait_all(ctx, st, cs, SIG_DONE, st->prev_epoch))) return rc;",
-               "  if ((rc = signal_all(ctx, st, cs, SIG_READY)) || (rc = wait_all(ctx, st, cs, SIG_READY, st->epoch)))"
+               "  if ((rc = wait_all(ctx, st, cs, SIG_DONE, kPrevLaunch))) return rc;",
+               "  if ((rc = signal_all(ctx, st, cs, SIG_READY)) || (rc = wait_all(ctx, st, cs, SIG_READY, kThisLaunch)))"
                " return rc;",
-               "  if ((rc = signal_all(ctx, st, cs, SIG_OUT)) || (rc = wait_all(ctx, st, cs, SIG_OUT, st->epoch)))"
+               "  if ((rc = signal_all(ctx, st, cs, SIG_OUT)) || (rc = wait_all(ctx, st, cs, SIG_OUT, kThisLaunch)))"
                " return rc;",
                "  if ((rc = signal_all(ctx, st, cs, SIG_DONE))) return rc;  // the next launch waits for it"),
 }
@@ -264,7 +264,7 @@ def _dispatch(point: Directives) -> str:
             wait = ""
         else:
             arrived = "  if ((rc = signal_all(ctx, st, ss, SIG_ARRIVED))) return rc;  // my rows landed at every owner"
-            wait = "  if ((rc = wait_all(ctx, st, cs, SIG_ARRIVED, st->epoch))) return rc;  // per-source arrival"
+            wait = "  if ((rc = wait_all(ctx, st, cs, SIG_ARRIVED, kThisLaunch))) return rc;  // per-source arrival"
         return fill(SPLIT_PUT_WAIT, {"ARRIVED_SIGNAL": arrived, "ARRIVED_WAIT": wait}, what="split_put_wait")
     return FUSED
 

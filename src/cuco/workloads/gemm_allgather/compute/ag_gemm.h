@@ -2,7 +2,8 @@
 //
 // C[M x N] = A[M x K] . B[K x N], all row-major. One launch covers all M rows. Row tiles inside
 // [local_row_begin, local_row_end) never wait; a row tile outside it waits, in the producer warp and before its
-// TMA loads of A, until the arrival flag of every chunk it overlaps has reached `epoch`. Flags are laid out
+// TMA loads of A, until the arrival flag of every chunk it overlaps has reached the epoch (`epoch`, or the
+// device word at `epoch_at`). Flags are laid out
 // [rank p][chunk c]: chunk c of rank p holds rows p*rows_per_rank + [c*chunk_rows, (c+1)*chunk_rows).
 // tile_order and the flags are runtime values: one compiled library serves every design point.
 #pragma once
@@ -35,6 +36,9 @@ typedef struct cuco_ag_gemm_args {
   int order;                               // cuco_ag_gemm_order
   const uint32_t* flags;                   // arrival flags, device memory; NULL: no row ever waits
   uint32_t epoch;                          // a flag f is up when (int32_t)(f - epoch) >= 0
+  const uint32_t* epoch_at;                // non-NULL: the epoch is read from this device word by the kernel
+                                           // instead (`epoch` is ignored), so a launch captured in a CUDA graph
+                                           // follows the word as it advances between replays
   int64_t rows_per_rank, chunk_rows;       // flag geometry (rows); ignored when flags is NULL
   int chunks_per_rank;
   int sm_count;  // SMs the persistent grid may use; 0: all of the device

@@ -34,6 +34,7 @@ namespace cuco_ag_gemm {
 struct Arrival {
   const uint32_t* flags = nullptr;
   uint32_t epoch = 0;
+  const uint32_t* epoch_at = nullptr;  // non-null: the epoch is read here (device memory) instead of `epoch`
   int64_t local_begin = 0, local_end = 0, rows_per_rank = 1, chunk_rows = 1, M = 0;
   int32_t chunks_per_rank = 1;
 };
@@ -50,6 +51,7 @@ __device__ __forceinline__ void wait_rows(Arrival const& a, int64_t r0, int64_t 
   if (r1 > a.M) r1 = a.M;
   if ((threadIdx.x & 31) == 0) {
     bool waited = false;
+    const uint32_t epoch = a.epoch_at ? *a.epoch_at : a.epoch;  // written by an earlier kernel of the stream
     for (int64_t r = r0; r < r1;) {
       if (r >= a.local_begin && r < a.local_end) {
         r = a.local_end;
@@ -59,7 +61,7 @@ __device__ __forceinline__ void wait_rows(Arrival const& a, int64_t r0, int64_t 
       const int64_t c = (r - base) / a.chunk_rows;
       const uint32_t* f = a.flags + p * a.chunks_per_rank + c;
       unsigned ns = 32;
-      while ((int32_t)(load_acquire_sys(f) - a.epoch) < 0) {
+      while ((int32_t)(load_acquire_sys(f) - epoch) < 0) {
         __nanosleep(ns);
         if (ns < 512) ns <<= 1;
       }
@@ -201,6 +203,7 @@ struct Gemm {
   struct Key {
     const void *A, *B, *C;
     const uint32_t* flags;
+    const uint32_t* epoch_at;
     int64_t M, N, K, lda, ldb, ldc, local_begin, local_end, rows_per_rank, chunk_rows;
     int order, chunks_per_rank, sm_count, swizzle, device;
     bool operator==(Key const& o) const { return memcmp(this, &o, sizeof(Key)) == 0; }
@@ -218,7 +221,7 @@ struct Gemm {
     if (cudaGetDevice(&device) != cudaSuccess) return 14;
     Key key;
     memset(&key, 0, sizeof key);  // padding too: keys compare as bytes
-    key.A = a->A, key.B = a->B, key.C = a->C, key.flags = a->flags;
+    key.A = a->A, key.B = a->B, key.C = a->C, key.flags = a->flags, key.epoch_at = a->epoch_at;
     key.M = a->M, key.N = a->N, key.K = a->K, key.lda = a->lda, key.ldb = a->ldb, key.ldc = a->ldc;
     key.local_begin = a->local_row_begin, key.local_end = a->local_row_end;
     key.rows_per_rank = a->rows_per_rank, key.chunk_rows = a->chunk_rows;
@@ -267,6 +270,7 @@ struct Gemm {
         typename StockMainloop::Arguments{static_cast<const Element*>(a->A), sa, static_cast<const Element*>(a->B), sb};
     ml.arrival.flags = a->flags;
     ml.arrival.epoch = a->epoch;
+    ml.arrival.epoch_at = a->epoch_at;
     ml.arrival.local_begin = a->local_row_begin;
     ml.arrival.local_end = a->local_row_end;
     ml.arrival.rows_per_rank = a->rows_per_rank > 0 ? a->rows_per_rank : a->M;

@@ -30,7 +30,8 @@ print("# nccl wheel:", [os.path.basename(p) for p in glob.glob(os.path.dirname(n
       "torch", torch.__version__, "cuda", torch.version.cuda)
 PY
   echo "# $(nvcc --version | tail -1)"
-  echo "# commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+local changes')"
+  # the GPU machine's copy of the tree may carry an older .git: the caller names the commit it sent (CUCO_COMMIT)
+  echo "# commit ${CUCO_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+local changes')}"
 }
 
 case $PART in

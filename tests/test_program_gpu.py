@@ -12,6 +12,7 @@ import pytest
 
 from cuco.design_space import Directives, Topology
 from cuco.program.evaluator import ProgramEvaluator
+from cuco.program.fixtures import never_waits
 from cuco.program.source import ProgramError
 from cuco.program.workload import ProgramWorkload
 
@@ -40,10 +41,7 @@ def test_the_fast_path_and_an_overlapped_point_verify_and_are_timed_against_the_
 
 def test_a_rewrite_that_never_waits_fails_under_delayed_arrival(mlp):
     w, ev = mlp
-    code = w.render(OVERLAP)
-    assert "cucoJoin();" in code
-    never_waits = code.replace("cucoJoin();", "/* no wait */")
-    bad = w.fast_path(Topology(world=1)).evolve(code=never_waits, directives=OVERLAP, mutation="manual")
+    bad = never_waits(w, OVERLAP)
     [out] = ev.evaluate([bad])
     assert out.status == "failed:verify", out.feedback
     assert "differs" in out.results["verify"].reason

@@ -19,39 +19,10 @@ import pytest
 
 from cuco import workloads
 from cuco.design_space import Topology
+from cuco.graph_safety import strip_comments, host_epoch_problems
 
 KIT = Path(__file__).resolve().parents[1] / "csrc" / "include" / "cuco" / "kit"
 NAMES = sorted(workloads.available())
-
-#: Text that only a host-side epoch would need (each with the reason it is refused).
-FORBIDDEN = {
-    r"st->epoch\b(?!_at)": "a host-side epoch in the candidate's state",
-    r"st->prev_epoch\b|st->prev\b": "a host-side copy of the previous launch's epoch",
-    r"ctx->iteration": "an epoch derived from the host's iteration count",
-    r"\bepoch_of\s*\(": "an epoch derived from the host's iteration count",
-    r"cuStreamWaitValue|cuStreamWriteValue|wait_value32|write_value32": "a stream memory op with a host value",
-}
-
-#: A kernel parameter that carries an epoch by value (a graph would freeze it).
-_KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s*)?(?:void\s+)?(\w+)\s*\(([^)]*)\)")
-_EPOCH_BY_VALUE = re.compile(r"\b(?:u?int(?:32|64)_t|unsigned(?:\s+(?:int|long(?:\s+long)?))?)\s+\w*epoch\w*\s*$")
-
-
-def _strip_comments(code: str) -> str:
-    code = re.sub(r"/\*.*?\*/", "", code, flags=re.S)
-    return re.sub(r"//[^\n]*", "", code)
-
-
-def host_epoch_problems(code: str) -> list[str]:
-    """Why `code` (a candidate's CUDA text) would freeze its flag epoch in a CUDA graph; empty when it would not."""
-    text = _strip_comments(code)
-    problems = [f"{why}: {m.group(0)!r}" for pattern, why in FORBIDDEN.items() for m in re.finditer(pattern, text)]
-    for m in _KERNEL.finditer(text):
-        for param in m.group(2).split(","):
-            if _EPOCH_BY_VALUE.search(param.strip()):
-                problems.append(f"kernel {m.group(1)} takes an epoch by value: {param.strip()!r}")
-    return problems
-
 
 def _all_points(name: str):
     wl = workloads.get(name)
@@ -104,8 +75,8 @@ def test_the_guard_catches_the_old_patterns():
 
 
 def test_the_skeleton_advances_a_device_epoch_before_forking_the_side_stream():
-    skeleton = _strip_comments((KIT / "skeleton.cuh").read_text())
-    sync = _strip_comments((KIT / "stream_sync.cuh").read_text())
+    skeleton = strip_comments((KIT / "skeleton.cuh").read_text())
+    sync = strip_comments((KIT / "stream_sync.cuh").read_text())
     assert not host_epoch_problems(skeleton) and not host_epoch_problems(sync)
     launch = skeleton[skeleton.index("int launch(cuco_ctx* ctx)"):]
     advance = launch.index("advance_epoch_kernel<<<1, 1, 0, ctx->stream>>>(st->epoch_at)")
@@ -115,3 +86,15 @@ def test_the_skeleton_advances_a_device_epoch_before_forking_the_side_stream():
     # Stream waits and sets are kernels that read the word: no host value goes into the stream.
     assert re.search(r"wait_epoch_kernel<<<1, 1, 0, s>>>\(flag, at, back\)", sync)
     assert re.search(r"set_epoch_kernel<<<1, 1, 0, s>>>\(flag, at\)", sync)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_fast_path_rewrite_is_flagged_as_not_graph_safe(name):
+    """The fast path's runtime counts collectives on the host: the check flags it, so an exported fast-path
+    candidate is refused in graph capture rather than replayed wrong (KV transfer's fails replay 1 at W = 2)."""
+    from cuco.fastpath.analyze import analyze
+    from cuco.fastpath.transform import transform
+
+    seed = workloads.get(name).seed_code()
+    rewritten = transform(analyze(seed, "seed.cu"), seed).code
+    assert any("sequence number" in p for p in host_epoch_problems(rewritten))

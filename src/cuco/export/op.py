@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from cuco.export.source import ExportError, ExportSource
+from cuco.graph_safety import host_epoch_problems
 
 _ROLES = {0: "input", 1: "output", 2: "scratch"}
 _ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4, "float8_e4m3fn": 1}
@@ -73,32 +74,35 @@ def check_tensor(what: str, x: Any, want: Any, built: str) -> None:
                           ".contiguous()")
 
 
-def capture_refusal(world: int, graph_safe: bool, capturing: bool, candidate_id: str) -> str | None:
-    """Why a call must not be captured into a CUDA graph, or None. A captured launch keeps the host's launch count,
-    from which a candidate's flags take their epoch; replayed at world > 1, a consumer can find its flag already set
-    by the previous replay and read a peer's data before it lands (measured: benchmarks/results/w2/graph_*_w2.log,
-    three of four workloads' best points). At world 1 the replay test of the exported op passes."""
+def capture_refusal(world: int, graph_safe: bool, capturing: bool, candidate_id: str, why_unsafe: str = "") -> str | None:
+    """Why a call must not be captured into a CUDA graph, or None. A candidate whose flag epochs come from the host
+    (`cuco.graph_safety`: the fast path's runtime counts collectives on the host) replays wrong at world > 1: a
+    consumer finds its flag already set by the previous replay and reads a peer's data before it lands (measured:
+    KV transfer's fast path, benchmarks/results/w2/graph_kv_transfer_w2.log). Kit candidates keep the epoch on the
+    device and replay cleanly (the best point of every workload, same directory)."""
     if not capturing or world == 1 or graph_safe:
         return None
-    return (f"candidate {candidate_id} is being captured into a CUDA graph at world {world}, and a replay can read a "
-            "peer's data before it lands (its flag epochs come from the host's launch count, which the graph freezes). "
-            "Call it outside graph capture, or check the point with benchmarks/graph_replay.py --world "
-            f"{world} --points <its point> and, if every replay passed, open it with ExportedOp.open(..., "
-            "graph_safe=True)")
+    return (f"candidate {candidate_id} is being captured into a CUDA graph at world {world}, and a replay would read "
+            f"a peer's data before it lands ({why_unsafe or 'its flag epochs come from the host'}; a graph freezes "
+            "them). Call it outside graph capture, or export a candidate of the design space (a kit point keeps its "
+            "epochs on the device); if benchmarks/graph_replay.py --world "
+            f"{world} --points <its point> replays this one cleanly, open it with ExportedOp.open(..., graph_safe=True)")
 
 
 class ExportedOp:
     """One rank's instance of an exported candidate (see the module docstring). Use `open`, call, `close`."""
 
     def __init__(self, source: ExportSource, lib_path: Path, plugin: Path, candidate: Path, *, rank: int,
-                 world: int, uid: str, device: int, graph_safe: bool = False):
+                 world: int, uid: str, device: int, graph_safe: bool | None = None):
         import torch
 
         if world != source.world:
             raise ExportError(f"candidate {source.candidate_id} was built and verified for world {source.world}; "
                               f"this job has {world} ranks. Export a candidate of a run at --world {world}")
         self.source, self.rank, self.world, self.device = source, rank, world, device
-        self.graph_safe = graph_safe
+        problems = host_epoch_problems(source.code)
+        self.graph_safe = not problems if graph_safe is None else graph_safe
+        self._why_unsafe = problems[0] if problems else ""
         self._lib = _lib(lib_path)
         self._handle = ctypes.c_void_p()
         dims = (ctypes.c_int64 * len(source.shape.dims))(*source.shape.dims)
@@ -147,12 +151,12 @@ class ExportedOp:
     @classmethod
     def open(cls, run: str | Path, *, rank: int = 0, world: int = 1, candidate_id: str | None = None,
              process_group: Any = None, unique_id_hex: str | None = None, device: int | None = None,
-             graph_safe: bool = False) -> "ExportedOp":
+             graph_safe: bool | None = None) -> "ExportedOp":
         """Build (cached) and set up `run`'s best candidate, or `candidate_id`, as rank `rank` of `world`. The NCCL
         unique id comes from `process_group` (torch.distributed: rank 0 makes it and broadcasts it), or is given as
         `unique_id_hex` (the same on every rank); at world 1 it is made here. Collective: every rank calls it.
-        graph_safe: allow capture into a CUDA graph at world > 1 (refused by default: `capture_refusal`), once
-        benchmarks/graph_replay.py has replayed this point cleanly."""
+        graph_safe: whether a call may be captured into a CUDA graph at world > 1; None (default): when the
+        candidate keeps its flag epochs on the device (`cuco.graph_safety`), else refused (`capture_refusal`)."""
         import torch
 
         source = ExportSource.from_run(run, candidate_id)
@@ -198,7 +202,7 @@ class ExportedOp:
         if self._handle.value is None:
             raise ExportError("the op is closed")
         why = capture_refusal(self.world, self.graph_safe, torch.cuda.is_current_stream_capturing(),
-                              self.source.candidate_id)
+                              self.source.candidate_id, self._why_unsafe)
         if why:
             raise ExportError(why)
         if len(inputs) != len(self.input_names):

@@ -86,6 +86,13 @@ def test_cuco_version_prints_the_package_version(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().out.strip() == f"cuco {cuco.__version__}"
 
 
+def test_python_dash_m_cuco_is_the_cuco_command() -> None:
+    import cuco
+
+    out = subprocess.run([sys.executable, "-m", "cuco", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"cuco {cuco.__version__}", out.stderr
+
+
 def _build(tmp_path: Path) -> tuple[set[str], set[str], str]:
     """sdist then wheel from that sdist (as pip does from PyPI), from a clean copy of the tree; returns the
     sdist's names (without the top folder), the wheel's names and the wheel's METADATA."""

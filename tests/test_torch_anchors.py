@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 KV_DIMS, KV_HIDDEN, KV_MLP = (64, 256, 3), 64, 96   # S, KV (2 KV heads), L; a small stack
@@ -103,3 +106,36 @@ def test_kv_anchor_attention_is_causal_gqa_on_a_fused_kernel():
     scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
     want = torch.softmax(scores, -1) @ vr
     assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def _combine():
+    sys.path.insert(0, str(BENCH))
+    try:
+        from torch_shapes_run import combine
+    finally:
+        sys.path.remove(str(BENCH))
+    return combine
+
+
+@given(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=7))
+def test_a_rows_times_are_the_medians_of_its_repeats_and_its_spread_their_range(times):
+    combine = _combine()
+    row = combine([{"shape": "s", "torch_ms": t, "torch_ms_q": 2 * t, "note": i} for i, t in enumerate(times)])
+    assert row["torch_ms"] == statistics.median(times) and row["repeats"] == len(times)
+    assert row["repeats_ms"]["torch_ms"] == times and row["note"] == len(times) - 1
+    if len(times) == 1:
+        assert row["spread"] is None
+    else:
+        assert row["spread"] == pytest.approx((max(times) - min(times)) / statistics.median(times))
+
+
+def test_a_repeat_that_failed_makes_the_row_that_failure():
+    combine = _combine()
+    row = combine([{"shape": "s", "torch_ms": 1.0}, {"shape": "s", "error": "RuntimeError: out of memory"}])
+    assert row == {"shape": "s", "error": "RuntimeError: out of memory"}
+
+
+def test_a_check_holds_for_a_row_only_if_it_held_in_every_repeat():
+    combine = _combine()
+    row = combine([{"torch_ms": 1.0, "matches": True}, {"torch_ms": 1.1, "matches": False}, {"torch_ms": 1.0, "matches": True}])
+    assert row["matches"] is False and row["torch_ms"] == 1.0

@@ -4,14 +4,17 @@ previous one has finished (record, call, record, synchronise), after `warmup` un
 from __future__ import annotations
 
 
-def event_times_ms(fn, iters: int, warmup: int) -> list[float]:
-    """The milliseconds of `iters` calls of `fn` on the current stream."""
+def event_times_ms(fn, iters: int, warmup: int, before=None) -> list[float]:
+    """The milliseconds of `iters` calls of `fn` on the current stream; `before()`, if given, runs ahead of each
+    timed call outside its events (e.g. a rendezvous of the ranks)."""
     import torch
 
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(iters):
+        if before is not None:
+            before()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()

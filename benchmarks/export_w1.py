@@ -71,14 +71,7 @@ def main() -> int:
         bufs["A_local"].copy_(a)
         bufs["B"].copy_(b)
         # CUDA graph: capture one call, replay on new inputs
-        graph = torch.cuda.CUDAGraph()
-        s2 = torch.cuda.Stream()
-        s2.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s2):
-            op(bufs["A_local"], bufs["B"])
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph, stream=s2):
-                out = op(bufs["A_local"], bufs["B"])
+        graph, out = op.capture(bufs["A_local"], bufs["B"])
         a2 = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
         bufs["A_local"].copy_(a2)
         graph.replay()

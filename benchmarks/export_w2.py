@@ -17,6 +17,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from event_timing import event_times_ms
+
 
 class CountingOp:
     """The exported op with its calls counted (what reaches the op under torch.compile)."""
@@ -51,17 +53,7 @@ def main() -> int:
     def slowest_median(fn) -> float:
         """Median ms of `iters` calls, each entered by every rank together (a device-side rendezvous just before
         its start event, outside the timed span), the slowest rank's."""
-        for _ in range(5):
-            fn()
-        times = []
-        for _ in range(args.iters):
-            dist.all_reduce(tiny)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
+        times = event_times_ms(fn, args.iters, 5, before=lambda: dist.all_reduce(tiny))
         ms = statistics.median(times)
         t = torch.tensor([ms], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -89,14 +81,7 @@ def main() -> int:
         row["eager_rel_l2"] = error(op(bufs["A_local"], bufs["B"]).clone())
         row["eager_ms"] = slowest_median(lambda: op(bufs["A_local"], bufs["B"]))
 
-        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            op(bufs["A_local"], bufs["B"])
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph, stream=side):
-                out = op(bufs["A_local"], bufs["B"])
-        torch.cuda.current_stream().wait_stream(side)
+        graph, out = op.capture(bufs["A_local"], bufs["B"])
         errors = []
         for _ in range(args.replays):
             bufs["A_local"].normal_(generator=g)

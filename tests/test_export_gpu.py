@@ -59,14 +59,7 @@ def test_the_op_replays_in_a_cuda_graph(op):
     a, b = _inputs(op)
     bufs = op.inputs()
     bufs["B"].copy_(b)
-    graph = torch.cuda.CUDAGraph()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        op(bufs["A_local"], bufs["B"])
-        torch.cuda.synchronize()
-        with torch.cuda.graph(graph, stream=side):
-            out = op(bufs["A_local"], bufs["B"])
+    graph, out = op.capture(bufs["A_local"], bufs["B"])
     for _ in range(2):
         a = torch.randn_like(a)
         bufs["A_local"].copy_(a)

@@ -228,6 +228,23 @@ class ExportedOp:
             outs = list(out)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def capture(self, *inputs: Any) -> tuple[Any, Any]:
+        """(graph, output): one call on `inputs` captured into a torch.cuda.CUDAGraph, after one warm-up call on a
+        side stream (as torch's capture asks). Write new values into `op.inputs()` and `graph.replay()`; the output
+        (a view of the op's buffer) then holds that replay's result. At world > 1, every rank captures and replays
+        together, and the candidate must keep its flag epochs on the device (`capture_refusal`)."""
+        import torch
+
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self(*inputs)
+            torch.cuda.synchronize(self.device)
+            with torch.cuda.graph(graph, stream=side):
+                out = self(*inputs)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        return graph, out
+
     def close(self) -> None:
         """Free everything (collective: every rank calls it). Views returned by the op become invalid."""
         if self._handle.value is not None:

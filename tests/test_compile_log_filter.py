@@ -12,6 +12,7 @@ import pytest
 from conftest import toolchain_or_skip
 from cuco.candidate import Candidate
 from cuco.design_space import Directives
+from cuco.evaluate.batch import Batch
 from cuco.evaluate.compile import Compiler, trim_log
 from cuco.program.workload import ProgramWorkload
 
@@ -42,13 +43,14 @@ def test_a_program_candidate_that_includes_a_secret_stores_no_line_of_it(tmp_pat
     code = code[:at] + f'#include "{secrets[which]}"\n' + code[at:]
     ev = ProgramEvaluator(w.program, world=1, work_dir=tmp_path / "work")
     # the compile level itself, as the search stores it (L0 would refuse this include before it got here)
-    out = [Candidate(code=code, workload=w.name)]
-    ev.compile_level(out, [0])
-    stored = out[0].results["compile"]
+    batch = Batch([Candidate(code=code, workload=w.name)])
+    ev.compile_level(batch, batch.ids)
+    [out] = batch.candidates()
+    stored = out.results["compile"]
     assert not stored.passed
     assert SECRET not in stored.reason and "password" not in stored.reason, stored.reason
     assert "not the candidate" in stored.reason
-    assert SECRET not in out[0].evolve(feedback="").results["compile"].reason
+    assert SECRET not in out.evolve(feedback="").results["compile"].reason
 
 
 @needs_nvcc

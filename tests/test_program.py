@@ -343,10 +343,12 @@ def test_a_program_run_resumes_and_refuses_a_changed_program(tmp_path):
     assert res.returncode != 0 and "cannot resume" in res.stderr
 
 
-def test_candidates_sharing_an_id_build_in_separate_folders(tmp_path, monkeypatch):
-    """Copies made with evolve() keep their id; compiled in one batch they must not share a source file."""
+def test_each_candidate_of_a_batch_builds_in_the_folder_of_its_id(tmp_path, monkeypatch):
+    """Two rewrites compiled in one batch must not share a source file: each builds in its own id's folder (a
+    batch holds each id once: copies made with evolve() keep their id and are refused)."""
     import shutil
 
+    from cuco.evaluate.batch import Batch
     from cuco.program.evaluator import ProgramEvaluator
 
     if shutil.which("nvcc") is None:
@@ -361,9 +363,9 @@ def test_candidates_sharing_an_id_build_in_separate_folders(tmp_path, monkeypatc
         return None, "not built"
 
     monkeypatch.setattr(ev, "_build", recording_build)
-    copies = [fast, fast.evolve(code=fast.code + "\n// another\n")]
-    ev.compile_level(list(copies), [0, 1])
-    assert len(set(folders)) == 2, folders
+    batch = Batch([fast, fast.child(fast.code + "\n// another\n", fast.directives, "manual")])
+    ev.compile_level(batch, batch.ids)
+    assert sorted(folders) == sorted(f"candidate-{cid}" for cid in batch.ids), folders
 
 
 def test_the_runtimes_own_copies_are_not_recorded_as_the_programs_read_backs(tmp_path):

@@ -89,6 +89,7 @@ def test_unit_bench_with_a_fake_launcher_reports_cold_and_steady_times_of_both_s
     from doubles import ScriptedLauncher
 
     from cuco.candidate import Candidate, LevelResult
+    from cuco.evaluate.batch import Batch
     from cuco.evaluate.executor import DeviceGroup
     from cuco.program import evaluator as E
 
@@ -100,11 +101,13 @@ def test_unit_bench_with_a_fake_launcher_reports_cold_and_steady_times_of_both_s
                             launcher=launcher)
     reference = _obs({0: [1.0]})
     ev._reference = (original, reference)
-    out = [Candidate(code="x", workload="p").with_result(LevelResult("verify", True))]
-    ev._bench(out, [0], {0: rewrite}, reference, DeviceGroup(0, (0, 1), ("0", "1")))
-    m = out[0].metrics
+    batch = Batch([Candidate(code="x", workload="p").with_result(LevelResult("verify", True))])
+    [cid] = batch.ids
+    ev._bench(batch, [cid], {cid: rewrite}, reference, DeviceGroup(0, (0, 1), ("0", "1")))
+    [out] = batch.candidates()
+    m = out.metrics
     assert m["host_ms"] == pytest.approx(4.15) and m["cold_ms"] == pytest.approx(50.0)
     assert m["time_ms"] == pytest.approx(2.05) and m["cold_time_ms"] == pytest.approx(3.1)
     assert m["speedup"] == pytest.approx(4.15 / 2.05)
-    assert out[0].results["bench"].data["cold_runs_ms"] == [pytest.approx(3.1)] * 3
+    assert out.results["bench"].data["cold_runs_ms"] == [pytest.approx(3.1)] * 3
     assert launcher.runs == [original, rewrite] * 3   # the original in every round, beside the rewrite

@@ -16,6 +16,8 @@ _LAZY = {
     "DeviceGroup": "cuco.evaluate.executor",
     "NoGPUError": "cuco.evaluate.executor",
     "Cascade": "cuco.evaluate.levels",
+    "Batch": "cuco.evaluate.batch",
+    "DuplicateIdError": "cuco.evaluate.batch",
     "HarnessRunner": "cuco.evaluate.harness_runner",
     "LocalHarness": "cuco.evaluate.harness_runner",
     "Evaluator": "cuco.evaluate.cascade",

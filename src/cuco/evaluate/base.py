@@ -17,7 +17,8 @@ class CandidateEvaluator(Protocol):
     """Runs candidates through cascade levels and returns them with results, metrics and fitness.
 
     `kind` is 'measured' for the GPU cascade and 'modelled' for a CPU cost model; reports must show it.
-    Evaluators never raise for a bad candidate: the failure is recorded on the candidate.
+    Evaluators never raise for a bad candidate: the failure is recorded on the candidate, keyed by its id (a batch
+    with two candidates of one id is refused: cuco.evaluate.batch.DuplicateIdError).
     `on_stage` (a StageFn or None) is set by the search to follow each candidate through compile, verify and bench
     while a batch is evaluated; an evaluator without stages leaves it uncalled.
     """

@@ -24,6 +24,7 @@ import attrs
 
 from cuco.candidate import Candidate, LevelResult
 from cuco.errors import CucoError
+from cuco.evaluate.batch import Batch
 from cuco.evaluate.compile import Compiler
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.levels import (DEFAULT_VERIFY_DELAY_US, NO_GPU_REASON, Cascade, failure_feedback,
@@ -167,27 +168,27 @@ class Evaluator(Cascade):
         is_seed = c.mutation == "seed" and c.code == self._seed_code()
         return check_static(c.code, self.parent_code(c) if self.parent_code else None, require_blocks=not is_seed)
 
-    def compile_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def compile_level(self, batch: Batch, alive: list[str]) -> list[str]:
         """L1: every survivor compiled in parallel into the content-addressed cache."""
         link = self.link()
-        self._tell(out, alive, "compile")
+        self._tell(batch, alive, "compile")
 
         def compiled(k: int, outcome: Any) -> None:  # final for a failure, and without GPUs for a success too
             if not outcome.ok or not self.has_gpu:
-                self._tell(out, [alive[k]], "done")
+                self._tell(batch, [alive[k]], "done")  # k: the place in the list of codes below
 
-        outcomes = self.compiler.compile_many([out[i].code for i in alive], link.libraries, link.include_dirs,
+        outcomes = self.compiler.compile_many([batch[cid].code for cid in alive], link.libraries, link.include_dirs,
                                               link.extra, on_done=compiled)
         from cuco.libraries import libraries_for  # noqa: PLC0415
 
         survivors = []
-        for i, o in zip(alive, outcomes):
-            if o.ok and "nvshmem" in libraries_for(out[i].code, ()):
+        for cid, o in zip(alive, outcomes):
+            if o.ok and "nvshmem" in libraries_for(batch[cid].code, ()):
                 self._one_pe_per_process.add(str(o.so_path))
             data = {"cached": o.cached, "key": o.key, "so_path": str(o.so_path) if o.so_path else None}
-            out[i] = out[i].with_result(LevelResult("compile", o.ok, o.log_excerpt, o.seconds, data))
+            batch.record(cid, LevelResult("compile", o.ok, o.log_excerpt, o.seconds, data))
             if o.ok:
-                survivors.append(i)
+                survivors.append(cid)
         return survivors
 
     # -- harness runs (L2, L3) ---------------------------------------------------------------------------
@@ -232,9 +233,9 @@ class Evaluator(Cascade):
         return self._harness(sos, self.verify_shape, bench=False, verify=True, seeds=self.seeds,
                              timeout_s=self.verify_timeout_s, group=group)
 
-    def verify_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def verify_level(self, batch: Batch, alive: list[str]) -> list[str]:
         """L2: the survivors at the verify shape on every seed, one harness process per GPU group."""
-        sos = list(dict.fromkeys(Path(out[i].results["compile"].data["so_path"]) for i in alive))
+        sos = list(dict.fromkeys(Path(batch[cid].results["compile"].data["so_path"]) for cid in alive))
         n = len(self.executor.groups)
         chunks = [sos[k::n] for k in range(n) if sos[k::n]]
         batches = self.executor.map([functools.partial(self._verify_job, c) for c in chunks])
@@ -245,32 +246,33 @@ class Evaluator(Cascade):
             for so in chunk:
                 errors[str(so)] = (error or "the harness returned no result for this candidate", seconds / len(chunk))
         survivors = []
-        for i in alive:
-            so = out[i].results["compile"].data["so_path"]
+        for cid in alive:
+            so = batch[cid].results["compile"].data["so_path"]
             run = runs.get(so)
             data = {"shape": str(self.verify_shape), "seeds": list(self.seeds)}
             if run is None:
                 reason, seconds = errors[so]
-                out[i] = out[i].with_result(LevelResult("verify", False, reason, seconds, data))
+                batch.record(cid, LevelResult("verify", False, reason, seconds, data))
                 continue
             data.update(status=run.status, phase=getattr(run, "phase", ""), checks=_plain(getattr(run, "checks", None)))
             seconds = float(getattr(run, "seconds", None) or errors[so][1])
             ok = run.status == "ok"
-            out[i] = out[i].with_result(LevelResult("verify", ok, "" if ok else _run_reason(run), seconds, data))
+            batch.record(cid, LevelResult("verify", ok, "" if ok else _run_reason(run), seconds, data))
             if ok:
-                survivors.append(i)
+                survivors.append(cid)
         return survivors
 
-    def bench_level(self, out: list[Candidate], alive: list[int]) -> None:
+    def bench_level(self, batch: Batch, alive: list[str]) -> None:
         """L3: the survivors and the host seed timed at the bench shape in one harness process."""
         link = self.link()
         seed = self.compiler.compile(self._seed_code(), link.libraries, link.include_dirs, link.extra)
         if not seed.ok:
-            for i in alive:
-                out[i] = out[i].with_result(LevelResult("bench", False, "the workload's host seed does not compile, "
-                                                        f"so there is no baseline:\n{seed.log_excerpt}"))
+            for cid in alive:
+                batch.record(cid, LevelResult("bench", False, "the workload's host seed does not compile, "
+                                              f"so there is no baseline:\n{seed.log_excerpt}"))
             return
-        sos = list(dict.fromkeys([seed.so_path] + [Path(out[i].results["compile"].data["so_path"]) for i in alive]))
+        sos = list(dict.fromkeys([seed.so_path] + [Path(batch[cid].results["compile"].data["so_path"])
+                                                   for cid in alive]))
         verify = self.verify_at_bench
         runs, result, seconds, error = self.executor.run(
             lambda g: self._harness(sos, self.bench_shape, bench=True, verify=verify, seeds=self.seeds[:1],
@@ -279,20 +281,20 @@ class Evaluator(Cascade):
         host_ms = _median_ms(host_run) if host_run is not None and host_run.status == "ok" else None
         context = self._context(result, host_run, host_ms)
         compute_ms, comm_ms = self._parts(result)
-        for i in alive:
-            run = runs.get(out[i].results["compile"].data["so_path"])
+        for cid in alive:
+            run = runs.get(batch[cid].results["compile"].data["so_path"])
             data = dict(context)
             if run is None or run.status != "ok" or _median_ms(run) is None:
                 reason = _run_reason(run) if run is not None else (error or "the harness returned no result")
-                out[i] = out[i].with_result(LevelResult("bench", False, reason, seconds / len(sos), data))
+                batch.record(cid, LevelResult("bench", False, reason, seconds / len(sos), data))
                 continue
             timing = run.timing
             data["per_rank_median_ms"] = _plain(getattr(timing, "per_rank_median_ms", None))
             metrics = self._metrics(_median_ms(run), host_ms, compute_ms, comm_ms, getattr(timing, "spread", None))
             fitness = metrics.get("speedup")
-            out[i] = out[i].with_result(LevelResult("bench", True, "", float(getattr(run, "seconds", None) or
-                                                                             seconds / len(sos)), data))
-            out[i] = out[i].evolve(metrics=metrics, fitness=fitness)
+            batch.record(cid, LevelResult("bench", True, "", float(getattr(run, "seconds", None) or
+                                                                   seconds / len(sos)), data))
+            batch.measure(cid, metrics, fitness)
 
     def _context(self, result: Any, host_run: Any, host_ms: float | None) -> dict[str, Any]:
         """What every figure of this run must carry: shape, device, versions, date, how the host was timed."""

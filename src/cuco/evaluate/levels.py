@@ -3,7 +3,7 @@
 `Cascade` runs the levels in order over a batch, keeps each candidate's stage events and records, and marks
 verify and bench as not run here on a machine without GPUs; a runner (the plugin harness's Evaluator, a
 program's ProgramEvaluator) fills in what each level does. Every level leaves a LevelResult on the candidate,
-never an exception.
+never an exception, recorded by candidate id on the batch (cuco.evaluate.batch.Batch), never by position.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.evaluate.base import StageFn, tell
+from cuco.evaluate.batch import Batch
 from cuco.evaluate.executor import Executor
 
 NO_GPU_REASON = "no GPU: not verified or timed"
@@ -23,12 +24,12 @@ _DEFAULT_HEADS = {"static": "Rejected by the static check:", "compile": "Does no
                   "verify": "Verification failed:", "bench": "Benchmark failed:"}
 
 
-def mark_not_run_here(out: list[Candidate], alive: Sequence[int], executor: Executor) -> None:
-    """Record L2 and L3 of the survivors `alive` as not run here (no GPU group): they become 'unmeasured'."""
-    for i in alive:
+def mark_not_run_here(batch: Batch, alive: Iterable[str], executor: Executor) -> None:
+    """Record L2 and L3 of the survivors `alive` (ids) as not run here (no GPU group): they become 'unmeasured'."""
+    for cid in alive:
         for level in ("verify", "bench"):
-            out[i] = out[i].with_result(LevelResult(level, False, NO_GPU_REASON, 0.0,
-                                                    {"gpus": executor.describe(), NOT_RUN_HERE: True}))
+            batch.record(cid, LevelResult(level, False, NO_GPU_REASON, 0.0,
+                                          {"gpus": executor.describe(), NOT_RUN_HERE: True}))
 
 
 def failure_feedback(c: Candidate, heads: Mapping[str, str]) -> str | None:
@@ -57,8 +58,9 @@ class Cascade(abc.ABC):
     """The level order, the stage events and the no-GPU rule, shared by every measured runner.
 
     A runner sets `executor` and `world` and defines the level bodies: `static_level` (one candidate),
-    `compile_level`, `verify_level` (each takes the batch and the indices alive, records its LevelResult on each
-    and returns the indices that passed), `bench_level` (records results, metrics and fitness) and `feedback`.
+    `compile_level`, `verify_level` (each takes the Batch and the ids alive, records its LevelResult on each by
+    id and returns the ids that passed, in batch order), `bench_level` (records results, metrics and fitness) and
+    `feedback`. A batch whose candidates share an id is refused (DuplicateIdError).
     """
 
     kind = "measured"
@@ -86,43 +88,43 @@ class Cascade(abc.ABC):
     # -- the CandidateEvaluator protocol ------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """Run every level each candidate survives; results, metrics, fitness and feedback are set on the
-        returned copies (same order). Never raises for a bad candidate."""
-        out = _fresh(candidates)
-        alive = self._static(out)
-        self._tell(out, set(range(len(out))) - set(alive), "done")
-        alive = self.compile_level(out, alive)
+        returned copies (same order). Never raises for a bad candidate; DuplicateIdError for two with one id."""
+        batch = Batch.fresh(candidates)
+        alive = self._static(batch)
+        self._tell(batch, set(batch.ids) - set(alive), "done")
+        alive = self.compile_level(batch, alive)
         if alive and not self.has_gpu:
-            mark_not_run_here(out, alive, self.executor)
+            mark_not_run_here(batch, alive, self.executor)
         elif alive:
-            self._tell(out, alive, "verify")
-            verified = self.verify_level(out, alive)
-            self._tell(out, set(alive) - set(verified), "done")
+            self._tell(batch, alive, "verify")
+            verified = self.verify_level(batch, alive)
+            self._tell(batch, set(alive) - set(verified), "done")
             if verified:
-                self._tell(out, verified, "bench")
-                self.bench_level(out, verified)
-                self._tell(out, verified, "done")
-        return [c.evolve(feedback=self.feedback(c)) for c in out]
+                self._tell(batch, verified, "bench")
+                self.bench_level(batch, verified)
+                self._tell(batch, verified, "done")
+        return [c.evolve(feedback=self.feedback(c)) for c in batch.candidates()]
 
     def prepare(self, candidates: Sequence[Candidate], compile: bool = True) -> list[Candidate]:
         """L0 and L1 only (static check, then with `compile` the compile): what a CPU worker does before a GPU
         evaluates (cuco.evaluate.ray_executor). Never raises for a bad candidate."""
-        out = _fresh(candidates)
-        alive = self._static(out)
+        batch = Batch.fresh(candidates)
+        alive = self._static(batch)
         if compile:
-            self.compile_level(out, alive)
-        return out
+            self.compile_level(batch, alive)
+        return batch.candidates()
 
-    def _static(self, out: list[Candidate]) -> list[int]:
+    def _static(self, batch: Batch) -> list[str]:
         alive = []
-        for i, c in enumerate(out):
-            result = self.static_level(c)
-            out[i] = c.with_result(result)
+        for cid in batch.ids:
+            result = self.static_level(batch[cid])
+            batch.record(cid, result)
             if result.passed:
-                alive.append(i)
+                alive.append(cid)
         return alive
 
-    def _tell(self, out: Sequence[Candidate], indices: Iterable[int], stage: str) -> None:
-        tell(self.on_stage, (out[i] for i in sorted(indices)), stage)
+    def _tell(self, batch: Batch, ids: Iterable[str], stage: str) -> None:
+        tell(self.on_stage, batch.candidates(ids), stage)
 
     # -- the level bodies ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -130,22 +132,17 @@ class Cascade(abc.ABC):
         """L0 of one candidate."""
 
     @abc.abstractmethod
-    def compile_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
-        """L1 of the candidates `alive`; the indices that compiled."""
+    def compile_level(self, batch: Batch, alive: list[str]) -> list[str]:
+        """L1 of the candidates `alive` (ids); the ids that compiled."""
 
     @abc.abstractmethod
-    def verify_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
-        """L2 of the candidates `alive`; the indices that verified."""
+    def verify_level(self, batch: Batch, alive: list[str]) -> list[str]:
+        """L2 of the candidates `alive` (ids); the ids that verified."""
 
     @abc.abstractmethod
-    def bench_level(self, out: list[Candidate], alive: list[int]) -> None:
+    def bench_level(self, batch: Batch, alive: list[str]) -> None:
         """L3 of the candidates `alive`: their times, metrics and fitness."""
 
     def feedback(self, c: Candidate) -> str:
         """A short summary for a person or an LLM: the first failure with its reason, or the timing."""
         return failure_feedback(c, {}) or ""
-
-
-def _fresh(candidates: Sequence[Candidate]) -> list[Candidate]:
-    return [c.evolve(results={}, metrics={}, fitness=None, feedback="") for c in candidates]
-

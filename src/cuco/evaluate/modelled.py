@@ -18,6 +18,7 @@ import attrs
 from cuco.candidate import NOT_RUN_HERE, Candidate, LevelResult
 from cuco.design_space import WHOLE, Directives
 from cuco.evaluate.base import StageFn
+from cuco.evaluate.batch import Batch
 from cuco.shape import Shape
 from cuco.workload import Workload
 
@@ -161,14 +162,20 @@ class ModelledEvaluator:
         return t.host_baseline / t.total
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """The candidates statically checked and timed by the model, in the order given."""
-        return [self._one(c) for c in candidates]
+        """The candidates statically checked and timed by the model, in the order given; DuplicateIdError for two
+        candidates with one id (every runner keys its results by id)."""
+        batch = Batch(candidates)
+        for c in batch.candidates():
+            batch.put(self._one(c))
+        return batch.candidates()
 
     def prepare(self, candidates: Sequence[Candidate], compile: bool = True) -> list[Candidate]:
         """L0 only, as a Ray CPU worker runs it before the evaluation: the model compiles nothing (`compile` is
         taken for the measured runners' signature)."""
-        return [c.evolve(results={}, metrics={}, fitness=None, feedback="").with_result(self._static(c))
-                for c in candidates]
+        batch = Batch.fresh(candidates)
+        for c in batch.candidates():
+            batch.record(c.id, self._static(c))
+        return batch.candidates()
 
     def _static(self, c: Candidate) -> LevelResult:
         if self._check_static is None:

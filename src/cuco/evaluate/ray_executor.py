@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 from cuco.candidate import LEVELS, NOT_RUN_HERE, Candidate, LevelResult
 from cuco.errors import CucoError
 from cuco.evaluate.base import StageFn
+from cuco.evaluate.batch import Batch
 
 EvaluatorFactory = Callable[[], Any]
 
@@ -202,8 +203,10 @@ class RayEvaluator:
                 "one node: add such a node or lower --world")
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """One result per candidate, in order; never raises for a candidate (lost workers are recorded)."""
+        """One result per candidate, in order; never raises for a candidate (lost workers are recorded);
+        DuplicateIdError for two candidates with one id."""
         ray = self.ray
+        batch = Batch(candidates)
         from ray.util.placement_group import placement_group, remove_placement_group  # noqa: PLC0415
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415
 
@@ -213,35 +216,33 @@ class RayEvaluator:
                 ray.get([self._prepare.remote(self.factory, c, p) for c, p in zip(candidates, parents)])
             except Exception:  # noqa: BLE001 - a lost compile worker only costs the cache warm-up
                 pass
-        groups, refs = [], []
+        groups: dict[str, Any] = {}
+        refs: dict[Any, str] = {}  # each task's ObjectRef -> the id of the candidate it evaluates
         # A bundle never spans nodes: one bundle of `world` GPUs is a group of GPUs on one node.
         need = {"num_gpus": self.world} if self.gpu_resource == "GPU" else {"resources": {self.gpu_resource: self.world}}
         check_gpus = self.gpu_resource == "GPU"  # a custom resource stands for GPUs that are not there
         for c, p in zip(candidates, parents):
             pg = placement_group([{self.gpu_resource: self.world}], strategy="STRICT_PACK")
-            groups.append(pg)
+            groups[c.id] = pg
             strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
             task = self._evaluate.options(scheduling_strategy=strategy, **need)
-            refs.append(task.remote(self.factory, [c], p, check_gpus))
+            refs[task.remote(self.factory, [c], p, check_gpus)] = c.id
         # Each group is given back as soon as its task ends, so a batch larger than the cluster flows through it.
-        results: dict[int, Candidate] = {}
-        index = {ref: i for i, ref in enumerate(refs)}
         pending = list(refs)
         try:
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
-                i = index[ready[0]]
+                cid = refs[ready[0]]
                 try:
-                    (results[i],) = ray.get(ready[0])
+                    (done,) = ray.get(ready[0])
                 except Exception as exc:  # noqa: BLE001 - worker/node lost after retries: infrastructure
-                    results[i] = self._lost(candidates[i], exc)
-                remove_placement_group(groups[i])
-                groups[i] = None
+                    done = self._lost(batch[cid], exc)
+                batch.put(done)
+                remove_placement_group(groups.pop(cid))
         finally:
-            for pg in groups:
-                if pg is not None:
-                    remove_placement_group(pg)
-        return [results[i] for i in range(len(candidates))]
+            for pg in groups.values():
+                remove_placement_group(pg)
+        return batch.candidates()
 
     def _parent(self, c: Candidate) -> dict[str, str]:
         """{id: the parent's source} for the worker's frozen-region check; empty when there is none to compare."""

@@ -25,6 +25,7 @@ from typing import Callable
 
 from cuco.candidate import Candidate, LevelResult
 from cuco.design_space import Topology
+from cuco.evaluate.batch import Batch
 from cuco.evaluate.executor import DeviceGroup, Executor
 from cuco.evaluate.levels import DEFAULT_VERIFY_DELAY_US, Cascade, failure_feedback
 from cuco.evaluate.static import check_program
@@ -152,110 +153,112 @@ class ProgramEvaluator(Cascade):
         parent = self.parent_code(c) if self.parent_code else None
         return check_program(c.code, parent if parent is not None else self.frozen_reference())
 
-    def verify_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def verify_level(self, batch: Batch, alive: list[str]) -> list[str]:
         """L2: each survivor run once under delayed arrival, its read-backs compared with the reference's."""
         reference = self.reference()
-        return self.executor.run(lambda g: self._verify(out, alive, _binaries(out, alive), reference, g),
+        return self.executor.run(lambda g: self._verify(batch, alive, _binaries(batch, alive), reference, g),
                                  exclusive=True)
 
-    def bench_level(self, out: list[Candidate], alive: list[int]) -> None:
+    def bench_level(self, batch: Batch, alive: list[str]) -> None:
         """L3: `timed_runs` rounds of the reference and every survivor, each a fresh process."""
         reference = self.reference()
-        self.executor.run(lambda g: self._bench(out, alive, _binaries(out, alive), reference, g), exclusive=True)
+        self.executor.run(lambda g: self._bench(batch, alive, _binaries(batch, alive), reference, g), exclusive=True)
 
     def feedback(self, c: Candidate) -> str:
         """The first failure with its reason, or the verdict and the time against the host program."""
         return _feedback(c)
 
-    def compile_level(self, out: list[Candidate], alive: list[int]) -> list[int]:
+    def compile_level(self, batch: Batch, alive: list[str]) -> list[str]:
         """L1: every survivor built in parallel (its errors at the user's lines)."""
-        def one(i: int) -> tuple[int, Path | None, str, float]:
+        def one(cid: str) -> tuple[str, Path | None, str, float]:
             t0 = time.monotonic()
-            # by position too: candidates copied with evolve() share an id, and one folder each keeps them apart
-            binary, log = self._build(out[i].code, f"{i}-{out[i].id}")
-            return i, binary, log, time.monotonic() - t0
+            # one folder per candidate id (a batch holds each id once), apart from the reference's folder
+            binary, log = self._build(batch[cid].code, f"candidate-{cid}")
+            return cid, binary, log, time.monotonic() - t0
 
         workers = max(1, min(len(alive), (os.cpu_count() or 2)))
-        self._tell(out, alive, "compile")
-        done = []
+        self._tell(batch, alive, "compile")
+        done: dict[str, tuple[Path | None, str, float]] = {}
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-            for fut in concurrent.futures.as_completed([pool.submit(one, i) for i in alive]):
-                done.append(fut.result())
-                if done[-1][1] is None or not self.has_gpu:  # its result is final now
-                    self._tell(out, [done[-1][0]], "done")
+            for fut in concurrent.futures.as_completed([pool.submit(one, cid) for cid in alive]):
+                cid, binary, log, seconds = fut.result()
+                done[cid] = (binary, log, seconds)
+                if binary is None or not self.has_gpu:  # its result is final now
+                    self._tell(batch, [cid], "done")
         ok = []
-        for i, binary, log, seconds in sorted(done, key=lambda d: d[0]):
+        for cid in alive:
+            binary, log, seconds = done[cid]
             if binary is None:
-                out[i] = out[i].with_result(LevelResult("compile", False, log, seconds))
+                batch.record(cid, LevelResult("compile", False, log, seconds))
             else:
-                out[i] = out[i].with_result(LevelResult("compile", True, "", seconds, {"binary": str(binary)}))
-                ok.append(i)
+                batch.record(cid, LevelResult("compile", True, "", seconds, {"binary": str(binary)}))
+                ok.append(cid)
         return ok
 
-    def _verify(self, out: list[Candidate], alive: list[int], binaries: dict[int, Path], reference: Observation,
-                group: DeviceGroup) -> list[int]:
+    def _verify(self, batch: Batch, alive: list[str], binaries: dict[str, Path], reference: Observation,
+                group: DeviceGroup) -> list[str]:
         ok = []
-        for i in alive:
-            obs, why = self._run(binaries[i], group, self.verify_delay_us)
+        for cid in alive:
+            obs, why = self._run(binaries[cid], group, self.verify_delay_us)
             same = False
             if obs is not None:
                 same, why = compare(reference, obs)
             data = {"delay_comm_us": self.verify_delay_us, "world": self.world, "how": why if same else ""}
-            out[i] = out[i].with_result(LevelResult("verify", same, "" if same else why, 0.0, data))
+            batch.record(cid, LevelResult("verify", same, "" if same else why, 0.0, data))
             if same:
-                ok.append(i)
+                ok.append(cid)
         return ok
 
-    def _bench(self, out: list[Candidate], alive: list[int], binaries: dict[int, Path], reference: Observation,
+    def _bench(self, batch: Batch, alive: list[str], binaries: dict[str, Path], reference: Observation,
                group: DeviceGroup) -> None:
         assert self._reference is not None
         host: list[float] = []
         host_cold: list[float] = []
-        times: dict[int, list[float]] = {i: [] for i in alive}
-        cold: dict[int, list[float]] = {i: [] for i in alive}
-        failed: dict[int, str] = {}
+        times: dict[str, list[float]] = {cid: [] for cid in alive}
+        cold: dict[str, list[float]] = {cid: [] for cid in alive}
+        failed: dict[str, str] = {}
         for _round in range(self.timed_runs):
             obs, _why = self._run(self._reference[0], group)
             if obs is not None and obs.region_ms() is not None:
                 host.append(obs.region_ms())
                 host_cold.append(obs.cold_ms())
-            for i in alive:
-                if i in failed:
+            for cid in alive:
+                if cid in failed:
                     continue
-                obs, why = self._run(binaries[i], group)
+                obs, why = self._run(binaries[cid], group)
                 if obs is not None:
                     same, how = compare(reference, obs)
                     if not same:
                         obs, why = None, f"wrong result in a timed run: {how}"
                 if obs is None or obs.region_ms() is None:
-                    failed[i] = why or "no timed region ran"
+                    failed[cid] = why or "no timed region ran"
                 else:
-                    times[i].append(obs.region_ms())
-                    cold[i].append(obs.cold_ms())
+                    times[cid].append(obs.region_ms())
+                    cold[cid].append(obs.cold_ms())
         context = {"world": self.world, "runs": self.timed_runs, "timing": TIMING,
                    "device": describe_gpus(group.visible), "nccl_version": self.toolchain.nccl.version,
                    "cuda_version": self.toolchain.cuda_version,
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                    "host_runs_ms": host, "host_cold_runs_ms": host_cold, "host_timed_in_same_run": True}
         host_ms = statistics.median(host) if host else None
-        for i in alive:
-            if i in failed:
-                out[i] = out[i].with_result(LevelResult("bench", False, failed[i], 0.0, context))
+        for cid in alive:
+            if cid in failed:
+                batch.record(cid, LevelResult("bench", False, failed[cid], 0.0, context))
                 continue
-            t = statistics.median(times[i])
-            metrics: dict[str, float] = {"time_ms": t, "spread": (max(times[i]) - min(times[i])) / t if t else 0.0,
-                                         "cold_time_ms": statistics.median(cold[i])}
+            t = statistics.median(times[cid])
+            metrics: dict[str, float] = {"time_ms": t, "spread": (max(times[cid]) - min(times[cid])) / t if t else 0.0,
+                                         "cold_time_ms": statistics.median(cold[cid])}
             if host_ms is not None:
                 metrics["host_ms"] = host_ms
                 metrics["cold_ms"] = statistics.median(host_cold)
                 metrics["speedup"] = host_ms / t if t else 0.0
-            data = {**context, "runs_ms": times[i], "cold_runs_ms": cold[i]}
-            out[i] = out[i].with_result(LevelResult("bench", True, "", 0.0, data))
-            out[i] = out[i].evolve(metrics=metrics, fitness=metrics.get("speedup"))
+            data = {**context, "runs_ms": times[cid], "cold_runs_ms": cold[cid]}
+            batch.record(cid, LevelResult("bench", True, "", 0.0, data))
+            batch.measure(cid, metrics, metrics.get("speedup"))
 
 
-def _binaries(out: list[Candidate], alive: list[int]) -> dict[int, Path]:
-    return {i: Path(out[i].results["compile"].data["binary"]) for i in alive}
+def _binaries(batch: Batch, alive: list[str]) -> dict[str, Path]:
+    return {cid: Path(batch[cid].results["compile"].data["binary"]) for cid in alive}
 
 
 def _feedback(c: Candidate) -> str:

@@ -36,3 +36,14 @@ def test_dropping_every_join_in_the_program_is_refused_by_the_static_check(mlp):
     result = check_program(good.replace("cucoJoin();", "/* no wait */"), good)
     assert not result.passed and "outside the EVOLVE blocks" in result.reason
 
+
+
+def test_skips_entry_wait_removes_the_runtime_entry_wait_and_is_judged_by_verification_alone(mlp):
+    from cuco.program.fixtures import skips_entry_wait
+
+    point = Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32")
+    good = mlp.render(point, Topology(world=1))
+    bad = skips_entry_wait(mlp, point)
+    assert "/* no entry wait */" in bad.code and bad.code != good
+    assert not check_program(bad.code, good).passed      # as a candidate, the static check refuses it
+    assert check_program(bad.code, bad.code).passed       # as its own frozen text, only verification judges it

@@ -111,3 +111,39 @@ def test_unit_bench_with_a_fake_launcher_reports_cold_and_steady_times_of_both_s
     assert m["speedup"] == pytest.approx(4.15 / 2.05)
     assert out.results["bench"].data["cold_runs_ms"] == [pytest.approx(3.1)] * 3
     assert launcher.runs == [original, rewrite] * 3   # the original in every round, beside the rewrite
+
+
+class StaleUnlessSingleLauncher:
+    """A unit-test double of the program harness's runs, for a rewrite that never waits for its data: run with
+    delayed arrival and one instance of each region, its read-back is stale; with repeated regions, the earlier
+    instances left the same values in place and the last instance's read-back looks right. The original reads
+    back b'ok' either way. `envs` records each run's (binary name, region instances, delayed)."""
+
+    def __init__(self):
+        self.envs = []
+
+    def run(self, binary, group, env, timeout_s, work_dir):
+        from cuco.program.observation import Observation
+
+        single, delayed = env.get("CUCO_REGION_REPEATS") == "1", "CUCO_DELAY_COMM_US" in env
+        self.envs.append((binary.name, env.get("CUCO_REGION_REPEATS"), delayed))
+        data = b"stale" if binary.name == "rewrite" and single and delayed else b"ok"
+        return Observation({(0, 0): data}, ((0, 0, 0, 5.0), (0, 0, 1, 1.0))), ""
+
+
+def test_verification_runs_each_region_once_so_a_missing_wait_is_not_hidden_by_earlier_instances(tmp_path):
+    from cuco.candidate import Candidate, LevelResult
+    from cuco.evaluate.executor import Executor
+    from cuco.program import evaluator as E
+
+    corpus = Path(__file__).parent / "fixtures" / "host_programs"
+    launcher = StaleUnlessSingleLauncher()
+    ev = E.ProgramEvaluator(HostProgram.load(corpus / "rs_grad_shard.cu"), world=1, timed_runs=1,
+                            executor=Executor(world=1, devices=["0"]), work_dir=tmp_path, launcher=launcher)
+    ev.static_level = lambda c: LevelResult("static", True)
+    ev._build = lambda code, name: (tmp_path / ("reference" if name == "reference" else "rewrite"), "")
+    [out] = ev.evaluate([Candidate(code="never waits", workload="p")])
+    assert out.status == "failed:verify", out.feedback
+    delayed = [e for e in launcher.envs if e[2]]
+    assert delayed == [("rewrite", "1", True)]
+    assert ("reference", "1", False) in launcher.envs   # compared with the original run the same way

@@ -3,8 +3,11 @@ program, with the program harness (observe.h) in place of the plugin harness.
 
 - Reference: the observed original, compiled before anything else (its errors at the user's lines), run twice;
   it must read something back and read back the same bytes both times (else ProgramError says so).
-- L2: each candidate runs once with delayed arrival (CUCO_DELAY_COMM_US): its read-backs must equal the
-  reference's, so a rewrite that reads received data without waiting for it fails even with one GPU.
+- L2: each candidate runs once with delayed arrival (CUCO_DELAY_COMM_US) and one instance of each region: its
+  read-backs must equal those of the original run the same way, so a rewrite that reads received data without
+  waiting for it fails even with one GPU. One instance, because a repeated region reads back only its last
+  instance, whose late data the earlier instances already left in place (the same values): a missing wait
+  would go unseen.
 - L3: `timed_runs` rounds, each running the reference and then every survivor as a fresh process, so drift hits
   both alike; every timed run is verified too. Every run repeats each region REGION_REPEATS times in its
   process: its time is the warm instances' median (Observation.region_ms), its cold time the first instance
@@ -70,6 +73,7 @@ class ProgramEvaluator(Cascade):
         self.launcher = launcher if launcher is not None else LocalLauncher()
         self.toolchain = host_toolchain()
         self._reference: tuple[Path, Observation] | None = None
+        self._verify_reference: Observation | None = None
         self._frozen_reference: str | None = None
         self._original: Path | None = None
 
@@ -116,9 +120,11 @@ class ProgramEvaluator(Cascade):
             self._original = binary
         return self._original
 
-    def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0) -> tuple[Observation | None, str]:
-        """Run once, observed (with arrival delayed by `delay_us`); (observation, '') or (None, why it failed)."""
-        env = {**RUN_ENV, "WORLD_SIZE": str(self.world)}
+    def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0,
+             repeats: int = REGION_REPEATS) -> tuple[Observation | None, str]:
+        """Run once, observed (with arrival delayed by `delay_us`, each region run `repeats` times); (observation,
+        '') or (None, why it failed)."""
+        env = {**RUN_ENV, "WORLD_SIZE": str(self.world), "CUCO_REGION_REPEATS": str(repeats)}
         if delay_us > 0:
             env["CUCO_DELAY_COMM_US"] = f"{delay_us:g}"
         return self.launcher.run(binary, group, env, self.timeout_s, self.work_dir)
@@ -146,6 +152,17 @@ class ProgramEvaluator(Cascade):
             self._reference = (binary, a)
         return self._reference[1]
 
+    def verify_reference(self, group: DeviceGroup) -> Observation:
+        """The original's read-backs with one instance of each region, what L2 compares against (run on first
+        use, on `group`)."""
+        if self._verify_reference is None:
+            obs, why = self._run(self.compile_original(), group, repeats=1)
+            if obs is None:
+                raise ProgramError(f"{self.program.path}: the program fails when run by cuco with each timed region "
+                                   f"run once (WORLD_SIZE={self.world}): {why}")
+            self._verify_reference = obs
+        return self._verify_reference
+
     # -- the levels ------------------------------------------------------------------------------------
     def static_level(self, c: Candidate) -> LevelResult:
         """L0 against the parent's frozen text or, without a parent, cuco's own rewrite of the program, which
@@ -154,10 +171,11 @@ class ProgramEvaluator(Cascade):
         return check_program(c.code, parent if parent is not None else self.frozen_reference())
 
     def verify_level(self, batch: Batch, alive: list[str]) -> list[str]:
-        """L2: each survivor run once under delayed arrival, its read-backs compared with the reference's."""
-        reference = self.reference()
-        return self.executor.run(lambda g: self._verify(batch, alive, _binaries(batch, alive), reference, g),
-                                 exclusive=True)
+        """L2: each survivor run once under delayed arrival, each region once, its read-backs compared with the
+        original's run the same way."""
+        self.reference()  # the original checked first (it reads back, deterministically)
+        return self.executor.run(lambda g: self._verify(batch, alive, _binaries(batch, alive),
+                                                        self.verify_reference(g), g), exclusive=True)
 
     def bench_level(self, batch: Batch, alive: list[str]) -> None:
         """L3: `timed_runs` rounds of the reference and every survivor, each a fresh process."""
@@ -199,11 +217,12 @@ class ProgramEvaluator(Cascade):
                 group: DeviceGroup) -> list[str]:
         ok = []
         for cid in alive:
-            obs, why = self._run(binaries[cid], group, self.verify_delay_us)
+            obs, why = self._run(binaries[cid], group, self.verify_delay_us, repeats=1)
             same = False
             if obs is not None:
                 same, why = compare(reference, obs)
-            data = {"delay_comm_us": self.verify_delay_us, "world": self.world, "how": why if same else ""}
+            data = {"delay_comm_us": self.verify_delay_us, "world": self.world, "region_instances": 1,
+                    "how": why if same else ""}
             batch.record(cid, LevelResult("verify", same, "" if same else why, 0.0, data))
             if same:
                 ok.append(cid)

@@ -4,6 +4,9 @@
   collective's output before its transfer lands. It changes the blocks only, so it passes the static check against
   the point it came from and only verification under delayed arrival can catch it. The join after the last block is
   frozen text and stays: it comes after the consumers, too late to save them.
+- skips_entry_wait: a copy-engine point whose copies do not wait for the entry kernel (the runtime's entry wait
+  removed). It edits the frozen runtime, so the static check refuses it as a candidate; a test judges it by
+  verification alone (ProgramEvaluator(..., parent_code=lambda c: c.code): the candidate is its own frozen text).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from cuco.evolve_blocks import split
 from cuco.program.workload import ProgramWorkload
 
 _JOIN = "cucoJoin();"
+_ENTRY_WAIT = "CUCOFP_CUDA(cudaStreamWaitEvent(s->copy[i], s->entered, 0));   // the entry wait"
 
 
 def never_waits(workload: ProgramWorkload, point: Directives, topology: Topology | None = None) -> Candidate:
@@ -27,3 +31,14 @@ def never_waits(workload: ProgramWorkload, point: Directives, topology: Topology
                          "stream_overlap point of a program whose consumer follows its collective in one block")
     bad = skeleton.with_blocks([b.replace(_JOIN, "/* no wait */") for b in skeleton.blocks]).join()
     return workload.fast_path(topology).evolve(code=bad, directives=point, mutation="manual")
+
+
+def skips_entry_wait(workload: ProgramWorkload, point: Directives, topology: Topology | None = None) -> Candidate:
+    """`point`'s rewrite (a copy_engine point) with the copies' entry wait removed from the runtime."""
+    topology = topology if topology is not None else Topology(world=1)
+    code = workload.render(point, topology)
+    if code.count(_ENTRY_WAIT) != 1:
+        raise ValueError(f"{workload.name} at {point.label()}: the runtime's entry wait is not there once; pick a "
+                         "copy_engine point (or update this fixture to the runtime)")
+    return workload.fast_path(topology).evolve(code=code.replace(_ENTRY_WAIT, "/* no entry wait */"),
+                                               directives=point, mutation="manual")

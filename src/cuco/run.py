@@ -212,8 +212,13 @@ class Run:
         return fast
 
     def search(self) -> None:
-        """Evaluate until the run holds its number of evaluations."""
-        self.search_loop.run(self.evaluations)
+        """Evaluate until the run holds its number of evaluations, or, without an LLM, until every legal point is
+        evaluated (then said through on_event)."""
+        from cuco.search.run_state import RunState
+
+        result = self.search_loop.run(self.evaluations)
+        if result.exhausted:
+            self.on_event(f"cuco: {RunState.load(self.db).exhausted_note(result.evaluated)}")
 
     # -- summary, close ----------------------------------------------------------------------------------
     def summary(self) -> RunSummary:
@@ -228,7 +233,12 @@ class Run:
         if best is not None and "bench" in best.results:
             data = best.results["bench"].data
             env = {k: data.get(k) for k in ENVIRONMENT_KEYS}
-        summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env)
+        from cuco.search.run_state import RunState
+
+        state = RunState.load(db)
+        done = sum(n for s, n in counts.items() if s != "pending")
+        summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env,
+                             state.exhausted, (state.exhausted_note(done),) if state.exhausted else ())
         _write_json(self.run_dir / "summary.json", summary.to_dict())
         if best is not None:
             write_best(self.run_dir, best, self.workload)

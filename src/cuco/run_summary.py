@@ -21,6 +21,8 @@ class RunSummary:
     best: Candidate | None
     fastpath: Candidate | None
     environment: dict[str, Any]
+    exhausted: bool = False     # the search stopped short of the evaluations asked: every legal point was evaluated
+    notes: tuple[str, ...] = ()  # plain sentences about how the run went
 
     @property
     def measured(self) -> bool:
@@ -37,7 +39,8 @@ class RunSummary:
 
         return {"workload": self.workload, "run_dir": str(self.run_dir), "evaluation": self.evaluation,
                 "evaluated": self.evaluated, "counts": self.counts, "best": cand(self.best),
-                "fastpath": cand(self.fastpath), "environment": self.environment}
+                "fastpath": cand(self.fastpath), "environment": self.environment, "exhausted": self.exhausted,
+                "notes": list(self.notes)}
 
     def text(self) -> str:
         """The summary as `cuco run` prints it: counts, fast path, best point and its times, run directory."""
@@ -45,6 +48,7 @@ class RunSummary:
 
         lines = [f"cuco run {self.workload}: {self.evaluated} candidates evaluated "
                  f"({', '.join(f'{k} {v}' for k, v in sorted(self.counts.items()))})"]
+        lines += list(self.notes)
         if self.fastpath is not None:
             lines.append(f"fast path: {self.fastpath.status}; {feedback_headline(self.fastpath.feedback)}")
         if not self.measured:

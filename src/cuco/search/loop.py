@@ -3,7 +3,8 @@ filter for novelty, store them, evaluate them in batches, and update islands, ar
 
 Every proposal is stored (status pending) before it is evaluated and updated after, so a run killed at any
 point resumes without losing or repeating a candidate: pending ones are evaluated first, and the random
-stream of proposal i is derived from (seed, i), never from a process-wide state.
+stream of proposal i is derived from (seed, i), never from a process-wide state. Without an LLM a run stops
+once every legal point of every island's space is evaluated: anything more could only repeat a measurement.
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ from cuco.design_space import DesignSpace
 from cuco.errors import CucoError
 from cuco.evaluate.base import CandidateEvaluator
 from cuco.llm import LLMBudgetError, LLMConfigError
-from cuco.spend import LEDGER_FILE, SpendLedger
 from cuco.search import migration as mig
 from cuco.search import selection
 from cuco.search.archive import Archive
 from cuco.search.config import SearchConfig
+from cuco.search.coverage import Coverage
 from cuco.search.island import Island, make_islands
 from cuco.search.meta import MetaSummarizer, MetaSummary
 from cuco.search.mutators.base import MutationContext, MutationError
 from cuco.search.mutators.directive import DirectiveMutator
 from cuco.search.mutators.llm import LLMMutator
 from cuco.search.progress import Tracker, following, make_progress
+from cuco.search.result import SearchResult, read_result
 from cuco.search.run_state import GenerationStats, RunState, write_run_meta
 from cuco.search.schedule import Step
 from cuco.problem import Problem
@@ -46,20 +48,6 @@ class Mutators:
 
     directive: DirectiveMutator = attrs.field(factory=DirectiveMutator)
     llm: LLMMutator | None = None
-
-
-@attrs.frozen
-class SearchResult:
-    """A run's outcome: its best candidate, per-generation history, counts by status, evaluations, LLM spend,
-    the evaluator's kind ("modelled" where no GPU measured anything) and notes on how the run went."""
-
-    best: Candidate | None
-    history: tuple[GenerationStats, ...]
-    counts: dict
-    evaluated: int
-    llm_cost_usd: float
-    evaluator_kind: str
-    notes: tuple[str, ...] = ()  # plain sentences about how the run went (e.g. an LLM that never helped)
 
 
 @attrs.frozen
@@ -108,6 +96,7 @@ class Search:
         self._llm_off = threading.Event()
         self._llm_note = ""
         self._llm_warned = False
+        self._coverage: Coverage | None = None  # enumerated on first need: an LLM run never needs it
         check = getattr(self.mutators.llm.client, "check", None) if self.mutators.llm is not None else None
         if check is not None:
             check()  # unknown model, missing API key, no price under a cap: said now, not after the seeds
@@ -155,10 +144,26 @@ class Search:
     def _llm_on(self) -> bool:
         return self.mutators.llm is not None and not self._llm_off.is_set()
 
+    def _offline(self) -> Coverage | None:
+        """The islands' legal points, while no LLM is on (an LLM may write new code at a seen point)."""
+        if self._llm_on():
+            return None
+        if self._coverage is None:
+            self._coverage = Coverage.of(self._spaces)
+        return self._coverage
+
+    def _exhausted(self, extra_seen: Sequence[str] = ()) -> bool:
+        cover = self._offline()
+        return cover is not None and cover.exhausted(self._seen() | set(extra_seen))
+
+    def _island_of(self, index: int, extra_seen: Sequence[str] = ()) -> int:
+        cover = self._offline()  # offline, an island with no unseen point left hands its turn on
+        return index % len(self.islands) if cover is None else cover.island_for(index, self._seen() | set(extra_seen))
+
     # -- planning (main thread: a deterministic function of the stored state and the index) ----------------
     def _plan(self, index: int, total: int, extra_seen: Sequence[str] = ()) -> _Plan:
         rng = _rng(self.config.seed, index, "plan")
-        island = self.islands[index % len(self.islands)]
+        island = self.islands[self._island_of(index, extra_seen)]
         step = self.config.schedule.step(index, total, rng, self._llm_on())
         members = island.members()
         space = self._spaces[island.index]
@@ -185,12 +190,12 @@ class Search:
     def _seed_candidate(self, index: int, extra_seen: Sequence[str] = ()) -> Candidate:
         rng = _rng(self.config.seed, index, "seed")
         seen = self._seen() | set(extra_seen)
-        island = index % len(self.islands)
+        island = self._island_of(index, extra_seen)
         space = self._spaces[island]
         point = self.config.spec(island).start_point(self.space)  # the fast path's point unless the island has its own
         if point.label() in seen:
-            point = next((p for p in (space.sample(rng) for _ in range(64)) if p.label() not in seen),
-                         space.sample(rng))
+            point = next((p for p in (space.sample(rng) for _ in range(64)) if p.label() not in seen), None) \
+                or rng.choice([p for p in space.points() if p.label() not in seen] or [space.sample(rng)])
         return Candidate(code=self.workload.render(point, self.space.topology), workload=self.workload.name,
                          directives=point, island=island, mutation="seed")
 
@@ -233,7 +238,8 @@ class Search:
 
     # -- the run -------------------------------------------------------------------------------------------
     def run(self, n_evaluations: int) -> SearchResult:
-        """Evaluate until the run holds `n_evaluations` evaluated candidates (a resumed run counts earlier ones)."""
+        """Evaluate until the run holds `n_evaluations` evaluated candidates (a resumed run counts earlier ones) or,
+        without an LLM, no legal point is left unevaluated (then the result says `exhausted`)."""
         if n_evaluations < 1:
             raise CucoError(f"n_evaluations must be >= 1, got {n_evaluations}")
         path = getattr(self.db, "path", None)
@@ -257,9 +263,11 @@ class Search:
         pending = [c for c in self.all if c.status == "pending"]
         for i in range(0, len(pending), self.config.batch_size):  # stored before a kill: evaluate, never redo
             self._evaluate_batch(pending[i:i + self.config.batch_size], {}, total)
-        while len(self.all) < min(self.config.islands, total):
+        while len(self.all) < min(self.config.islands, total) and not self._exhausted():
             batch: list[Candidate] = []
             for i in range(min(self.config.islands, total, len(self.all) + self.config.batch_size) - len(self.all)):
+                if self._exhausted([c.directives.label() for c in batch]):
+                    break
                 batch.append(self._seed_candidate(len(self.all) + i, [c.directives.label() for c in batch]))
             for c in batch:
                 self.db.add(c)
@@ -268,7 +276,7 @@ class Search:
         with cf.ThreadPoolExecutor(max_workers=self.config.max_in_flight, thread_name_prefix="cuco-propose") as pool:
             futures: dict[int, tuple[_Plan, cf.Future]] = {}
             next_index = len(self.all)
-            while len(self.all) < total:
+            while len(self.all) < total and not self._exhausted():
                 # offline proposals cost nothing to prepare: plan them just in time so each batch sees every
                 # earlier result; LLM proposals are prepared max_in_flight ahead to hide their latency
                 ahead = self.config.max_in_flight if self._llm_on() else self.config.batch_size
@@ -286,20 +294,37 @@ class Search:
                     next_index = len(self.all)
             for _plan, fut in futures.values():
                 fut.cancel()
+        self._stop_if_exhausted(total)
         return self.result()
+
+    def _stop_if_exhausted(self, total: int) -> None:
+        """Record whether the run stopped short of `total` for want of unseen points; a finished bar ends there."""
+        evaluated = sum(1 for c in self.all if c.status != "pending")
+        exhausted = evaluated < total and self._exhausted()
+        if exhausted or self.state.exhausted:  # stored, so a resume says the same (and one that went on, not)
+            self.state = attrs.evolve(self.state, exhausted=exhausted)
+            self.state.save(self.db)
+        if exhausted and self._tracker is not None:
+            self._tracker.end(evaluated, self.state.exhausted_note(evaluated))
 
     def _collect(self, items: list[tuple[_Plan, cf.Future]], total: int) -> tuple[list[Candidate], dict[str, int]]:
         """Finished proposals in index order, each novel against the evaluated ones and its batch-mates."""
         batch: list[Candidate] = []
         ops: dict[str, int] = {}
         recent = [c for c in self.all if c.status != "pending"][-self.novelty.window:]
+        cover = self._offline()
         for plan, fut in items:
+            taken = [c.directives.label() for c in batch if c.directives]
+            seen = self._seen() | set(taken)
+            if cover is not None and cover.exhausted(seen):
+                break  # the batch holds the last unseen points: proposing more could only repeat one
             child, op = fut.result()
             for attempt in range(1, self.novelty.max_resamples + 1):
-                seen = self._seen() | {c.directives.label() for c in batch if c.directives}
                 if self.novelty.check(child, [*recent, *batch], seen) is None:
                     break
                 replan = attrs.evolve(plan, ctx=attrs.evolve(plan.ctx, seen=frozenset(seen)))
+                if cover is not None and not cover.open(plan.ctx.island, seen):  # batch-mates took its last points
+                    replan = self._plan(plan.index, total, taken)
                 child, op = self._propose(replan, attempt)
             batch.append(child)
             ops[op] = ops.get(op, 0) + 1
@@ -368,16 +393,7 @@ class Search:
 
     def result(self) -> SearchResult:
         """The outcome so far, read from the database."""
-        ledger = SpendLedger(self.db.path.parent / LEDGER_FILE)
-        # the run's ledger counts every call (failed replies, retries, resamples, summaries, calls cut by a
-        # kill); the candidates' own costs only the replies that became candidates
-        cost = ledger.total_usd() if ledger.path.exists() else \
-            sum(c.llm_cost_usd for c in self.db.all(self.workload.name))
-        state = RunState.load(self.db)
-        return SearchResult(self.db.best(self.workload.name), tuple(state.history),
-                            self.db.count_by_status(self.workload.name),
-                            sum(n for s, n in self.db.count_by_status(self.workload.name).items() if s != "pending"),
-                            cost, self.evaluator.kind, state.llm_notes())
+        return read_result(self.db, self.workload.name, self.evaluator.kind)
 
     @property
     def summary(self) -> MetaSummary:

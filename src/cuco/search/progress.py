@@ -29,12 +29,14 @@ class Progress:
     phase: str
     best_fitness: float | None
     best_label: str
-    #: "stage": a candidate entered a stage; "done": a candidate's result is final; "generation": a batch is
+    #: "stage": a candidate entered a stage; "done": a candidate's result is final; "generation": a batch is;
+    #: "exhausted": the run stopped short, every legal point evaluated (`total` is then the count reached)
     event: str = "generation"
     candidate: str = ""  # the id of the candidate a "stage" or "done" event is about
     #: candidates of the batch in flight per stage, e.g. (("compile", 3), ("verify", 1))
     stages: tuple[tuple[str, int], ...] = ()
     eta_s: float | None = None  # seconds left at this process's rate so far; None before a candidate finished
+    note: str = ""  # with "exhausted": the sentence that says so
 
 
 ProgressFn = Callable[[Progress], None]
@@ -105,6 +107,13 @@ class Tracker:
             p = self._progress("generation", "")
         self.report(p)
 
+    def end(self, evaluated: int, note: str) -> None:
+        """The run stops short at `evaluated`, which becomes the total, so that a bar ends full."""
+        with self._lock:
+            self.total = self._evaluated = evaluated
+            p = attrs.evolve(self._progress("exhausted", ""), note=note)
+        self.report(p)
+
     def _set_best(self, best: Candidate | None) -> None:
         if best is not None and best.fitness is not None:
             self._best = (best.fitness, best.directives.label() if best.directives else best.mutation)
@@ -146,6 +155,8 @@ class PlainProgress:
                     f"about {_duration(p.eta_s)} left")
         elif p.event == "generation":
             line = _text(p)
+        elif p.event == "exhausted":
+            line = f"cuco search: {p.note}"
         else:
             return
         print(line, file=self.stream, flush=True)
@@ -169,8 +180,10 @@ class TqdmProgress:
         stages = _stages(p)
         self._bar.set_postfix_str(f"{stages + ' | ' if stages else ''}best {best} | gen {p.generation} {p.phase}",
                                   refresh=False)
+        if p.total != self._bar.total:  # a run that stopped short ends its bar full
+            self._bar.total = p.total
         self._bar.update(p.evaluated - self._bar.n)  # refreshes, at most every tqdm mininterval
-        if p.event == "generation":
+        if p.event in ("generation", "exhausted"):
             self._bar.refresh()
 
     def close(self) -> None:

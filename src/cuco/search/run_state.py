@@ -48,13 +48,15 @@ class RunState:
     summary: MetaSummary = attrs.field(factory=MetaSummary)
     llm_disabled: bool = False
     llm_note: str = ""  # why the LLM was switched off, else the last reason an LLM proposal failed
+    exhausted: bool = False  # the offline search stopped short of `total`: every legal point was evaluated
 
     def to_dict(self) -> dict[str, Any]:
         """The state as a JSON-ready dict."""
         return {"generation": self.generation, "total": self.total,
                 "history": [attrs.asdict(h) for h in self.history],
                 "migrations": [[g, moves] for g, moves in self.migrations],
-                "summary": self.summary.to_dict(), "llm_disabled": self.llm_disabled, "llm_note": self.llm_note}
+                "summary": self.summary.to_dict(), "llm_disabled": self.llm_disabled, "llm_note": self.llm_note,
+                "exhausted": self.exhausted}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunState":
@@ -63,7 +65,7 @@ class RunState:
                    tuple(GenerationStats(**h) for h in d.get("history", ())),
                    tuple((int(g), list(m)) for g, m in d.get("migrations", ())),
                    MetaSummary.from_dict(d.get("summary", {})), bool(d.get("llm_disabled", False)),
-                   str(d.get("llm_note", "")))
+                   str(d.get("llm_note", "")), bool(d.get("exhausted", False)))
 
     def llm_counts(self) -> tuple[int, int]:
         """(usable LLM children, LLM proposals that failed and fell back to the directive mutator)."""
@@ -83,6 +85,11 @@ class RunState:
         if any(h.ops.get("budget_fallback") for h in self.history):
             notes.append("the LLM budget cap was reached; the rest of the run used the directive mutator")
         return tuple(notes)
+
+    def exhausted_note(self, evaluated: int) -> str:
+        """The sentence that says the search ran out of points after `evaluated` of the `total` asked."""
+        return (f"every legal point of the design space was evaluated: the search stopped after {evaluated} of the "
+                f"{self.total} evaluations asked (without an LLM nothing new is left to try)")
 
     @classmethod
     def load(cls, db: Any) -> "RunState":

@@ -4,7 +4,9 @@ holds it unchanged. On the CPU: a run directory whose database holds measured ca
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,28 @@ def test_a_faster_rewrite_stays_best(tmp_path):
     _w, s = _summary(tmp_path, [0.5, 1.4])
     assert s.best.mutation == "fastpath" and s.best.metrics["speedup"] == 1.4
     assert json.loads((tmp_path / "best" / "best.json").read_text())["is_original"] is False
+
+
+def test_an_interrupted_run_still_writes_its_best_so_far_and_says_it_was_interrupted(tmp_path, monkeypatch):
+    from cuco import run as run_module
+
+    w = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu")
+    _w, _s = _summary(tmp_path, [1.4])
+    (tmp_path / "summary.json").unlink()
+    shutil.rmtree(tmp_path / "best")
+    run = Run(RunOptions(workload=str(w.program.path)))
+    run.run_dir, run.workload, run.evaluation = tmp_path, w, "measured"
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    run.seed, run.search = (lambda: None), interrupted
+    with CandidateDB(tmp_path / rundir.DB_FILE) as db:
+        run.db = db
+        monkeypatch.setattr(run_module.Run, "open",
+                            classmethod(lambda cls, opts, on_event: contextlib.nullcontext(run)))
+        with pytest.raises(KeyboardInterrupt):
+            run_module.run_workload(RunOptions(workload=str(w.program.path)))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["best"]["metrics"]["speedup"] == 1.4 and any("interrupted" in n for n in summary["notes"])
+    assert json.loads((tmp_path / "best" / "best.json").read_text())["metrics"]["speedup"] == 1.4

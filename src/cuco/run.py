@@ -221,8 +221,9 @@ class Run:
             self.on_event(f"cuco: {RunState.load(self.db).exhausted_note(result.evaluated)}")
 
     # -- summary, close ----------------------------------------------------------------------------------
-    def summary(self) -> RunSummary:
-        """The run's summary, also written as summary.json; the best verified candidate goes to best/."""
+    def summary(self, note: str = "") -> RunSummary:
+        """The run's summary, also written as summary.json; the best verified candidate goes to best/. `note`, if
+        given, is added to the summary's notes (e.g. that the run was interrupted)."""
         name, db = self.workload.name, self.db
         every = db.all(name)
         counts = db.count_by_status()
@@ -237,8 +238,9 @@ class Run:
 
         state = RunState.load(db)
         done = sum(n for s, n in counts.items() if s != "pending")
+        notes = ((state.exhausted_note(done),) if state.exhausted else ()) + ((note,) if note else ())
         summary = RunSummary(name, self.run_dir, self.evaluation, len(every), dict(counts), best, self.fast, env,
-                             state.exhausted, (state.exhausted_note(done),) if state.exhausted else ())
+                             state.exhausted, notes)
         _write_json(self.run_dir / "summary.json", summary.to_dict())
         if best is not None:
             write_best(self.run_dir, best, self.workload)
@@ -284,8 +286,13 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None
     summary.json and, when a candidate was verified and timed, best/ in the run directory. Messages go to
     `on_event`, by default the "cuco" logger (logging.getLogger("cuco")) at INFO."""
     with Run.open(opts, on_event) as run:
-        run.seed()
-        run.search()
+        try:
+            run.seed()
+            run.search()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what was measured so far stays usable (best/, summary.json)
+            run.summary(f"interrupted: best/ and these figures hold what was evaluated before; `cuco run --resume "
+                        f"--run-dir {run.run_dir}` continues the run")
+            raise
         return run.summary()
 
 

@@ -260,6 +260,14 @@ def test_cuco_run_on_a_program_without_a_gpu_checks_and_compiles_every_candidate
     assert summary["counts"] == {"unmeasured": 2}
     assert summary["fastpath"]["point"] == "lsa/deferred/world/cta/whole/comm_ctas=32"
     assert not (tmp_path / "r" / "best").exists()   # nothing verified, nothing written out as best
+    # the event log: the run's messages and each candidate's stages, timestamped, in order
+    events = (tmp_path / "r" / "events.log").read_text().splitlines()
+    assert any("fast path candidate: unmeasured" in e for e in events)
+    ids = {c["id"] for c in (summary["fastpath"],)}
+    assert any(f"candidate {i} compile" in e for e in events for i in ids)
+    assert sum(e.endswith(" done") for e in events) == 2   # both candidates' results final
+    stamps = [e.split(" ", 1)[0] for e in events]
+    assert stamps == sorted(stamps) and all(s.endswith("+00:00") for s in stamps)
     from cuco.errors import CucoError
     from cuco.report.timeline import trace_run
 

@@ -25,6 +25,8 @@ from cuco.candidate import Candidate
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
 from cuco.errors import CucoError
+from cuco.events_log import FILE as EVENTS_FILE
+from cuco.events_log import EventLog
 from cuco.manifest import RunManifest
 from cuco.problem import Problem, Runner
 from cuco.run_checks import check_gpus, check_resume, check_run_dir, make_manifest, make_run_dir
@@ -131,6 +133,9 @@ class Run:
         runner.check_original(evaluation == "measured")   # said now, before anything is written
         make_run_dir(run_dir)
         self._stack.enter_context(runlock.held(run_dir))   # the one lock of the run, held until close()
+        # from here on every message and every candidate's stage move is also in RUN_DIR/events.log
+        events = EventLog(run_dir / EVENTS_FILE)
+        self.on_event = events.messages(self.on_event)
         if RunManifest.read(run_dir) != stored:  # another process started or changed it meanwhile
             raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
         if stored is None:
@@ -143,6 +148,7 @@ class Run:
                       f"{'GPU cascade' if evaluation == 'measured' else 'no GPU: static check + compile only'}")
         self.evaluation, self.evaluations = evaluation, evaluations
         self.runner, self.evaluator = runner, remote if remote is not None else runner
+        self.evaluator.on_stage = events.stage
         # the one database of the run: the search, the fast path and the summary all use this connection
         self.db = CandidateDB(run_dir / rundir.DB_FILE)
         self._stack.callback(self.db.close)

@@ -131,12 +131,15 @@ class Tracker:
 
 @contextlib.contextmanager
 def following(evaluator: CandidateEvaluator, tracker: Tracker | None) -> Iterator[None]:
-    """Point the evaluator's on_stage hook at `tracker` for the duration, then restore it."""
+    """Point the evaluator's on_stage hook at `tracker` too (after a hook already set, e.g. the run's event log)
+    for the duration, then restore it."""
     if tracker is None:
         yield
         return
+    from cuco.events_log import chain
+
     before = evaluator.on_stage
-    evaluator.on_stage = tracker.stage
+    evaluator.on_stage = chain(before, tracker.stage)
     try:
         yield
     finally:

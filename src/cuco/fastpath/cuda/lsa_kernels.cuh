@@ -155,18 +155,62 @@ template <class A> __device__ inline A combine(int op, A a, A b) {
   }
 }
 
-// out[k] = op over ranks p of src_p[k] for k in [0, n); element k is always handled by thread k mod
-// (grid size), in every kernel, so a per-CTA barrier orders producer and consumer of each element.
+// Ownership of a range's elements: 16-byte chunk c (elements [c*V, c*V + V) of the range, V = 16 / sizeof(T))
+// belongs to thread c mod (grid size), whatever the alignment (a chunk whose pointers are not 16-byte aligned goes
+// element by element), so a kernel's phases and the per-CTA barrier between them agree on who wrote what.
+template <class T> struct Chunk { static constexpr size_t V = sizeof(T) >= 16 ? 1 : 16 / sizeof(T); };
+
+__device__ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+// out[k] = op over ranks p of src_p[k] for k in [0, n), read from each rank's published buffer at `byteOff`.
+// Peer addresses are resolved once per call; aligned chunks move as 16-byte vectors.
 template <class T>
 __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
   typedef typename Acc<T>::type A;
-  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+  constexpr size_t V = Chunk<T>::V;
+  const T* src[64];
   int nr = L.dc.lsaSize;
-  for (size_t k = tid; k < n; k += nth) {
-    A acc = load<T>((const T*)peerPtr(L, d[0], 0, byteOff) + k);
-    for (int p = 1; p < nr; ++p) acc = combine<A>(op, acc, load<T>((const T*)peerPtr(L, d[p], p, byteOff) + k));
-    if (op == kAvg) acc = acc / (A)nr;
-    out[k] = store<T, A>(acc);
+  bool vec = V > 1 && aligned16(out);
+  for (int p = 0; p < nr; ++p) {
+    src[p] = (const T*)peerPtr(L, d[p], p, byteOff);
+    vec = vec && aligned16(src[p]);
+  }
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+  size_t chunks = (n + V - 1) / V;
+  for (size_t c = tid; c < chunks; c += nth) {
+    size_t k0 = c * V, k1 = k0 + V < n ? k0 + V : n;
+    if (vec && k1 - k0 == V) {
+      union { uint4 u; T t[V]; } in, res;
+      A acc[V];
+      in.u = *(const uint4*)(src[0] + k0);
+      for (size_t v = 0; v < V; ++v) acc[v] = load<T>(&in.t[v]);
+      for (int p = 1; p < nr; ++p) {
+        in.u = *(const uint4*)(src[p] + k0);
+        for (size_t v = 0; v < V; ++v) acc[v] = combine<A>(op, acc[v], load<T>(&in.t[v]));
+      }
+      for (size_t v = 0; v < V; ++v) res.t[v] = store<T, A>(op == kAvg ? acc[v] / (A)nr : acc[v]);
+      *(uint4*)(out + k0) = res.u;
+    } else {
+      for (size_t k = k0; k < k1; ++k) {
+        A acc = load<T>(src[0] + k);
+        for (int p = 1; p < nr; ++p) acc = combine<A>(op, acc, load<T>(src[p] + k));
+        if (op == kAvg) acc = acc / (A)nr;
+        out[k] = store<T, A>(acc);
+      }
+    }
+  }
+}
+
+// dst[k] = src[k] for k in [0, n), with reduceRange's chunk ownership.
+template <class T> __device__ inline void copyRange(T* dst, const T* src, size_t n) {
+  constexpr size_t V = Chunk<T>::V;
+  bool vec = V > 1 && aligned16(dst) && aligned16(src);
+  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
+  size_t chunks = (n + V - 1) / V;
+  for (size_t c = tid; c < chunks; c += nth) {
+    size_t k0 = c * V, k1 = k0 + V < n ? k0 + V : n;
+    if (vec && k1 - k0 == V) *(uint4*)(dst + k0) = *(const uint4*)(src + k0);
+    else for (size_t k = k0; k < k1; ++k) dst[k] = src[k];
   }
 }
 
@@ -229,15 +273,28 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   size_t lo = c.count * me / nr, hi = c.count * (me + 1) / nr;
   reduceRange<T>(L, d, lo * sizeof(T), (T*)c.recv + lo, hi - lo, c.op);
   CUCOFP_BARRIER();
-  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
   for (int p = 0; p < nr; ++p) {
     if (p == me) continue;
     Desc r = received(L, p, 1);
     size_t plo = c.count * p / nr, phi = c.count * (p + 1) / nr;
-    const T* src = (const T*)peerPtr(L, r, p, plo * sizeof(T));
-    T* dst = (T*)c.recv + plo;
-    for (size_t k = tid; k < phi - plo; k += nth) dst[k] = src[k];   // same element->thread map as phase 1
+    copyRange<T>((T*)c.recv + plo, (const T*)peerPtr(L, r, p, plo * sizeof(T)), phi - plo);  // phase 1's ownership
   }
+  CUCOFP_BARRIER();
+}
+
+// One shot, out of place: every rank reduces the whole buffer from every rank's send into its own recv, between
+// two barriers (the first: every send is published and ready; the second: no peer still reads my send). Two
+// barriers instead of three and no second pass: at W = 2 it moves the same bytes as the two-shot kernel above, at
+// larger W more, so the launch picks it at W = 2 and for small buffers (launchReduce).
+template <class T>
+__global__ void __launch_bounds__(kThreads) allreduceOneShotKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
+  int nr = L.dc.lsaSize;
+  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
+  CUCOFP_BARRIER();
+  Desc d[64];
+  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+  reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);
   CUCOFP_BARRIER();
 }
 

@@ -10,7 +10,8 @@
 # library, in parallel) | tests-<workload> (its GPU tests at world W) | sanitize-<workload> (compute-sanitizer memcheck
 # and synccheck over its fast path and best point, benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one
 # delayed launch of its fast path, best points and seed, replayed 20 times with fresh inputs and checked each time,
-# benchmarks/graph_replay.py) | cache-save / cache-load (the compile cache as OUT_DIR/cache.tgz, or from
+# benchmarks/graph_replay.py) | reductions (device-initiated AllReduce, ReduceScatter
+# and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | cache-save / cache-load (the compile cache as OUT_DIR/cache.tgz, or from
 # .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400). NVLink multicast stays
 # off (benchmarks/gpu_env.sh).
@@ -97,10 +98,14 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       timeout "${GRAPH_TIMEOUT:-400}" python3 benchmarks/graph_replay.py --workload "$wl" --world "$W" --replays 20 \
         --timeout-s 100 --out "$OUT_DIR/graph_${wl}_w$W.json"
       echo "graph replay: exit $?"; } 2>&1 | tee "$OUT_DIR/graph_${wl}_w$W.log" ;;
+  reductions)
+    { header
+      timeout "${RED_TIMEOUT:-400}" python3 benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json"
+      echo "reductions: exit $?"; } 2>&1 | tee "$OUT_DIR/reductions_w$W.log" ;;
   cache-save)
     tar czf "$OUT_DIR/cache.tgz" -C "$CUCO_CACHE_DIR" . && ls -la "$OUT_DIR/cache.tgz" ;;
   cache-load)
     mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
   *) echo "unknown part $PART (env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
-       "graph-<workload>, cache-save, cache-load)" >&2; exit 2 ;;
+       "graph-<workload>, reductions, cache-save, cache-load)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,52 @@
+"""benchmarks/reductions_vs_nccl.py: the sweep program is one the fast path rewrites whole (every reduction it
+times becomes device-initiated), and the table's bus bandwidths follow nccl-tests' definitions."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import reductions_vs_nccl
+    finally:
+        sys.path.remove(str(BENCH))
+    return reductions_vs_nccl
+
+
+def test_the_fast_path_rewrites_every_reduction_of_the_sweep(bench):
+    from cuco.fastpath.analyze import analyze
+    from cuco.fastpath.transform import transform
+
+    text = bench.PROGRAM.read_text()
+    out = transform(analyze(text, bench.PROGRAM.name), text)
+    assert "ncclAllReduce(" not in out.code and "ncclReduceScatter(" not in out.code and "ncclReduce(" not in out.code
+    assert {r.split("@")[0] for r in out.rules_applied} == {"lsa-allreduce-rs-ag", "lsa-reducescatter-pull",
+                                                             "lsa-reduce-pull"}
+
+
+def test_bus_bandwidth_follows_nccl_tests_and_the_ratio_is_nccl_time_over_cuco_time(bench):
+    nccl = [({("allreduce", 1 << 20): 0.010, ("reduce", 1 << 20): 0.008}, {"allreduce": 0}),
+            ({("allreduce", 1 << 20): 0.012, ("reduce", 1 << 20): 0.008}, {"allreduce": 0})]
+    cuco = [({("allreduce", 1 << 20): 0.011}, {"allreduce": 0}), ({("allreduce", 1 << 20): 0.011}, {"allreduce": 0})]
+    table = bench.rows(4, nccl, cuco)
+    ar, red = table
+    assert ar["collective"] == "allreduce" and ar["nccl_ms"] == pytest.approx(0.011)
+    assert ar["nccl_busbw_gbps"] == pytest.approx((1 << 20) / 0.011 / 1e6 * 1.5)   # 2(W-1)/W at W = 4
+    assert ar["ratio"] == pytest.approx(1.0) and ar["spread"] == pytest.approx(0.002 / 0.011)
+    assert red["nccl_busbw_gbps"] == pytest.approx((1 << 20) / 0.008 / 1e6) and "cuco_ms" not in red
+    md = bench.markdown({"world": 4, "device": "X", "nccl": "2.28.9", "date": "d", "wrong_nccl": [], "wrong_cuco": []},
+                        table)
+    assert "| allreduce | 1 MiB |" in md and "| reduce | 1 MiB | 8.0 | 131.1 | - | - | - |" in md
+
+
+def test_parse_reads_times_and_wrong_counts(bench):
+    times, wrong = bench.parse("time allreduce 1048576 0.0123\nwrong allreduce 0\nworld 2\nnoise\n")
+    assert times == {("allreduce", 1048576): 0.0123} and wrong == {"allreduce": 0}

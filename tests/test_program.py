@@ -79,11 +79,12 @@ def test_the_observed_program_times_the_statements_around_every_collective(name)
 
 def _expected_size(kinds: tuple[str, ...]) -> int:
     """placement x comm_ctas, and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
-    with comm_ctas fixed when every collective is a movement one)."""
+    with comm_ctas fixed when every collective is a movement one); x 3 AllReduce algorithms with an AllReduce."""
+    algos = 3 if "allreduce" in kinds else 1
     if not set(kinds) & set(MOVEMENT):
-        return 2 * 3
+        return 2 * 3 * algos
     ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 3
-    return 2 * 2 * (3 + 3 * ce_ctas)
+    return 2 * 2 * (3 + 3 * ce_ctas) * algos
 
 
 @pytest.mark.parametrize("name", params("analysis"))
@@ -98,6 +99,8 @@ def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(na
         annotate.check_markers(code)
         assert f"// cuco design point: {point.label()}" in code
         assert f"#define CUCOFP_CHUNK_BYTES {point.chunk_bytes}  //" in code
+        if "allreduce" in w.program.analysis.kinds():
+            assert f"#define CUCOFP_ALLREDUCE {('auto', 'one_shot', 'two_shot').index(point.get('allreduce'))}" in code
         res = check_program(code, parent_code=codes[0])
         assert res.passed, res.reason
         # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements

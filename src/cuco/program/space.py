@@ -12,7 +12,11 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
   ordering of `sync_scope`; no SM moves data);
 - chunk_bytes: `whole` or, with issuer=copy_engine only, 4 MiB / 1 MiB: each copy is cut into chunks spread over
   4 copy streams, so several copy engines and NVLink peers work at once (the CTA kernels move whole buffers);
-- comm_ctas (extra directive): CTAs per communication kernel; fewer leave SMs to overlapping compute.
+- comm_ctas (extra directive): CTAs per communication kernel; fewer leave SMs to overlapping compute;
+- allreduce (extra directive, programs that call AllReduce): `auto` (one shot at W = 2 and up to 256 KiB, else
+  two shot), `one_shot` (every rank reduces the whole buffer from every rank's send: two barriers, no gather
+  pass; W - 1 buffers read per rank) or `two_shot` (reduce-scatter then all-gather: three barriers, 2 (W - 1) / W
+  buffers read); in-place calls are always two shot (a one-shot rank would overwrite what its peers still read).
 
 Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers, and sends/receives on their
 pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and issuer=copy_engine are
@@ -30,6 +34,11 @@ from cuco.fastpath.transform import PRELUDE_BEGIN, transform
 
 COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8"),
                            "CTAs per communication kernel; fewer leave SMs to compute that overlaps it")
+ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot"),
+                            "AllReduce algorithm: one_shot reduces the whole buffer from every rank's send (two "
+                            "barriers, more bytes read at W > 2), two_shot reduce-scatters then all-gathers (three "
+                            "barriers); auto: one shot at W = 2 and up to 256 KiB; in-place calls are two shot")
+_ALLREDUCE = {"auto": 0, "one_shot": 1, "two_shot": 2}
 #: The collectives whose bytes the copy engines can move and that signals can order.
 MOVEMENT = ("allgather", "alltoall", "broadcast")
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
@@ -75,7 +84,8 @@ def program_space(topology: Topology, kinds: tuple[str, ...] = ()) -> DesignSpac
                        sync_scopes=tuple(_SYNC_SCOPE) if movement else ("world",),
                        issuers=tuple(_ISSUER) if movement else ("cta",),
                        chunk_sizes=CHUNK_SIZES if movement else (WHOLE,),
-                       topology=topology, rules=rules, extras=(COMM_CTAS,))
+                       topology=topology, rules=rules,
+                       extras=(COMM_CTAS, ALLREDUCE) if "allreduce" in kinds else (COMM_CTAS,))
 
 
 def point_block(point: Directives) -> str:
@@ -86,6 +96,9 @@ def point_block(point: Directives) -> str:
             f"#define CUCOFP_SYNC_SCOPE {_SYNC_SCOPE[point.sync_scope]}  // {point.sync_scope}\n"
             f"#define CUCOFP_ISSUER {_ISSUER[point.issuer]}  // {point.issuer}\n"
             f"#define CUCOFP_CHUNK_BYTES {point.chunk_bytes}  // {point.label().split('/')[4]}\n")
+    algo = dict(point.extra).get("allreduce")
+    if algo is not None:
+        body += f"#define CUCOFP_ALLREDUCE {_ALLREDUCE[algo]}  // {algo}\n"
     return annotate.wrap(body, "point")
 
 

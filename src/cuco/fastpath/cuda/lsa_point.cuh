@@ -15,6 +15,8 @@
 //   data; reductions and sends/receives stay on SM kernels).
 // CUCOFP_CHUNK_BYTES 0 = whole transfers; else (copy_engine only) each transfer is cut into chunks of this many
 //   bytes, spread over kCopyStreams copy streams so that several copy engines and NVLink peers work at once.
+// CUCOFP_ALLREDUCE 0 = auto (one shot at W = 2 and up to kOneShotMaxBytes, else two shot), 1 = one shot, 2 = two
+//   shot; in-place calls are always two shot.
 #pragma once
 #include "lsa_signal.cuh"
 
@@ -33,6 +35,9 @@
 #ifndef CUCOFP_CHUNK_BYTES
 #define CUCOFP_CHUNK_BYTES 0
 #endif
+#ifndef CUCOFP_ALLREDUCE
+#define CUCOFP_ALLREDUCE 0
+#endif
 
 namespace cucofp {
 
@@ -42,7 +47,9 @@ static_assert(CUCOFP_SYNC_SCOPE == 0 || CUCOFP_SYNC_SCOPE == 1, "CUCOFP_SYNC_SCO
 static_assert(CUCOFP_ISSUER == 0 || CUCOFP_ISSUER == 1, "CUCOFP_ISSUER is 0 (cta) or 1 (copy_engine)");
 static_assert(CUCOFP_CHUNK_BYTES == 0 || (CUCOFP_ISSUER == 1 && CUCOFP_CHUNK_BYTES >= 4096),
               "CUCOFP_CHUNK_BYTES (>= 4096) chunks copy-engine transfers: it needs CUCOFP_ISSUER 1; use 0 (whole)");
+static_assert(CUCOFP_ALLREDUCE >= 0 && CUCOFP_ALLREDUCE <= 2, "CUCOFP_ALLREDUCE is 0 (auto), 1 (one shot) or 2 (two shot)");
 constexpr int kCommCtas = CUCOFP_COMM_CTAS;
+constexpr int kAllReduceAlgo = CUCOFP_ALLREDUCE;
 constexpr bool kCopyEngine = CUCOFP_ISSUER == 1;
 constexpr size_t kChunkBytes = (size_t)CUCOFP_CHUNK_BYTES;
 constexpr int kCopyStreams = 4;   // copy streams per communicator for chunked copy-engine transfers

@@ -231,13 +231,15 @@ inline ncclResult_t afterComm(CommState* s, const std::vector<cudaStream_t>& cal
   return ncclSuccess;
 }
 
-// AllReduce in one shot (allreduceOneShotKernel) where it moves no more bytes than the two-shot kernel (W = 2) or
-// where the buffer is small enough that a barrier costs more than the extra reads; out of place only (a rank
-// reducing into its own send buffer would change what its peers are still reading).
+// AllReduce in one shot (allreduceOneShotKernel) as the point's allreduce directive says (CUCOFP_ALLREDUCE); auto:
+// where it moves no more bytes than the two-shot kernel (W = 2) or where the buffer is small enough that a barrier
+// costs more than the extra reads. Out of place only (a rank reducing into its own send buffer would change what
+// its peers are still reading).
 constexpr unsigned long long kOneShotMaxBytes = 256ull << 10;
 
 inline bool allreduceOneShot(int nranks, const Coll& c) {
-  return c.sendLocal != c.recv && (nranks == 2 || c.count * (unsigned long long)c.elemBytes <= kOneShotMaxBytes);
+  if (c.sendLocal == c.recv || kAllReduceAlgo == 2) return false;
+  return kAllReduceAlgo == 1 || nranks == 2 || c.count * (unsigned long long)c.elemBytes <= kOneShotMaxBytes;
 }
 
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {

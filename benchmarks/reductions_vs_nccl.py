@@ -21,6 +21,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "probes" / "reductions" / "allreduce_sweep.cu"
+ALGOS = {"auto": 0, "one_shot": 1, "two_shot": 2}   # CUCOFP_ALLREDUCE (cuco.program.space.ALLREDUCE)
 BUS = {"allreduce": lambda w: 2 * (w - 1) / w, "reducescatter": lambda w: (w - 1) / w, "reduce": lambda w: 1.0}
 
 
@@ -36,39 +37,55 @@ def parse(out: str) -> tuple[dict[tuple[str, int], float], dict[str, int]]:
     return times, wrong
 
 
-def rows(world: int, nccl: list[dict], cuco: list[dict]) -> list[dict[str, Any]]:
-    """One row per (collective, bytes): each side's median over its runs, bus bandwidths and their ratio."""
+def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict[str, Any]]:
+    """One row per (collective, bytes): each side's median over its runs, bus bandwidths and NCCL time / side time;
+    `cuco` holds the runs of each AllReduce algorithm (`auto`, `one_shot`, `two_shot`)."""
     out = []
     for key in sorted(nccl[0][0], key=lambda k: (list(BUS).index(k[0]), k[1])):
         coll, nbytes = key
-        n_ms = statistics.median(r[0][key] for r in nccl if key in r[0])
-        c_runs = [r[0][key] for r in cuco if key in r[0]]
+        n_runs = [r[0][key] for r in nccl if key in r[0]]
+        n_ms = statistics.median(n_runs)
         row: dict[str, Any] = {"collective": coll, "bytes": nbytes, "world": world, "nccl_ms": n_ms,
-                               "nccl_busbw_gbps": nbytes / n_ms / 1e6 * BUS[coll](world)}
-        if c_runs:
+                               "nccl_busbw_gbps": nbytes / n_ms / 1e6 * BUS[coll](world), "runs_nccl_ms": n_runs}
+        spreads = [(max(n_runs) - min(n_runs)) / n_ms] if len(n_runs) > 1 else []
+        for algo, runs in cuco.items():
+            c_runs = [r[0][key] for r in runs if key in r[0]]
+            if not c_runs:
+                continue
             c_ms = statistics.median(c_runs)
-            row.update(cuco_ms=c_ms, cuco_busbw_gbps=nbytes / c_ms / 1e6 * BUS[coll](world), ratio=n_ms / c_ms,
-                       runs_nccl_ms=[r[0][key] for r in nccl if key in r[0]], runs_cuco_ms=c_runs)
-            both = row["runs_nccl_ms"] + c_runs
-            row["spread"] = max((max(xs) - min(xs)) / statistics.median(xs) for xs in (row["runs_nccl_ms"], c_runs)) \
-                if len(both) > 2 else None
+            row[algo] = {"ms": c_ms, "busbw_gbps": nbytes / c_ms / 1e6 * BUS[coll](world), "ratio": n_ms / c_ms,
+                         "runs_ms": c_runs}
+            if len(c_runs) > 1:
+                spreads.append((max(c_runs) - min(c_runs)) / c_ms)
+        best = min((a for a in cuco if a in row), key=lambda a: row[a]["ms"], default=None)
+        if best is not None:
+            row.update(cuco_best=best, cuco_ms=row[best]["ms"], cuco_busbw_gbps=row[best]["busbw_gbps"],
+                       ratio=row[best]["ratio"])
+        row["spread"] = max(spreads) if spreads else None
         out.append(row)
     return out
 
 
 def markdown(meta: dict[str, Any], table: list[dict[str, Any]]) -> str:
-    """The table as nccl-tests readers expect it: size, time and bus bandwidth per side, ratio."""
+    """The table as nccl-tests readers expect it: size, then time and bus bandwidth of NCCL and of each algorithm,
+    and NCCL time / the fastest cuco time."""
+    algos = meta["algos"]
     lines = [f"# Device-initiated reductions vs NCCL, W = {meta['world']}", "",
              f"{meta['device']}; NCCL {meta['nccl']}; {meta['date']}; NVLink multicast off. bf16 sum, out of place; "
              "bus bandwidth as nccl-tests defines it; each side the median of its runs (each run: the median of 3 "
-             "repeats of 20 back-to-back calls). Ratio = NCCL time / cuco time (> 1: cuco faster).", "",
-             f"Correctness at 1 GiB (elements wrong): NCCL {meta['wrong_nccl']}, cuco {meta['wrong_cuco']}.", "",
-             "| collective | size | NCCL µs | NCCL busbw GB/s | cuco µs | cuco busbw GB/s | ratio |", "|---|---|---|---|---|---|---|"]
+             "repeats of 20 back-to-back calls). The AllReduce algorithm is the program's `allreduce` directive "
+             "(ReduceScatter and Reduce do not depend on it). Ratio = NCCL time / the fastest cuco time (> 1: cuco "
+             "faster).", "",
+             f"Correctness at 1 GiB (elements wrong): NCCL {meta['wrong'].get('nccl')}, "
+             + ", ".join(f"cuco {a} {meta['wrong'].get(a)}" for a in algos) + ".", "",
+             "| collective | size | NCCL µs | NCCL busbw GB/s | " + " | ".join(f"{a} µs | {a} GB/s" for a in algos)
+             + " | ratio |", "|---|---|---|---|" + "---|---|" * len(algos) + "---|"]
     for r in table:
         size = f"{r['bytes'] >> 20} MiB" if r["bytes"] < 1 << 30 else f"{r['bytes'] >> 30} GiB"
-        cu = (f"{r['cuco_ms'] * 1e3:.1f} | {r['cuco_busbw_gbps']:.1f} | {r['ratio']:.3f}" if "cuco_ms" in r
-              else "- | - | -")
-        lines.append(f"| {r['collective']} | {size} | {r['nccl_ms'] * 1e3:.1f} | {r['nccl_busbw_gbps']:.1f} | {cu} |")
+        cells = [f"{r[a]['ms'] * 1e3:.1f} | {r[a]['busbw_gbps']:.1f}" if a in r else "- | -" for a in algos]
+        ratio = f"{r['ratio']:.3f}" if "ratio" in r else "-"
+        lines.append(f"| {r['collective']} | {size} | {r['nccl_ms'] * 1e3:.1f} | {r['nccl_busbw_gbps']:.1f} | "
+                     + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
@@ -77,6 +94,8 @@ def main() -> int:
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--runs", type=int, default=2, help="runs of each binary, alternating (default 2)")
     ap.add_argument("--timeout-s", type=float, default=240)
+    ap.add_argument("--allreduce", default="auto,one_shot,two_shot",
+                    help="AllReduce algorithms of the rewrite to time (the program's allreduce directive)")
     ap.add_argument("--out", default="reductions.json")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE.parent / "src"))
@@ -86,31 +105,35 @@ def main() -> int:
 
     text = PROGRAM.read_text()
     rewrite = transform(analyze(text, PROGRAM.name), text)
+    algos = [a for a in args.allreduce.split(",") if a]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / "cuco-reductions"
+    sources = {"nccl": text}
+    for algo in algos:  # the directive's macro ahead of the rewrite's prelude, as a point block sets it
+        sources[algo] = f"#define CUCOFP_ALLREDUCE {ALGOS[algo]}  // {algo}\n" + rewrite.code
     binaries = {}
-    for side, code in (("nccl", text), ("cuco", rewrite.code)):
+    for side, code in sources.items():
         built = verify.build(code, workdir=work / side, include_dirs=[PROGRAM.parent], name="sweep")
         if not built.ok:
             print(f"{side} build failed:\n{built.log[-3000:]}", file=sys.stderr)
             return 1
         binaries[side] = built.binary
     env = {**os.environ, "WORLD_SIZE": str(args.world), "NCCL_NVLS_ENABLE": "0"}
-    results: dict[str, list] = {"nccl": [], "cuco": []}
+    results: dict[str, list] = {side: [] for side in sources}
     for _run in range(args.runs):
-        for side in ("nccl", "cuco"):
+        for side in sources:  # alternating, so drift touches every side alike
             p = subprocess.run([str(binaries[side])], env=env, capture_output=True, text=True, timeout=args.timeout_s)
             print(f"# {side}: exit {p.returncode}\n{p.stdout}{p.stderr[-2000:]}", flush=True)
             results[side].append(parse(p.stdout))
-    import torch
-
-    meta = {"world": args.world, "device": torch.cuda.get_device_name(0),
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rules": list(rewrite.rules_applied),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "wrong_nccl": [r[1] for r in results["nccl"]], "wrong_cuco": [r[1] for r in results["cuco"]]}
     if not results["nccl"] or not results["nccl"][0][0]:
         print("the NCCL program printed no times", file=sys.stderr)
         return 1
-    table = rows(args.world, results["nccl"], results["cuco"])
+    import torch
+
+    meta = {"world": args.world, "device": torch.cuda.get_device_name(0), "algos": algos,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rules": list(rewrite.rules_applied),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "wrong": {side: [r[1] for r in runs] for side, runs in results.items()}}
+    table = rows(args.world, results["nccl"], {a: results[a] for a in algos})
     Path(args.out).write_text(json.dumps({**meta, "rows": table}, indent=1))
     Path(args.out).with_suffix(".md").write_text(markdown(meta, table))
     print(markdown(meta, table))

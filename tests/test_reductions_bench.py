@@ -3,22 +3,13 @@ times becomes device-initiated), and the table's bus bandwidths follow nccl-test
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from bench_scripts import bench_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import reductions_vs_nccl
-    finally:
-        sys.path.remove(str(BENCH))
-    return reductions_vs_nccl
+    return bench_module("reductions_vs_nccl")
 
 
 def test_the_fast_path_rewrites_every_reduction_of_the_sweep(bench):

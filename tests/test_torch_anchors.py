@@ -109,12 +109,9 @@ def test_kv_anchor_attention_is_causal_gqa_on_a_fused_kernel():
 
 
 def _combine():
-    sys.path.insert(0, str(BENCH))
-    try:
-        from torch_shapes_run import combine
-    finally:
-        sys.path.remove(str(BENCH))
-    return combine
+    from bench_scripts import bench_module
+
+    return bench_module("torch_shapes_run").combine
 
 
 @given(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=7))

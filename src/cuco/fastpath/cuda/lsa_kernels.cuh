@@ -159,6 +159,12 @@ template <class A> __device__ inline A combine(int op, A a, A b) {
 // belongs to thread c mod (grid size), whatever the alignment (a chunk whose pointers are not 16-byte aligned goes
 // element by element), so a kernel's phases and the per-CTA barrier between them agree on who wrote what.
 template <class T> struct Chunk { static constexpr size_t V = sizeof(T) >= 16 ? 1 : 16 / sizeof(T); };
+// The floating-point types move as vectors; the integer types keep the scalar loop (the same ownership), which
+// keeps the rewrite's compile time down: every program compiles the reductions for every type.
+template <class T> struct Vectorised { static constexpr bool value = false; };
+template <> struct Vectorised<float> { static constexpr bool value = true; };
+template <> struct Vectorised<__half> { static constexpr bool value = true; };
+template <> struct Vectorised<__nv_bfloat16> { static constexpr bool value = true; };
 
 __device__ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
@@ -170,7 +176,7 @@ __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOf
   constexpr size_t V = Chunk<T>::V;
   const T* src[64];
   int nr = L.dc.lsaSize;
-  bool vec = V > 1 && aligned16(out);
+  bool vec = Vectorised<T>::value && aligned16(out);
   for (int p = 0; p < nr; ++p) {
     src[p] = (const T*)peerPtr(L, d[p], p, byteOff);
     vec = vec && aligned16(src[p]);
@@ -179,18 +185,22 @@ __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOf
   size_t chunks = (n + V - 1) / V;
   for (size_t c = tid; c < chunks; c += nth) {
     size_t k0 = c * V, k1 = k0 + V < n ? k0 + V : n;
-    if (vec && k1 - k0 == V) {
-      union { uint4 u; T t[V]; } in, res;
-      A acc[V];
-      in.u = *(const uint4*)(src[0] + k0);
-      for (size_t v = 0; v < V; ++v) acc[v] = load<T>(&in.t[v]);
-      for (int p = 1; p < nr; ++p) {
-        in.u = *(const uint4*)(src[p] + k0);
-        for (size_t v = 0; v < V; ++v) acc[v] = combine<A>(op, acc[v], load<T>(&in.t[v]));
+    if constexpr (Vectorised<T>::value) {
+      if (vec && k1 - k0 == V) {
+        union { uint4 u; T t[V]; } in, res;
+        A acc[V];
+        in.u = *(const uint4*)(src[0] + k0);
+        for (size_t v = 0; v < V; ++v) acc[v] = load<T>(&in.t[v]);
+        for (int p = 1; p < nr; ++p) {
+          in.u = *(const uint4*)(src[p] + k0);
+          for (size_t v = 0; v < V; ++v) acc[v] = combine<A>(op, acc[v], load<T>(&in.t[v]));
+        }
+        for (size_t v = 0; v < V; ++v) res.t[v] = store<T, A>(op == kAvg ? acc[v] / (A)nr : acc[v]);
+        *(uint4*)(out + k0) = res.u;
+        continue;
       }
-      for (size_t v = 0; v < V; ++v) res.t[v] = store<T, A>(op == kAvg ? acc[v] / (A)nr : acc[v]);
-      *(uint4*)(out + k0) = res.u;
-    } else {
+    }
+    {
       for (size_t k = k0; k < k1; ++k) {
         A acc = load<T>(src[0] + k);
         for (int p = 1; p < nr; ++p) acc = combine<A>(op, acc, load<T>(src[p] + k));
@@ -282,22 +292,6 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   CUCOFP_BARRIER();
 }
 
-// One shot, out of place: every rank reduces the whole buffer from every rank's send into its own recv, between
-// two barriers (the first: every send is published and ready; the second: no peer still reads my send). Two
-// barriers instead of three and no second pass: at W = 2 it moves the same bytes as the two-shot kernel above, at
-// larger W more, so the launch picks it at W = 2 and for small buffers (launchReduce).
-template <class T>
-__global__ void __launch_bounds__(kThreads) allreduceOneShotKernel(Launch L, Coll c) {
-  CUCOFP_SESSION(L);
-  int nr = L.dc.lsaSize;
-  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
-  CUCOFP_BARRIER();
-  Desc d[64];
-  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);
-  CUCOFP_BARRIER();
-}
-
 // The root copies send into its own recv, then every rank pulls the root's recv.
 template <class Sync>
 __global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
@@ -313,14 +307,18 @@ __global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
   sync.leave();
 }
 
-// recv[i] = op_p send_p[i] on the root only (the other ranks' recv is not touched)
+// recv[i] = op_p send_p[i] on the root only (the other ranks' recv is not touched); with root < 0 on every rank:
+// the one-shot AllReduce, out of place (two barriers, no gather pass; W - 1 buffers read per rank, so the launch
+// picks it as the point's allreduce directive says, launchReduce).
 template <class T>
 __global__ void __launch_bounds__(kThreads) reduceKernel(Launch L, Coll c) {
   CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
-  publish(L, c.root, 0, c.send, c.count * sizeof(T));
+  bool everyone = c.root < 0;
+  if (everyone) for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
+  else publish(L, c.root, 0, c.send, c.count * sizeof(T));
   CUCOFP_BARRIER();
-  if (me == c.root) {
+  if (everyone || me == c.root) {
     Desc d[64];
     for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
     reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);

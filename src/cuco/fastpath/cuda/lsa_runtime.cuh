@@ -231,7 +231,7 @@ inline ncclResult_t afterComm(CommState* s, const std::vector<cudaStream_t>& cal
   return ncclSuccess;
 }
 
-// AllReduce in one shot (allreduceOneShotKernel) as the point's allreduce directive says (CUCOFP_ALLREDUCE); auto:
+// AllReduce in one shot (reduceKernel with root < 0) as the point's allreduce directive says (CUCOFP_ALLREDUCE); auto:
 // where it moves no more bytes than the two-shot kernel (W = 2) or where the buffer is small enough that a barrier
 // costs more than the extra reads. Out of place only (a rank reducing into its own send buffer would change what
 // its peers are still reading).
@@ -243,8 +243,11 @@ inline bool allreduceOneShot(int nranks, const Coll& c) {
 }
 
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
-  if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c))
-    allreduceOneShotKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
+  if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c)) {
+    Coll every = c;
+    every.root = -1;   // reduceKernel on every rank: the one-shot AllReduce
+    reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, every);
+  }
   else if (kind == kAllReduce) allreduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
   else if (kind == kReduce) reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
   else reducescatterKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);

@@ -43,6 +43,9 @@ from points import FAST_PATH, SEED, best_points, build_points  # noqa: E402
 CLEAN = ("passed", "not_capturable")
 
 
+#: A replay file times nothing (docs/measuring.md asks every results file for a spread or the reason it has none).
+SPREAD_NOTE = "a correctness check (CUDA-graph replay); it times nothing, so there is no spread"
+
 def default_points(workload: str, world: int) -> list[str]:
     """The fast path, the recorded best points at `world` (else W = 1), the seed."""
     return [FAST_PATH, *best_points(workload, world), SEED]
@@ -126,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "harness_status": result.status if result else "not_run",
         "harness_message": result.message if result else "no point compiled",
         "points": rows,
+        "spread": None, "spread_note": SPREAD_NOTE,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")

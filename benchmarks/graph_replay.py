@@ -41,10 +41,9 @@ from points import FAST_PATH, SEED, best_points, build_points  # noqa: E402
 
 #: Graph statuses that answer the question without finding a wrong result.
 CLEAN = ("passed", "not_capturable")
-
-
 #: A replay file times nothing (docs/measuring.md asks every results file for a spread or the reason it has none).
 SPREAD_NOTE = "a correctness check (CUDA-graph replay); it times nothing, so there is no spread"
+
 
 def default_points(workload: str, world: int) -> list[str]:
     """The fast path, the recorded best points at `world` (else W = 1), the seed."""

@@ -68,7 +68,8 @@ def main() -> int:
                    harness_ms=op.source.harness_ms, graph_safe=op.graph_safe)
         bufs = op.inputs()
         g = torch.Generator(device="cuda").manual_seed(1000 + rank)
-        b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16, generator=torch.Generator(device="cuda").manual_seed(7))
+        same_b = torch.Generator(device="cuda").manual_seed(7)   # B is the same on every rank
+        b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16, generator=same_b)
         bufs["B"].copy_(b)
         full = torch.empty(M, K, device="cuda", dtype=torch.bfloat16)
 

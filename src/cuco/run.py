@@ -296,8 +296,11 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None
             run.seed()
             run.search()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what was measured so far stays usable (best/, summary.json)
-            run.summary(f"interrupted: best/ and these figures hold what was evaluated before; `cuco run --resume "
-                        f"--run-dir {run.run_dir}` continues the run")
+            try:
+                run.summary(f"interrupted: best/ and these figures hold what was evaluated before; `cuco run "
+                            f"--resume --run-dir {run.run_dir}` continues the run")
+            except Exception as exc:  # the interrupt is what the caller must see; the summary's failure is said
+                log.warning("cuco: the interrupted run's summary was not written: %s", exc)
             raise
         return run.summary()
 

@@ -74,7 +74,8 @@ def check_tensor(what: str, x: Any, want: Any, built: str) -> None:
                           ".contiguous()")
 
 
-def capture_refusal(world: int, graph_safe: bool, capturing: bool, candidate_id: str, why_unsafe: str = "") -> str | None:
+def capture_refusal(world: int, graph_safe: bool, capturing: bool, candidate_id: str,
+                    why_unsafe: str = "") -> str | None:
     """Why a call must not be captured into a CUDA graph, or None. A candidate whose flag epochs come from the host
     (`cuco.graph_safety`: the fast path's runtime counts collectives on the host) replays wrong at world > 1: a
     consumer finds its flag already set by the previous replay and reads a peer's data before it lands (measured:
@@ -85,8 +86,8 @@ def capture_refusal(world: int, graph_safe: bool, capturing: bool, candidate_id:
     return (f"candidate {candidate_id} is being captured into a CUDA graph at world {world}, and a replay would read "
             f"a peer's data before it lands ({why_unsafe or 'its flag epochs come from the host'}; a graph freezes "
             "them). Call it outside graph capture, or export a candidate of the design space (a kit point keeps its "
-            "epochs on the device); if benchmarks/graph_replay.py --world "
-            f"{world} --points <its point> replays this one cleanly, open it with ExportedOp.open(..., graph_safe=True)")
+            f"epochs on the device); if benchmarks/graph_replay.py --world {world} --points <its point> replays "
+            "this one cleanly, open it with ExportedOp.open(..., graph_safe=True)")
 
 
 class ExportedOp:

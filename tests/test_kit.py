@@ -122,11 +122,16 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
 """
 
 
-def test_compute_library_builds_once_and_candidates_link_it(toolchain, tmp_path, monkeypatch):
+def test_compute_library_builds_once_and_candidates_link_it(toolchain, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
     wl = _workload(FIXTURES, ComputeLibrary(sources=("compute/scale.cu",), header="compute/scale.h"))
-    first = build_compute(wl, toolchain)
-    again = build_compute(wl, toolchain)
+    with caplog.at_level("INFO", logger="cuco.build"):
+        first = build_compute(wl, toolchain)
+        said = [r.getMessage() for r in caplog.records]
+        again = build_compute(wl, toolchain)
+    # the minutes of a build are said before and after; a cached library says nothing
+    assert len(said) == 2 and "building kit_scale's compute library" in said[0] and " built in " in said[1]
+    assert len(caplog.records) == 2
     assert first.library.name == "libkit_scale_compute.so" and first.library.is_file() and not first.cached
     assert again.cached and again.library == first.library
     assert (first.include_dir / "cuco" / "compute" / "kit_scale.h").is_file()

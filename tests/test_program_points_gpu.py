@@ -42,10 +42,10 @@ def test_copy_engine_and_signal_points_verify_and_are_timed_against_the_program(
         assert c.metrics["time_ms"] > 0 and c.results["verify"].data["delay_comm_us"] > 0
 
 
-def test_copies_that_skip_the_entry_wait_fail_under_delayed_arrival():
+def test_copies_that_skip_the_entry_wait_fail_under_delayed_arrival(world):
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
     bad = skips_entry_wait(w, Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32"))
     # the fixture edits the frozen runtime: judged by verification alone (it is its own frozen text)
-    ev = ProgramEvaluator(w.program, world=1, timed_runs=1, parent_code=lambda c: c.code)
+    ev = ProgramEvaluator(w.program, world=world, timed_runs=1, parent_code=lambda c: c.code)
     [out] = ev.evaluate([bad])
     assert out.status == "failed:verify", out.feedback

@@ -3,10 +3,12 @@ stage, one line each with its UTC time, so where a run's time went can be read a
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import logging
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from cuco.evaluate.base import StageFn
 
@@ -34,9 +36,37 @@ class EventLog:
             forward(text)
         return on_event
 
+    @contextlib.contextmanager
+    def logging_from(self, name: str) -> Iterator[None]:
+        """While open, the records of logger `name` (INFO and up) are also lines of this log."""
+        handler, logger = _Lines(self), logging.getLogger(name)
+        level = logger.level
+        if logger.getEffectiveLevel() > logging.INFO:   # INFO records reach the handlers while the run is open
+            logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+
     def stage(self, candidate_id: str, stage: str) -> None:
         """An evaluator's on_stage hook: `candidate_id` entered `stage`."""
         self.write(f"candidate {candidate_id} {stage}")
+
+
+class _Lines(logging.Handler):
+    """A logging handler writing each record's message as a line of an EventLog."""
+
+    def __init__(self, log: EventLog):
+        super().__init__(logging.INFO)
+        self.log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.log.write(record.getMessage())
+        except Exception:  # a logging handler must never raise into the run
+            self.handleError(record)
 
 
 def chain(first: StageFn | None, second: StageFn) -> StageFn:

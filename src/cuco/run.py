@@ -27,6 +27,7 @@ from cuco.design_space import Topology
 from cuco.errors import CucoError
 from cuco.events_log import FILE as EVENTS_FILE
 from cuco.events_log import EventLog
+from cuco.kit.compute import BUILD_LOG
 from cuco.manifest import RunManifest
 from cuco.problem import Problem, Runner
 from cuco.run_checks import check_gpus, check_resume, check_run_dir, make_manifest, make_run_dir
@@ -136,6 +137,7 @@ class Run:
         # from here on every message and every candidate's stage move is also in RUN_DIR/events.log
         events = EventLog(run_dir / EVENTS_FILE)
         self.on_event = events.messages(self.on_event)
+        self._stack.enter_context(events.logging_from(BUILD_LOG.name))   # e.g. a compute library's minutes
         if RunManifest.read(run_dir) != stored:  # another process started or changed it meanwhile
             raise CucoError(f"{run_dir} was changed by another cuco process while this one started; retry")
         if stored is None:

@@ -9,6 +9,7 @@ kernels cost to build.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -19,6 +20,9 @@ from cuco import atomic
 from cuco.builder import build, build_key, failure_text, include_identity, is_cached
 from cuco.errors import CucoError
 from cuco.toolchain import CompileResult, Toolchain, cache_dir, csrc_dir
+
+#: Messages of builds that take minutes (the "cuco" logger's child; a run also writes them to events.log).
+BUILD_LOG = logging.getLogger("cuco.build")
 
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".h", ".cuh", ".hpp", ".inl")
 # Library kernels shared by several workloads' compute libraries (e.g. CUTLASS's Hopper FMHA), included as
@@ -146,10 +150,16 @@ def build_compute(workload: CompiledWorkload, toolchain: Toolchain, timeout_s: f
     incs = [csrc_dir() / "include", workload.folder, *{(workload.folder / s).parent for s in spec.sources}]
 
     def make(output: Path) -> CompileResult:
+        # said before and after, so a run's console and RUN_DIR/events.log show where the minutes went
+        BUILD_LOG.info(f"cuco: building {workload.name}'s compute library {library.name} (once per toolchain; "
+                       f"minutes with an empty cache) ...")
         return tc.compile([workload.folder / s for s in spec.sources], output, shared=True, include_dirs=incs,
                           libraries=spec.libraries, extra=spec.flags, timeout_s=timeout_s)
 
     result = build(out_dir, library.name, make)
+    if not is_cached(result):
+        BUILD_LOG.info(f"cuco: {workload.name}'s compute library {'built' if result.ok else 'failed'} in "
+                       f"{result.seconds:.0f} s")
     if not result.ok:
         raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{failure_text(result)}",
                                 result.log)

@@ -118,13 +118,23 @@ __device__ inline void* peerPtr(const Launch& L, const Desc& d, int peer, size_t
 
 // Grid-strided copy. 16-byte chunk c is always handled by thread c mod (grid size), whatever the
 // alignment, so a copy and a later read of the same bytes by a peer run in the same CTA index and the
-// per-CTA barrier orders them (the Broadcast root stages its data this way).
+// per-CTA barrier orders them (the Broadcast root stages its data this way). A thread keeps kCopyUnroll chunks
+// (c, c + grid, ...) in flight: one 16-byte load at a time cannot cover NVLink's latency.
+constexpr int kCopyUnroll = 8;
 __device__ inline void copyBytes(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
   bool vec = (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
-  size_t chunks = (bytes + 15) / 16;
-  for (size_t c = tid; c < chunks; c += nth) {
+  size_t chunks = (bytes + 15) / 16, full = vec ? bytes / 16 : 0;
+  size_t c = tid;
+  for (; c + (kCopyUnroll - 1) * nth < full; c += kCopyUnroll * nth) {
+    uint4 v[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) v[u] = ((const uint4*)src)[c + u * nth];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) ((uint4*)dst)[c + u * nth] = v[u];
+  }
+  for (; c < chunks; c += nth) {
     size_t off = c * 16;
     if (vec && off + 16 <= bytes) {
       ((uint4*)dst)[c] = ((const uint4*)src)[c];
@@ -169,9 +179,10 @@ template <> struct Vectorised<__nv_bfloat16> { static constexpr bool value = tru
 __device__ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 // out[k] = op over ranks p of src_p[k] for k in [0, n), read from each rank's published buffer at `byteOff`.
-// Peer addresses are resolved once per call; aligned chunks move as 16-byte vectors.
+// Peer addresses are resolved once per call; aligned chunks move as 16-byte vectors, kReduceUnroll per thread.
+constexpr int kReduceUnroll = 4;
 template <class T>
-__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
+__device__ __noinline__ void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
   typedef typename Acc<T>::type A;
   constexpr size_t V = Chunk<T>::V;
   const T* src[64];
@@ -183,7 +194,42 @@ __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOf
   }
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
   size_t chunks = (n + V - 1) / V;
-  for (size_t c = tid; c < chunks; c += nth) {
+  size_t c = tid;
+  if constexpr (Vectorised<T>::value) {
+    // kReduceUnroll chunks per thread and two peers' loads in flight at once (the same chunk ownership)
+    typedef union { uint4 u; T t[V]; } Vec;
+    size_t full = vec ? n / V : 0;
+    for (; c + (kReduceUnroll - 1) * nth < full; c += kReduceUnroll * nth) {
+      A acc[kReduceUnroll][V];
+      for (int p = 0; p < nr; p += 2) {
+        Vec a[kReduceUnroll], b[kReduceUnroll];
+        bool two = p + 1 < nr;
+#pragma unroll
+        for (int u = 0; u < kReduceUnroll; ++u) a[u].u = *(const uint4*)(src[p] + (c + u * nth) * V);
+        if (two) {
+#pragma unroll
+          for (int u = 0; u < kReduceUnroll; ++u) b[u].u = *(const uint4*)(src[p + 1] + (c + u * nth) * V);
+        }
+#pragma unroll
+        for (int u = 0; u < kReduceUnroll; ++u) {
+#pragma unroll
+          for (size_t v = 0; v < V; ++v) {
+            A x = load<T>(&a[u].t[v]);
+            acc[u][v] = p == 0 ? x : combine<A>(op, acc[u][v], x);
+            if (two) acc[u][v] = combine<A>(op, acc[u][v], load<T>(&b[u].t[v]));
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kReduceUnroll; ++u) {
+        Vec res;
+#pragma unroll
+        for (size_t v = 0; v < V; ++v) res.t[v] = store<T, A>(op == kAvg ? acc[u][v] / (A)nr : acc[u][v]);
+        *(uint4*)(out + (c + u * nth) * V) = res.u;
+      }
+    }
+  }
+  for (; c < chunks; c += nth) {
     size_t k0 = c * V, k1 = k0 + V < n ? k0 + V : n;
     if constexpr (Vectorised<T>::value) {
       if (vec && k1 - k0 == V) {
@@ -208,19 +254,6 @@ __device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOf
         out[k] = store<T, A>(acc);
       }
     }
-  }
-}
-
-// dst[k] = src[k] for k in [0, n), with reduceRange's chunk ownership.
-template <class T> __device__ inline void copyRange(T* dst, const T* src, size_t n) {
-  constexpr size_t V = Chunk<T>::V;
-  bool vec = V > 1 && aligned16(dst) && aligned16(src);
-  size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
-  size_t chunks = (n + V - 1) / V;
-  for (size_t c = tid; c < chunks; c += nth) {
-    size_t k0 = c * V, k1 = k0 + V < n ? k0 + V : n;
-    if (vec && k1 - k0 == V) *(uint4*)(dst + k0) = *(const uint4*)(src + k0);
-    else for (size_t k = k0; k < k1; ++k) dst[k] = src[k];
   }
 }
 
@@ -287,7 +320,8 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
     if (p == me) continue;
     Desc r = received(L, p, 1);
     size_t plo = c.count * p / nr, phi = c.count * (p + 1) / nr;
-    copyRange<T>((T*)c.recv + plo, (const T*)peerPtr(L, r, p, plo * sizeof(T)), phi - plo);  // phase 1's ownership
+    // copyBytes' 16-byte chunks are reduceRange's chunks of V elements: phase 1's ownership
+    copyBytes((T*)c.recv + plo, peerPtr(L, r, p, plo * sizeof(T)), (phi - plo) * sizeof(T));
   }
   CUCOFP_BARRIER();
 }

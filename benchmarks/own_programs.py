@@ -38,8 +38,13 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
     except Exception as exc:  # a row says why, the next program still runs
         row.update(error=f"{type(exc).__name__}: {exc}", seconds=round(time.time() - t0, 1))
         return row
+    from cuco.events_log import FILE, stage_seconds
+
     evaluations = history(s.run_dir, s.workload)
     fast = s.fastpath
+    events = Path(s.run_dir) / FILE
+    if events.is_file():  # where the program's minutes went: compile, verify, bench, and outside any candidate
+        row["stage_seconds"] = stage_seconds(events)
     row.update(evaluated=s.evaluated, counts=s.counts, evaluation=s.evaluation, llm_calls=0,
                points=sorted({e["point"] for e in evaluations if e["labelled"]}),
                fastpath_status=fast.status if fast else None,

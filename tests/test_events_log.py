@@ -29,3 +29,19 @@ def test_messages_and_stages_keep_their_order(tmp_path):
     lines = (tmp_path / "events.log").read_text().splitlines()
     assert seen == ["cuco: first\nline"]
     assert [line.split(" ", 1)[1] for line in lines] == ["cuco: first line", "candidate abc compile"]
+
+
+def test_stage_seconds_count_overlapping_candidates_once(tmp_path):
+    from cuco.events_log import stage_seconds
+
+    lines = ["2026-11-26T10:00:00.000+00:00 cuco: start",
+             "2026-11-26T10:00:10.000+00:00 candidate a compile",
+             "2026-11-26T10:00:12.000+00:00 candidate b compile",
+             "2026-11-26T10:00:20.000+00:00 candidate a verify",
+             "2026-11-26T10:00:22.000+00:00 candidate b verify",
+             "2026-11-26T10:00:25.000+00:00 candidate a done",
+             "2026-11-26T10:00:30.000+00:00 candidate b done",
+             "2026-11-26T10:00:40.000+00:00 cuco: summary"]
+    (tmp_path / "events.log").write_text("\n".join(lines) + "\n")
+    s = stage_seconds(tmp_path / "events.log")
+    assert s == {"compile": 12.0, "verify": 10.0, "total": 40.0, "outside": 20.0}

@@ -78,3 +78,39 @@ def chain(first: StageFn | None, second: StageFn) -> StageFn:
         first(candidate_id, stage)
         second(candidate_id, stage)
     return both
+
+
+def stage_seconds(path: Path) -> dict[str, float]:
+    """Where a run's wall time went, from its events.log: for each stage (compile, verify, bench) the seconds in
+    which at least one candidate was in it; `outside` the seconds with no candidate in any stage (fast path,
+    library builds, search); `total` first line to last. Candidates overlap, so stages may sum past `total`."""
+    moves: dict[str, list[tuple[float, str]]] = {}
+    first = last = None
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        stamp, _, text = line.partition(" ")
+        try:
+            t = datetime.datetime.fromisoformat(stamp).timestamp()
+        except ValueError:
+            continue
+        first, last = first if first is not None else t, t
+        words = text.split()
+        if len(words) == 3 and words[0] == "candidate":
+            moves.setdefault(words[1], []).append((t, words[2]))
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for steps in moves.values():
+        for (t0, stage), (t1, _next) in zip(steps, steps[1:]):
+            spans.setdefault(stage, []).append((t0, t1))
+    out = {stage: _covered(s) for stage, s in spans.items() if stage != "done"}
+    out["total"] = (last - first) if first is not None and last is not None else 0.0
+    out["outside"] = out["total"] - _covered([s for stage, ss in spans.items() if stage != "done" for s in ss])
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of the (start, end) spans."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total

@@ -178,20 +178,15 @@ template <> struct Vectorised<__nv_bfloat16> { static constexpr bool value = tru
 
 __device__ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
-// out[k] = op over ranks p of src_p[k] for k in [0, n), read from each rank's published buffer at `byteOff`.
-// Peer addresses are resolved once per call; aligned chunks move as 16-byte vectors, kReduceUnroll per thread.
+// out[k] = op over the nr ranks p of src[p][k] for k in [0, n); aligned chunks (`vec`) move as 16-byte vectors,
+// kReduceUnroll per thread. Compiled once per type (not inlined into each kernel: compile time), and called with
+// pointers and scalars only: a struct passed by reference to a function that is not inlined is copied to every
+// thread's stack, which costs microseconds per call.
 constexpr int kReduceUnroll = 4;
 template <class T>
-__device__ __noinline__ void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
+__device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec, T* out, size_t n, int op) {
   typedef typename Acc<T>::type A;
   constexpr size_t V = Chunk<T>::V;
-  const T* src[64];
-  int nr = L.dc.lsaSize;
-  bool vec = Vectorised<T>::value && aligned16(out);
-  for (int p = 0; p < nr; ++p) {
-    src[p] = (const T*)peerPtr(L, d[p], p, byteOff);
-    vec = vec && aligned16(src[p]);
-  }
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
   size_t chunks = (n + V - 1) / V;
   size_t c = tid;
@@ -255,6 +250,19 @@ __device__ __noinline__ void reduceRange(const Launch& L, const Desc* d, size_t 
       }
     }
   }
+}
+
+// reduceChunks over each rank's published buffer at `byteOff` (peer addresses resolved once per call).
+template <class T>
+__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
+  const T* src[64];
+  int nr = L.dc.lsaSize;
+  bool vec = Vectorised<T>::value && aligned16(out);
+  for (int p = 0; p < nr; ++p) {
+    src[p] = (const T*)peerPtr(L, d[p], p, byteOff);
+    vec = vec && aligned16(src[p]);
+  }
+  reduceChunks<T>(src, nr, vec, out, n, op);
 }
 
 // ---- kernels ----------------------------------------------------------------------------------------

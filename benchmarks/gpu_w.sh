@@ -11,7 +11,9 @@
 # and synccheck over its fast path and best point, benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one
 # delayed launch of its fast path, best points and seed, replayed 20 times with fresh inputs and checked each time,
 # benchmarks/graph_replay.py) | reductions (device-initiated AllReduce, ReduceScatter
-# and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | cache-save / cache-load (the compile cache as OUT_DIR/cache.tgz, or from
+# and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | own-programs (`cuco run prog.cu` on
+# the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
+# OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as OUT_DIR/cache.tgz, or from
 # .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400). NVLink multicast stays
 # off (benchmarks/gpu_env.sh).
@@ -102,10 +104,16 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     { header
       timeout "${RED_TIMEOUT:-400}" python3 benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json"
       echo "reductions: exit $?"; } 2>&1 | tee "$OUT_DIR/reductions_w$W.log" ;;
+  own-programs)
+    { header
+      timeout "${OWN_TIMEOUT:-500}" python3 benchmarks/own_programs.py --programs "${PROGRAMS:-pending}" \
+        --done "benchmarks/results/own_programs_w$W.json" --world "$W" --evals "${EVALS:-8}" --runs-dir /tmp/own \
+        --out "$OUT_DIR/own_programs_rows_w$W.json"
+      echo "own programs: exit $?"; } 2>&1 | tee "$OUT_DIR/own_programs_w$W.log" ;;
   cache-save)
     tar czf "$OUT_DIR/cache.tgz" -C "$CUCO_CACHE_DIR" . && ls -la "$OUT_DIR/cache.tgz" ;;
   cache-load)
     mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
   *) echo "unknown part $PART (env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
-       "graph-<workload>, reductions, cache-save, cache-load)" >&2; exit 2 ;;
+       "graph-<workload>, reductions, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
 esac

@@ -97,9 +97,31 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _rows(data: Any) -> list[dict[str, Any]]:
+    """The rows of a row file (a list) or of a results file ({"rows": [...]})."""
+    return data["rows"] if isinstance(data, dict) else data
+
+
+def programs(names: str, done: str | None) -> list[str]:
+    """The programs to run: `names` (comma-separated, or 'pending': the whole corpus in manifest order), less those
+    with a row in the results file `done`."""
+    corpus = list(json.loads((CORPUS / "manifest.json").read_text())["programs"])
+    wanted = corpus if names == "pending" else [n for n in names.split(",") if n]
+    unknown = [n for n in wanted if n not in corpus]
+    if unknown:
+        raise SystemExit(f"not in the corpus: {', '.join(unknown)} (names: {', '.join(corpus)})")
+    measured = set()
+    if done and Path(done).is_file():
+        data = json.loads(Path(done).read_text())
+        measured = {r["program"] for r in _rows(data) if "error" not in r}
+    return [n for n in wanted if n not in measured]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--programs", default="")
+    ap.add_argument("--programs", default="", help="comma-separated corpus names; 'pending' (with --done): every "
+                    "corpus program without a row in the --done results file")
+    ap.add_argument("--done", default=None, help="a results file (own_programs_w<W>.json) whose programs are skipped")
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--evals", type=int, default=6)
     ap.add_argument("--runs-dir", default="/tmp/cuco-own-programs")
@@ -108,12 +130,12 @@ def main() -> int:
     ap.add_argument("--md", default="own_programs.md")
     args = ap.parse_args()
     if args.render is not None:
-        rows = [r for f in args.render for r in json.loads(Path(f).read_text())]
+        rows = [r for f in args.render for r in _rows(json.loads(Path(f).read_text()))]
         Path(args.md).write_text(render(rows))
         print(render(rows))
         return 0
     rows = []
-    for name in [p for p in args.programs.split(",") if p]:
+    for name in programs(args.programs, args.done):
         row = run_one(name, args.world, args.evals, Path(args.runs_dir))
         print(json.dumps({k: v for k, v in row.items() if not k.endswith("runs_ms")}), flush=True)
         rows.append(row)

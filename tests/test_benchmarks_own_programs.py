@@ -1,0 +1,32 @@
+"""benchmarks/own_programs.py: which corpus programs a device call runs, and rows read from either file shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench_scripts import bench_module
+
+own = bench_module("own_programs")
+CORPUS = list(json.loads((own.CORPUS / "manifest.json").read_text())["programs"])
+
+
+def test_pending_is_the_corpus_less_the_programs_with_a_row(tmp_path):
+    done = tmp_path / "own_programs_w2.json"
+    done.write_text(json.dumps({"world": 2, "rows": [{"program": CORPUS[0]},
+                                                     {"program": CORPUS[1], "error": "RuntimeError: cut off"}]}))
+    # a row that ended in an error is run again; the order is the manifest's
+    assert own.programs("pending", str(done)) == CORPUS[1:]
+    assert own.programs("pending", None) == CORPUS
+    assert own.programs(f"{CORPUS[2]},{CORPUS[0]}", str(done)) == [CORPUS[2]]
+
+
+def test_an_unknown_program_is_refused_naming_the_corpus():
+    with pytest.raises(SystemExit, match=f"not in the corpus: no_such_program .*{CORPUS[0]}"):
+        own.programs("no_such_program", None)
+
+
+def test_rows_come_from_a_row_list_or_a_results_file():
+    rows = [{"program": "a"}]
+    assert own._rows(rows) == rows and own._rows({"world": 2, "rows": rows}) == rows

@@ -13,8 +13,8 @@
 # benchmarks/graph_replay.py) | reductions (device-initiated AllReduce, ReduceScatter
 # and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | own-programs (`cuco run prog.cu` on
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
-# OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as OUT_DIR/cache.tgz, or from
-# .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
+# OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
+# OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400). NVLink multicast stays
 # off (benchmarks/gpu_env.sh).
 set -uo pipefail

@@ -8,9 +8,7 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_w2.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh   # NVLink multicast off, PYTHONPATH, the compile cache, device_line
 W="$OUT/w2"
 mkdir -p "$W/ag" "$W/moe"
 WORLD=2 EVALS=${AG_EVALS:-8} BENCH_TIMEOUT=${AG_TIMEOUT:-180} bash benchmarks/gpu_suite.sh "$W/ag" bench

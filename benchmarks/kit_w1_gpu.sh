@@ -9,11 +9,9 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/kit_w1_gpu.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh   # NVLink multicast off, PYTHONPATH, the compile cache, device_line
 mkdir -p "$OUT"
-{ echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); date: $(date -u +%FT%TZ)"
+{ device_line
   python3 -c 'import nvidia.nccl, os; print("# nccl wheel:", os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null
   nvcc --version | tail -1; } > "$OUT/environment.txt"
 

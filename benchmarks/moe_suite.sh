@@ -10,9 +10,7 @@
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/moe_suite.sh OUT_DIR}
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+. benchmarks/gpu_env.sh   # NVLink multicast off, PYTHONPATH, the compile cache, device_line
 mkdir -p "$OUT/results"
 { echo "# device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | head -1)" \
        "x$(nvidia-smi -L | wc -l); date: $(date -u +%FT%TZ)"

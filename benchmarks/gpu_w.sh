@@ -6,7 +6,7 @@
 #
 # PART: env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
 # later parts' results files record) | bench-<workload> (its torch anchor, then its benchmark, back to back, shapes
-# from SHAPES or the issue's list; results merged by shape into benchmarks/results/<workload>_w<W>.*) | build (every workload's compute
+# from SHAPES_<workload>, else those of the issue's list without a verified row yet (`all`: every one); results merged by shape into benchmarks/results/<workload>_w<W>.*) | build (every workload's compute
 # library, in parallel) | tests-<workload> (its GPU tests at world W) | sanitize-<workload> (compute-sanitizer memcheck
 # and synccheck over its fast path and best point, benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one
 # delayed launch of its fast path, best points and seed, replayed 20 times with fresh inputs and checked each time,
@@ -48,18 +48,25 @@ json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
     [ -f "$OUT_DIR/machine.json" ] && export CUCO_P2P_JSON="$(cd "$OUT_DIR" && pwd)/machine.json"
     own="SHAPES_$wl"
     SHAPES=${!own:-}
+    given=$SHAPES; [ "$SHAPES" = all ] || [ "$SHAPES" = pending ] && SHAPES=
     case $wl in
-      attention_cp) anchor=torch_ring_attention.py
+      attention_cp) anchor=torch_ring_attention.py field=torch_ring_ms
         shapes=${SHAPES:-s4096-d32,s8192-d64,s8192-d32,s4096-d64,llama3-8b,llama3-8b-full} ;;
-      moe) anchor=torch_moe_layer.py
+      moe) anchor=torch_moe_layer.py field=torch_layer_ms
         if [ "$W" = 4 ]; then d=paper4; else d=paper; fi
         shapes=${SHAPES:-$d-r1,$d-r2,$d-r3,$d-r4,$d-r5,dsv3-r3} ;;
-      kv_transfer) anchor=torch_kv_transfer.py
+      kv_transfer) anchor=torch_kv_transfer.py field=torch_kv_ms
         shapes=${SHAPES:-s2048-kv512,s2048-kv768,s2048-kv1024,s3072-kv512,s3072-kv768,s3072-kv1024,s4096-kv512,s4096-kv768,s4096-kv1024,long} ;;
-      gemm_allgather) anchor=torch_anchor.py
+      gemm_allgather) anchor=torch_anchor.py field=torch_fused_ms
         shapes=${SHAPES:-8192,8192,8192;16384,8192,3584;4096,4096,4096;32768,8192,8192;12288,5120,5120;2048,8192,28672;8192,4096,28672;4096,7168,18432} ;;
       *) echo "unknown workload $wl" >&2; exit 2 ;;
     esac
+    # by default only the shapes the results file still needs (resumable over calls); SHAPES_<workload>=all: every one
+    if [ -z "$given" ] || [ "$given" = pending ]; then
+      shapes=$(python3 benchmarks/results_rows.py pending "benchmarks/results/${wl}_w$W.json" "$W" "$shapes" "$field")
+      [ -n "$shapes" ] || { echo "# bench-$wl at W = $W: every shape has a verified row; SHAPES_$wl=all re-runs" \
+        | tee "$OUT_DIR/bench_${wl}_w$W.log"; exit 0; }
+    fi
     { header
       echo "# shapes: $shapes; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all}"
       # torch first, then cuco, in the same call: one machine, back to back

@@ -84,3 +84,30 @@ def machine_or_measured(world: int, measure: Callable[[int], dict[str, Any]]) ->
         if (data.get("p2p") or {}).get("gpus", 0) >= world:
             return {**data, "measured_alone": True, "source": os.path.basename(src)}
     return measure(world)
+
+
+def pending(path: Path, world: int, names: list[str], anchor_field: str = "") -> list[str]:
+    """The names among `names` that a results file still needs: no row of this world size, a row not verified, a
+    fast path that did not pass, a row without its torch anchor's `anchor_field` (when named), or a row marked
+    `superseded` (measured under an older reading of its shape)."""
+    rows = {}
+    if path.exists():
+        meta = json.loads(path.read_text())
+        if meta.get("world") == world:
+            rows = {r.get("shape"): r for r in meta.get("rows", [])}
+
+    def done(row: dict[str, Any] | None) -> bool:
+        return bool(row) and row.get("verified") is True and row.get("fastpath_status", "passed") == "passed" \
+            and not row.get("superseded") and (not anchor_field or row.get(anchor_field) is not None)
+
+    return [n for n in names if not done(rows.get(n))]
+
+
+if __name__ == "__main__":  # python3 benchmarks/results_rows.py pending FILE W a,b,c [FIELD] -> the pending names
+    import sys
+
+    if len(sys.argv) not in (5, 6) or sys.argv[1] != "pending":
+        sys.exit("usage: results_rows.py pending FILE W NAMES [ANCHOR_FIELD] (names separated by ',' or ';')")
+    sep = ";" if ";" in sys.argv[4] else ","
+    names = [n for n in sys.argv[4].split(sep) if n]
+    print(sep.join(pending(Path(sys.argv[2]), int(sys.argv[3]), names, *sys.argv[5:])))

@@ -47,16 +47,21 @@ def run_over_shapes(description: str, default_shapes: str,
             except Exception as exc:  # a shape this W cannot split, or a failure: said in its row, the others still run
                 row = {"shape": name, "world": world, "error": f"{type(exc).__name__}: {exc}"[:500]}
             repeats[name].append(row)
-        rows = [combine(repeats[n]) for n in names if repeats[n]]
-        if rank == 0:  # after every round: a run cut off by its timeout keeps what it measured
-            print(json.dumps({"round": r + 1, "rows": rows}), flush=True)
-            tmp = a.out + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                           "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world,
-                           "repeats": r + 1, "rows": rows}, f, indent=2)
-            os.replace(tmp, a.out)
+            if rank == 0:  # after every shape: a run cut off by its timeout keeps what it measured
+                _write(a.out, torch, world, r + 1, [combine(repeats[n]) for n in names if repeats[n]])
+        if rank == 0:
+            print(json.dumps({"round": r + 1, "rows": [combine(repeats[n]) for n in names if repeats[n]]}),
+                  flush=True)
     dist.destroy_process_group()
+
+
+def _write(out: str, torch: Any, world: int, rounds: int, rows: list[dict[str, Any]]) -> None:
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world,
+                   "rounds": rounds, "rows": rows}, f, indent=2)
+    os.replace(tmp, out)
 
 
 def combine(measured: list[dict[str, Any]]) -> dict[str, Any]:

@@ -78,3 +78,29 @@ def test_machine_comes_from_the_measurement_made_alone_when_named(tmp_path, monk
     p.write_text(json.dumps({"topology": "NV18", "p2p": {"gpus": 2}}))
     results_rows.machine_or_measured(4, lambda w: measured.append(w) or {})  # too few GPUs: measured now
     assert measured == [4]
+
+
+def test_pending_names_the_shapes_a_file_still_needs_in_the_given_order(tmp_path):
+    p = tmp_path / "x_w2.json"
+    rows = [{"shape": "done", "verified": True, "fastpath_status": "passed", "torch_ms": 1.0},
+            {"shape": "unverified", "verified": False, "torch_ms": 1.0},
+            {"shape": "fastpath_failed", "verified": True, "fastpath_status": "failed:verify", "torch_ms": 1.0},
+            {"shape": "no_anchor", "verified": True},
+            {"shape": "stale", "verified": True, "torch_ms": 1.0, "superseded": "ran at an older shape"}]
+    p.write_text(json.dumps({"world": 2, "rows": rows}))
+    names = ["missing", "done", "unverified", "fastpath_failed", "no_anchor", "stale"]
+    assert results_rows.pending(p, 2, names, "torch_ms") == ["missing", "unverified", "fastpath_failed",
+                                                              "no_anchor", "stale"]
+    assert "no_anchor" not in results_rows.pending(p, 2, names)
+    assert results_rows.pending(p, 4, names) == names  # rows of another world size count for nothing
+    assert results_rows.pending(tmp_path / "absent.json", 2, ["a"]) == ["a"]
+
+
+def test_pending_from_the_command_line_keeps_the_separator(tmp_path):
+    import subprocess
+
+    p = tmp_path / "g_w2.json"
+    p.write_text(json.dumps({"world": 2, "rows": [{"shape": "1,2,3", "verified": True}]}))
+    out = subprocess.run([sys.executable, str(Path(results_rows.__file__)), "pending", str(p), "2", "1,2,3;4,5,6"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "4,5,6"

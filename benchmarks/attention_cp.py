@@ -139,7 +139,7 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     for r in rows:
         backend = f" ({r['anchor_backend']})" if r.get("anchor_backend") else ""
         ring = f" ({r['torch_ring_backend']})" if r.get("torch_ring_backend") else ""
-        ran = f" (S={r['ran_shape'].split(',')[0]})" if r.get("ran_shape") else ""
+        ran = f" (S={r['ran_shape'].split(',')[0]})" if r.get("ran_shape", r["shape"]) != r["shape"] else ""
         lines.append(f"| {r['shape']}{ran} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
                      f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
                      f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('torch_ring_ms'))}{ring} | "

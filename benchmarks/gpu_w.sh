@@ -69,18 +69,22 @@ json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
     fi
     { header
       echo "# shapes: $shapes; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all}"
-      # torch first, then cuco, in the same call: one machine, back to back
-      rm -f "$OUT_DIR/torch_${wl}_w$W.json"
+      # torch first, then cuco, in the same call: one machine, back to back; this call's anchors alone feed its
+      # rows, then fold into the folder's torch_<workload>_w<W>.json by shape
+      call="$OUT_DIR/torch_${wl}_w$W.call.json"
+      rm -f "$call"
       timeout "${TORCH_TIMEOUT:-240}" python3 -m torch.distributed.run --standalone --nproc_per_node "$W" \
-        "benchmarks/$anchor" "$OUT_DIR/torch_${wl}_w$W.json" --shapes "$shapes"
+        "benchmarks/$anchor" "$call" --shapes "$shapes"
       echo "torch anchor: exit $?"
       extra=()
-      [ -f "$OUT_DIR/torch_${wl}_w$W.json" ] && extra=(--torch-json "$OUT_DIR/torch_${wl}_w$W.json")
+      [ -f "$call" ] && extra=(--torch-json "$call")
       [ "$wl" = kv_transfer ] && extra+=(--rank-layers "${RANK_LAYERS:-4}" --record-iters "${RECORD_ITERS:-10}" --long-iters 5)
       [ "$wl" = moe ] && extra+=(--sweep '')
       timeout "${BENCH_TIMEOUT:-480}" python3 "benchmarks/$wl.py" --world "$W" --shapes "$shapes" \
         --evals "${EVALS:-8}" --out benchmarks/results "${extra[@]}"
-      echo "bench: exit $?"; } 2>&1 | tee "$OUT_DIR/bench_${wl}_w$W.log" ;;
+      echo "bench: exit $?"
+      [ -f "$call" ] && python3 benchmarks/results_rows.py fold "$OUT_DIR/torch_${wl}_w$W.json" "$call" && rm -f "$call"
+    } 2>&1 | tee -a "$OUT_DIR/bench_${wl}_w$W.log" ;;
   build)
     { header
       for wl in gemm_allgather moe kv_transfer attention_cp; do

@@ -180,11 +180,19 @@ def record_lines(meta: dict[str, Any]) -> list[str]:
                      f"its next at once, {fmt(p2p.get('all_pairs_at_once_gbps_per_rank_in'), 0)} GB/s into each rank "
                      "with all pairs at once (`nvidia-smi topo -m` in the JSON).")
         lines.append("")
-    lines += ["| shape | repeats | spread | verified (full entropy) | host_q | best_q | search s | compile s | "
-              "s / evaluation |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| shape | measured | repeats | spread | verified (full entropy) | host_q | best_q | search s | "
+              "compile s | s / evaluation |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in meta.get("rows", []):
-        lines.append(f"| {r.get('shape', r.get('M', '?'))} | {r.get('repeats', '—')} | {fmt(r.get('spread'))} | "
-                     f"{r.get('verified_full_entropy', '—')} | {fmt(r.get('host_ms_q'))} | {fmt(r.get('best_ms_q'))} | "
+        when = f"{r.get('device', '?')}, {str(r.get('date') or '?')[:16]}"
+        if r.get("superseded"):
+            when += f" — superseded: {r['superseded']}"
+        lines.append(f"| {r.get('shape', r.get('M', '?'))} | {when} | {r.get('repeats', '—')} | "
+                     f"{fmt(r.get('spread'))} | {r.get('verified_full_entropy', '—')} | {fmt(r.get('host_ms_q'))} | "
+                     f"{fmt(r.get('best_ms_q'))} | "
                      f"{fmt(r.get('search_wall_s'), 1)} | {fmt(r.get('compile_s'), 1)} | "
                      f"{fmt(r.get('seconds_per_evaluation'), 2)} |")
+    leases = sorted({str(r.get("date") or "?")[:13] for r in meta.get("rows", [])})
+    if len(leases) > 1:
+        lines += ["", f"Rows come from {len(leases)} device calls (hours {', '.join(leases)}, UTC) on machines of the "
+                  "kind named per row; each row's host, cuco and torch figures come from one call, back to back."]
     return lines

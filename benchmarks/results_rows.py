@@ -103,9 +103,49 @@ def pending(path: Path, world: int, names: list[str], anchor_field: str = "") ->
     return [n for n in names if not done(rows.get(n))]
 
 
-if __name__ == "__main__":  # python3 benchmarks/results_rows.py pending FILE W a,b,c [FIELD] -> the pending names
+def merge_rows(meta: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Fold the rows of `other` (the same workload and world, measured by another device call) into `meta`: a shape
+    `meta` lacks is added; a shape both hold keeps the row with the smaller spread (the steadier measurement, never
+    the faster one) and lists the other under `other_measurements`. Returns the shapes whose row came from `other`."""
+    if other.get("world") != meta.get("world"):
+        raise ValueError(f"cannot merge rows of world {other.get('world')} into a file of world {meta.get('world')}")
+    taken = []
+    for row in other.get("rows", []):
+        mine = next((r for r in meta["rows"] if r.get("shape") == row.get("shape")), None)
+        if mine is not None and row.get("date") is not None and row.get("date") in [mine.get("date"),
+                                                    *(m.get("date") for m in mine.get("other_measurements", []))]:
+            continue  # a measurement this file already holds
+        if mine is not None:
+            spread = (lambda r: r.get("spread") if isinstance(r.get("spread"), (int, float)) else float("inf"))
+            keep, drop = (row, mine) if spread(row) < spread(mine) else (mine, row)
+            summary = {k: drop.get(k) for k in ("date", "device", "best_ms", "host_ms", "speedup", "spread",
+                                                "best_point", "verified")}
+            keep["other_measurements"] = [*keep.get("other_measurements", []), *drop.get("other_measurements", []),
+                                          summary]
+            row = keep
+        if row is not mine:
+            put_row(meta, row)
+            taken.append(str(row.get("shape")))
+    return taken
+
+
+if __name__ == "__main__":  # results_rows.py pending FILE W a,b,c [FIELD] | merge BASE OTHER... | fold BASE OTHER...
     import sys
 
+    if len(sys.argv) >= 4 and sys.argv[1] in ("merge", "fold"):  # rows of OTHER... into BASE, in place
+        # merge: the steadier row of a shape stays (results files); fold: the newer row replaces (anchors' files)
+        base = Path(sys.argv[2])
+        meta = json.loads(base.read_text()) if base.exists() else {"world": None, "rows": []}
+        for other in sys.argv[3:]:
+            data = json.loads(Path(other).read_text())
+            if sys.argv[1] == "merge":
+                print(other, "->", base, ":", merge_rows(meta, data))
+            else:
+                meta = {**meta, **{k: v for k, v in data.items() if k != "rows"}, "rows": meta.get("rows", [])}
+                for row in data.get("rows", []):
+                    meta["rows"] = [r for r in meta["rows"] if r.get("shape") != row.get("shape")] + [row]
+        base.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        sys.exit(0)
     if len(sys.argv) not in (5, 6) or sys.argv[1] != "pending":
         sys.exit("usage: results_rows.py pending FILE W NAMES [ANCHOR_FIELD] (names separated by ',' or ';')")
     sep = ";" if ";" in sys.argv[4] else ","

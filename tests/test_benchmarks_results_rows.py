@@ -104,3 +104,24 @@ def test_pending_from_the_command_line_keeps_the_separator(tmp_path):
     out = subprocess.run([sys.executable, str(Path(results_rows.__file__)), "pending", str(p), "2", "1,2,3;4,5,6"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out == "4,5,6"
+
+
+def test_merge_keeps_the_steadier_row_and_lists_the_other():
+    meta = {"world": 2, "rows": [{"shape": "a", "date": "1", "best_ms": 1.0, "spread": 0.05},
+                                 {"shape": "b", "date": "1", "best_ms": 2.0, "spread": 0.01}], "errors": []}
+    other = {"world": 2, "rows": [{"shape": "a", "date": "2", "best_ms": 1.5, "spread": 0.02},
+                                  {"shape": "b", "date": "2", "best_ms": 1.0, "spread": 0.40},
+                                  {"shape": "c", "date": "2", "best_ms": 3.0, "spread": None}]}
+    assert results_rows.merge_rows(meta, other) == ["a", "c"]
+    rows = {r["shape"]: r for r in meta["rows"]}
+    assert rows["a"]["best_ms"] == 1.5 and rows["a"]["other_measurements"][0]["best_ms"] == 1.0
+    assert rows["b"]["best_ms"] == 2.0 and rows["b"]["other_measurements"][0]["spread"] == 0.40  # not the faster
+    assert rows["c"]["best_ms"] == 3.0
+    before = json.dumps(meta, sort_keys=True)
+    assert results_rows.merge_rows(meta, other) == []  # merging the same file again changes nothing
+    assert json.dumps(meta, sort_keys=True) == before
+
+
+def test_merge_refuses_another_world():
+    with pytest.raises(ValueError, match="world 4"):
+        results_rows.merge_rows({"world": 2, "rows": []}, {"world": 4, "rows": []})

@@ -78,7 +78,8 @@ inline ncclResult_t launchCopies(CommState* s, const Pending& o, const Coll& c, 
     return base[p] ? base[p] + expect.at.offset + (long long)p * expect.stride + extra : nullptr;
   };
   std::vector<Transfer> xs;
-  for (int p = 0; p < nr; ++p) {
+  for (int i = 0; i < nr; ++i) {   // staggered, as the kernels' gathers: no peer read by every rank at once
+    int p = (me + i) % nr;
     char* dst = (char*)c.recv + (o.kind == kBroadcast ? 0 : (size_t)p * bytes);
     const char* src = nullptr;
     if (o.kind == kAllGather) src = p == me ? (const char*)c.sendLocal : peer(p, 0);

@@ -139,6 +139,9 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     for r in rows:
         backend = f" ({r['anchor_backend']})" if r.get("anchor_backend") else ""
         ring = f" ({r['torch_ring_backend']})" if r.get("torch_ring_backend") else ""
+        if r.get("torch_ring_compute_ms") is not None:  # the anchor's breakdown, where it was measured
+            ring += (f"; compute chain {fmt(r['torch_ring_compute_ms'])}, sends alone "
+                     f"{fmt(r.get('torch_ring_comm_ms'))}")
         ran = f" (S={r['ran_shape'].split(',')[0]})" if r.get("ran_shape", r["shape"]) != r["shape"] else ""
         lines.append(f"| {r['shape']}{ran} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
                      f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
@@ -156,7 +159,9 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
               "the same shape (W = 4: 1.07 against 0.34 ms at s8192-d64, 1.47 against 0.13 ms at s4096-d32) is a "
               "measurement still to explain, not a result: the attention alone takes about 0.1 to 0.3 ms there, so the "
               "rest is the eager ring's per-step work (W steps of SDPA, batch_isend_irecv and merge ops, each launched "
-              "from the host); it has not been profiled yet.", ""]
+              "from the host). Rows measured since the anchor times its two chains apart say so in the torch ring "
+              "column: the same ring with no block sent (its compute chain: SDPA, KV-head repeats and fp32 merges) "
+              "and the blocks passed round with nothing attended (its sends alone).", ""]
     (out / f"{tag}.md").write_text("\n".join(lines + record_lines(meta)))
 
 

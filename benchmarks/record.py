@@ -55,7 +55,9 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     ev = Evaluator(wl, world=world, bench_shape=shape)
     link = ev.link()
     labels = ["host", *codes]
+    t0 = time.monotonic()
     built = ev.compiler.compile_many([wl.seed_code(), *codes.values()], link.libraries, link.include_dirs, link.extra)
+    _say(f"{workload} {shape}: {len(built)} programs built in {time.monotonic() - t0:.1f} s; waiting for the lock")
     bad = [(k, b.log_excerpt) for k, b in zip(labels, built) if not b.ok]
     if bad:
         raise RuntimeError(f"re-timing {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
@@ -63,9 +65,12 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     runs: list[dict[str, Any]] = []
     with _record_lock() as waited_s:
         start = time.monotonic()
+        _say(f"{workload} {shape}: lock held after {waited_s:.1f} s")
         while len(runs) < max_repeats:
             order = labels if len(runs) % 2 == 0 else labels[::-1]  # interleaved: no candidate always runs first
             runs.append(_one_run(ev, sos, order, "full", verify=not runs, iters=iters))
+            _say(f"{workload} {shape}: repeat {len(runs)} at {time.monotonic() - start:.1f} s, spread "
+                 f"{_spread(runs)[0]:.3f}")
             if len(runs) >= repeats and _spread(runs)[0] <= SPREAD_LIMIT:
                 break
         q = _one_run(ev, sos, labels, "q256", verify=False, iters=iters)
@@ -84,6 +89,11 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
 
 
 RECORD_LOCK = "/tmp/cuco-record.lock"
+
+
+def _say(text: str) -> None:
+    """A progress line of the re-timing in the benchmark's log (where a call cut off by its limit spent its time)."""
+    print(f"record: {text}", flush=True)
 
 
 @contextlib.contextmanager

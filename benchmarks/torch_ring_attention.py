@@ -51,21 +51,27 @@ def merge(torch: Any, o, lse, o_b, lse_b):
     return o, new
 
 
-def ring_attention(torch: Any, dist: Any, q, kv, causal: bool, backend: str = "auto"):
+def ring_attention(torch: Any, dist: Any, q, kv, causal: bool, backend: str = "auto", send: bool = True,
+                   attend_blocks: bool = True):
     """This rank's attention output (fp32) and LSE over the whole sequence. q [B, HQ, Sr, D] and kv (k, v) are this
-    rank's rows in the layout of `zigzag_rows`; the KV block travels the ring while the block in hand is used."""
+    rank's rows in the layout of `zigzag_rows`; the KV block travels the ring while the block in hand is used.
+    For the breakdown of its time: send=False keeps the local block at every step (the compute chain alone, same
+    kernels), attend_blocks=False only passes the blocks round (the communication chain alone; returns None)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     k, v = kv
     half = q.shape[2] // 2
     o = lse = None
     for step in range(world):
-        src = (rank - step) % world
-        if step + 1 < world:  # the next block travels while this one is used
+        src = (rank - step) % world  # without sends the block in hand stays the local one, of the same size
+        send_now = send and step + 1 < world
+        if send_now:  # the next block travels while this one is used
             nk, nv = torch.empty_like(k), torch.empty_like(v)
             ops = [dist.P2POp(dist.isend, t, (rank + 1) % world) for t in (k, v)]
             ops += [dist.P2POp(dist.irecv, t, (rank - 1) % world) for t in (nk, nv)]
             reqs = dist.batch_isend_irecv(ops)
-        if not causal:
+        if not attend_blocks:
+            pass
+        elif not causal:
             o, lse = merge(torch, o, lse, *attend(torch, q, k, v, False, backend))
         elif src == rank:  # local rows in global order: the local causal mask is the global one
             o, lse = merge(torch, o, lse, *attend(torch, q, k, v, True, backend))
@@ -76,7 +82,7 @@ def ring_attention(torch: Any, dist: Any, q, kv, causal: bool, backend: str = "a
             ob, lb = merge(torch, o[:, :, half:], lse[:, :, half:], o2, l2)  # step 0 (src == rank) set o and lse
             o, lse = o.clone(), lse.clone()
             o[:, :, half:], lse[:, :, half:] = ob, lb
-        if step + 1 < world:
+        if send_now:
             for r in reqs:
                 r.wait()
             k, v = nk, nv
@@ -130,6 +136,11 @@ def measure(torch: Any, dist: Any, name: str, world: int, dev: Any) -> dict[str,
     if timed:
         best = min(timed, key=timed.get)
         row.update(torch_ring_ms=timed[best], torch_ring_backend=best)
+        # where the ring's time goes: the same compute chain without sends, and the sends alone
+        row["torch_ring_compute_ms"] = _median_ms(
+            torch, dist, lambda: ring_attention(torch, dist, q, (k, v), bool(dims[4]), best, send=False))
+        row["torch_ring_comm_ms"] = _median_ms(
+            torch, dist, lambda: ring_attention(torch, dist, q, (k, v), bool(dims[4]), best, attend_blocks=False))
         row["check_rel_err"] = check(torch, dist, (2 * world * 128, *dims[1:]), dev, torch.bfloat16, best)
     return row
 

@@ -62,6 +62,15 @@ def _rank(rank: int, world: int, port: int, out) -> None:
     try:
         for dims in [(2 * world * 16, 4, 2, 32, 1), (world * 24, 4, 4, 16, 0)]:   # S, HQ, HKV, D, CAUSAL
             out.put((rank, f"ring {dims}", ring.check(torch, dist, dims, cpu, f32, "auto")))
+        # the breakdown's two chains: the compute one keeps the local block (its output differs from the ring's,
+        # its shape does not); the communication one attends nothing and passes every block round
+        dims = (2 * world * 16, 4, 2, 32, 1)
+        _, (q, k, v) = ring.local_inputs(torch, dims, rank, world, cpu, f32)
+        o, _ = ring.ring_attention(torch, dist, q, (k, v), True, send=False)
+        full, _ = ring.ring_attention(torch, dist, q, (k, v), True)
+        passed = ring.ring_attention(torch, dist, q, (k, v), True, attend_blocks=False)
+        shape_ok = o.shape == full.shape and passed == (None, None)
+        out.put((rank, "ring breakdown", 0.0 if shape_ok and (world == 1 or not torch.equal(o, full)) else 1.0))
         for dims in [(32, 16, 8, 2 * world, 2, 3), (24, 16, 8, world, 1, 2)]:   # T, H, I, E, top-K, skew
             out.put((rank, f"moe {dims}", moe.check(torch, dist, dims, cpu, f32)))
         for name, err in _kv_errors(torch, dist, kvt):
@@ -82,7 +91,7 @@ def test_every_anchor_computes_what_it_claims(world):
     for p in procs:
         p.join(timeout=180)
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    got = [out.get(timeout=5) for _ in range(world * 4 + world // 2 * 2)]
+    got = [out.get(timeout=5) for _ in range(world * 5 + world // 2 * 2)]
     names = {n for _, n, _ in got}
     assert {n.split()[0] for n in names} == {"ring", "moe", "kv"} and {"kv layered", "kv after"} <= names
     assert max(e for _, n, e in got if not n.startswith("kv")) < 1e-5, got

@@ -143,5 +143,6 @@ def test_a_repeat_that_failed_makes_the_row_that_failure():
 
 def test_a_check_holds_for_a_row_only_if_it_held_in_every_repeat():
     combine = _combine()
-    row = combine([{"torch_ms": 1.0, "matches": True}, {"torch_ms": 1.1, "matches": False}, {"torch_ms": 1.0, "matches": True}])
+    row = combine([{"torch_ms": 1.0, "matches": True}, {"torch_ms": 1.1, "matches": False},
+                   {"torch_ms": 1.0, "matches": True}])
     assert row["matches"] is False and row["torch_ms"] == 1.0

@@ -20,7 +20,7 @@ def test_the_fast_path_rewrites_every_reduction_of_the_sweep(bench):
     out = transform(analyze(text, bench.PROGRAM.name), text)
     assert "ncclAllReduce(" not in out.code and "ncclReduceScatter(" not in out.code and "ncclReduce(" not in out.code
     assert {r.split("@")[0] for r in out.rules_applied} == {"lsa-allreduce-rs-ag", "lsa-reducescatter-pull",
-                                                             "lsa-reduce-pull"}
+                                                             "lsa-reduce-slices"}
 
 
 def test_bus_bandwidth_follows_nccl_tests_and_the_ratio_is_nccl_time_over_the_fastest_cuco_time(bench):

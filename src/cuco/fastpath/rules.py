@@ -47,8 +47,9 @@ RULES: tuple[Rule, ...] = (
          "reduce-scatter into the own slice, barrier, gather the other slices; safe in place"),
     Rule("lsa-broadcast-pull", ("broadcast",), {"ncclBroadcast": "cucoBroadcast", "ncclBcast": "cucoBcast"},
          "cucofp::broadcastKernel<Sync>", "the root stages into its recv buffer, every rank pulls it"),
-    Rule("lsa-reduce-pull", ("reduce",), {"ncclReduce": "cucoReduce"}, "cucofp::reduceKernel<T>",
-         "the root reduces all peers' send buffers into its recv buffer (fp32 accumulation for half/bf16)"),
+    Rule("lsa-reduce-slices", ("reduce",), {"ncclReduce": "cucoReduce"}, "cucofp::reduceRootKernel<T>",
+         "rank r reduces slice r of all send buffers into the root's recv buffer by remote stores (fp32 "
+         "accumulation for half/bf16)"),
     Rule("lsa-p2p-mailbox", ("send", "recv"), {"ncclSend": "cucoSend", "ncclRecv": "cucoRecv"},
          "cucofp::p2pKernel", "sends/receives (pairs, rings, pipelines, AlltoAllv): senders post descriptors into "
          "the receivers' symmetric mailboxes, receivers pull and acknowledge; pairwise, no barrier, so ranks may "

@@ -356,22 +356,41 @@ __global__ void __launch_bounds__(kThreads) broadcastKernel(Launch L, Coll c) {
   sync.leave();
 }
 
-// recv[i] = op_p send_p[i] on the root only (the other ranks' recv is not touched); with root < 0 on every rank:
-// the one-shot AllReduce, out of place (two barriers, no gather pass; W - 1 buffers read per rank, so the launch
-// picks it as the point's allreduce directive says, launchReduce).
+// recv[i] = op_p send_p[i] on every rank: the one-shot AllReduce, out of place (two barriers, no gather pass; W - 1
+// buffers read per rank, so the launch picks it as the point's allreduce directive says, launchReduce).
 template <class T>
 __global__ void __launch_bounds__(kThreads) reduceKernel(Launch L, Coll c) {
   CUCOFP_SESSION(L);
-  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
-  bool everyone = c.root < 0;
-  if (everyone) for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
-  else publish(L, c.root, 0, c.send, c.count * sizeof(T));
+  int nr = L.dc.lsaSize;
+  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
   CUCOFP_BARRIER();
-  if (everyone || me == c.root) {
-    Desc d[64];
-    for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-    reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);
-  }
+  Desc d[64];
+  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+  reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);
+  CUCOFP_BARRIER();
+}
+
+// recv[i] = op_p send_p[i] on the root only. Rank r reduces slice r of every rank's send buffer and stores it
+// straight into the root's recv (remote stores through the root's window), so the root takes in 2(W-1)/W of a
+// buffer instead of reading W-1 whole buffers (at W = 4 the root-reads-all kernel moved 109 GB/s of bus bandwidth
+// against NCCL's 363). Slices start on 16-byte chunks, so every slice moves as vectors. In place (the root's send
+// is its recv): slice r of the root's buffer is read and written by rank r alone, each chunk loaded before stored.
+template <class T>
+__global__ void __launch_bounds__(kThreads) reduceRootKernel(Launch L, Coll c) {
+  CUCOFP_SESSION(L);
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank;
+  for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
+  if (me == c.root) for (int p = 0; p < nr; ++p) publish(L, p, 1, c.recvRef, c.count * sizeof(T));
+  CUCOFP_BARRIER();
+  Desc d[64];
+  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+  constexpr size_t V = Chunk<T>::V;
+  size_t units = (c.count + V - 1) / V;
+  size_t lo = units * me / nr * V, hi = units * (me + 1) / nr * V;
+  lo = lo < c.count ? lo : c.count;
+  hi = hi < c.count ? hi : c.count;
+  T* out = me == c.root ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, c.root, 1), c.root, lo * sizeof(T));
+  reduceRange<T>(L, d, lo * sizeof(T), out, hi - lo, c.op);
   CUCOFP_BARRIER();
 }
 

@@ -231,7 +231,7 @@ inline ncclResult_t afterComm(CommState* s, const std::vector<cudaStream_t>& cal
   return ncclSuccess;
 }
 
-// AllReduce in one shot (reduceKernel with root < 0) as the point's allreduce directive says (CUCOFP_ALLREDUCE); auto:
+// AllReduce in one shot (reduceKernel on every rank) as the point's allreduce directive says (CUCOFP_ALLREDUCE); auto:
 // where it moves no more bytes than the two-shot kernel (W = 2) or where the buffer is small enough that a barrier
 // costs more than the extra reads. Out of place only (a rank reducing into its own send buffer would change what
 // its peers are still reading).
@@ -244,12 +244,10 @@ inline bool allreduceOneShot(int nranks, const Coll& c) {
 
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
   if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c)) {
-    Coll every = c;
-    every.root = -1;   // reduceKernel on every rank: the one-shot AllReduce
-    reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, every);
+    reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);   // on every rank: the one-shot AllReduce
   }
   else if (kind == kAllReduce) allreduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
-  else if (kind == kReduce) reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
+  else if (kind == kReduce) reduceRootKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
   else reducescatterKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
 }
 
@@ -278,7 +276,9 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   ncclResult_t r = ncclSuccess;
   if (o.kind == kBroadcast) r = resolve(s, o.recv, "receive", &c.send);
   else r = resolve(s, o.send, "send", &c.send);
-  if (r == ncclSuccess && o.kind == kAllReduce) r = resolve(s, o.recv, "receive", &c.recvRef);
+  // peers read the AllReduce's recv (its gather phase) and write the Reduce root's recv (each rank's slice)
+  if (r == ncclSuccess && (o.kind == kAllReduce || (o.kind == kReduce && o.root == s->rank)))
+    r = resolve(s, o.recv, "receive", &c.recvRef);
   if (r != ncclSuccess) return r;
   if (o.kind == kAlltoAll && o.send == o.recv) CUCOFP_FAIL(ncclInvalidArgument, "in-place AlltoAll is not supported");
   if (o.kind == kBroadcast && o.root == s->rank) c.sendLocal = o.send;

@@ -18,7 +18,8 @@ __global__ void touchStackKernel() {
 template <class T> inline size_t warmReduce() {
   cudaFuncAttributes a{};
   size_t most = 0;
-  for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reducescatterKernel<T>})
+  for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reduceRootKernel<T>,
+                        (const void*)reducescatterKernel<T>})
     if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
   return most;
 }

@@ -6,7 +6,8 @@
 #
 # PART: env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
 # later parts' results files record) | bench-<workload> (its torch anchor, then its benchmark, back to back, shapes
-# from SHAPES_<workload>, else those of the issue's list without a verified row yet (`all`: every one); results merged by shape into benchmarks/results/<workload>_w<W>.*) | build (every workload's compute
+# from SHAPES_<workload>, else those of the issue's list its results file still needs (`all`: every one); results
+# merged by shape into benchmarks/results/<workload>_w<W>.*, logs appended) | build (every workload's compute
 # library, in parallel) | tests-<workload> (its GPU tests at world W) | sanitize-<workload> (compute-sanitizer memcheck
 # and synccheck over its fast path and best point, benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one
 # delayed launch of its fast path, best points and seed, replayed 20 times with fresh inputs and checked each time,
@@ -65,7 +66,7 @@ json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
     if [ -z "$given" ] || [ "$given" = pending ]; then
       shapes=$(python3 benchmarks/results_rows.py pending "benchmarks/results/${wl}_w$W.json" "$W" "$shapes" "$field")
       [ -n "$shapes" ] || { echo "# bench-$wl at W = $W: every shape has a verified row; SHAPES_$wl=all re-runs" \
-        | tee "$OUT_DIR/bench_${wl}_w$W.log"; exit 0; }
+        | tee -a "$OUT_DIR/bench_${wl}_w$W.log"; exit 0; }
     fi
     { header
       echo "# shapes: $shapes; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all}"

@@ -8,7 +8,9 @@ rows sent back (`all_to_all_single`) and combined with the gates.
 
 Shapes are moe's (T tokens per rank, H, I, E experts, top-K, skew R); routing is cuco's (routing.py, bit-identical
 to the harness's, seed 1: the seed the harness times with); inputs randn bf16. Times: median of CUDA-event
-timings after warm-up, max over ranks, in ms (`torch_layer_ms`), count exchange and host sync included.
+timings after warm-up, max over ranks, in ms (`torch_layer_ms`), count exchange and host sync included; beside
+it the exchange chain alone (`torch_layer_exchange_ms`: the FFN skipped) and the grouped FFN alone
+(`torch_layer_ffn_ms`).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class Layer:
         self.send_counts = torch.bincount(flat, minlength=n_experts)   # per destination expert
         self.w1t, self.w2t, self.tokens = w1t, w2t, t
 
-    def __call__(self, x):
+    def __call__(self, x, ffn: bool = True):
+        """The layer's output for x; ffn=False passes the received rows back untouched (the exchange chain alone,
+        its count exchange and host sync included), for the breakdown of its time."""
         torch, dist, w, el = self.torch, self.dist, self.world, self.el
         recv_counts = torch.empty_like(self.send_counts)
         dist.all_to_all_single(recv_counts, self.send_counts)            # [source][local expert] after the swap
@@ -67,13 +71,22 @@ class Layer:
         perm = torch.argsort(torch.repeat_interleave(key, recv_counts.view(-1), output_size=recv.shape[0]),
                              stable=True)
         per_expert = [sum(got[src][e] for src in range(w)) for e in range(el)]
-        y = x.new_empty(recv.shape)
-        y[perm] = expert_ffn(torch, recv[perm], self.w1t, self.w2t, per_expert).to(x.dtype)
+        self.received = (recv, perm, per_expert)   # what ffn_alone() computes on (references, no copy)
+        if ffn:
+            y = x.new_empty(recv.shape)
+            y[perm] = expert_ffn(torch, recv[perm], self.w1t, self.w2t, per_expert).to(x.dtype)
+        else:
+            y = recv
         back = x.new_empty(rows.shape)
         dist.all_to_all_single(back, y, sent, [sum(g) for g in got])
         out = torch.zeros(self.tokens, x.shape[1], dtype=torch.float32, device=x.device)
         out.index_add_(0, self.token, back.float() * self.gate)
         return out
+
+    def ffn_alone(self):
+        """The expert-major regroup and the grouped SwiGLU FFN of the rows the last call received, nothing else."""
+        recv, perm, per_expert = self.received
+        return expert_ffn(self.torch, recv[perm], self.w1t, self.w2t, per_expert)
 
 
 def expert_weights(torch: Any, e: int, h: int, i: int, device: Any, dtype: Any, seed: int = 0):
@@ -133,6 +146,10 @@ def measure(torch: Any, dist: Any, name: str, world: int, dev: Any) -> dict[str,
     layer, x, _ = make(torch, dist, dims, dev, torch.bfloat16)
     row: dict[str, Any] = {"shape": name, "dims": list(dims), "world": world,
                            "torch_layer_ms": _median_ms(torch, dist, lambda: layer(x))}
+    # where the layer's time goes: its exchange chain alone and its grouped FFN alone
+    row["torch_layer_exchange_ms"] = _median_ms(torch, dist, lambda: layer(x, ffn=False))
+    layer(x)
+    row["torch_layer_ffn_ms"] = _median_ms(torch, dist, layer.ffn_alone)
     row["check_rel_err"] = check(torch, dist, (64, 256, 128, dims[3], dims[4], dims[5]), dev, torch.bfloat16)
     return row
 

@@ -73,6 +73,16 @@ def _rank(rank: int, world: int, port: int, out) -> None:
         out.put((rank, "ring breakdown", 0.0 if shape_ok and (world == 1 or not torch.equal(o, full)) else 1.0))
         for dims in [(32, 16, 8, 2 * world, 2, 3), (24, 16, 8, world, 1, 2)]:   # T, H, I, E, top-K, skew
             out.put((rank, f"moe {dims}", moe.check(torch, dist, dims, cpu, f32)))
+        # the breakdown's two chains: without the FFN every token gets back its own rows, gated; the FFN alone
+        # is what the layer ran on the rows it received
+        layer, x, (ex, gates) = moe.make(torch, dist, (32, 16, 8, 2 * world, 2, 3), cpu, f32)
+        passed = layer(x, ffn=False)
+        want = x * torch.from_numpy(gates).sum(1, keepdim=True).float()
+        full = layer(x)
+        recv, perm, per_expert = layer.received
+        ffn = layer.ffn_alone()
+        same = ffn.shape == (recv.shape[0], x.shape[1]) and full.shape == passed.shape
+        out.put((rank, "moe breakdown", float((passed - want).abs().max()) if same else 1.0))
         for name, err in _kv_errors(torch, dist, kvt):
             out.put((rank, name, err))
     finally:
@@ -91,7 +101,7 @@ def test_every_anchor_computes_what_it_claims(world):
     for p in procs:
         p.join(timeout=180)
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    got = [out.get(timeout=5) for _ in range(world * 5 + world // 2 * 2)]
+    got = [out.get(timeout=5) for _ in range(world * 6 + world // 2 * 2)]
     names = {n for _, n, _ in got}
     assert {n.split()[0] for n in names} == {"ring", "moe", "kv"} and {"kv layered", "kv after"} <= names
     assert max(e for _, n, e in got if not n.startswith("kv")) < 1e-5, got

@@ -185,10 +185,10 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
               "(FFN alone on the received rows through the compute library; dispatch+combine alone through NCCL "
               "grouped send/recv) come from the same harness process; torch's grouped-GEMM FFN (torch._grouped_mm) "
               "on the same rows in the same device session. torch layer: benchmarks/torch_moe_layer.py "
-              "(all_to_all_single dispatch, torch._grouped_mm SwiGLU, all_to_all_single combine, count exchange and host sync included, "
-              "the same routing) on the same machine in the same device call; where measured, beside it its exchange chain "
-              "alone (the FFN skipped) and its grouped FFN alone. A torch layer about twice cuco's time at the paper "
-              "shapes is a measurement to explain before it is a result.", ""]
+              "(all_to_all_single dispatch, torch._grouped_mm SwiGLU, all_to_all_single combine, count exchange and "
+              "host sync included, the same routing) on the same machine in the same device call; where measured, "
+              "beside it its exchange chain alone (the FFN skipped) and its grouped FFN alone. A torch layer about "
+              "twice cuco's time at the paper shapes is a measurement to explain before it is a result.", ""]
     (out / f"{tag}.md").write_text("\n".join(lines + record_lines(meta)))
 
 

@@ -252,23 +252,28 @@ __device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec,
   }
 }
 
-// reduceChunks over each rank's published buffer at `byteOff` (peer addresses resolved once per call).
-template <class T>
-__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op) {
-  const T* src[64];
-  int nr = L.dc.lsaSize;
-  bool vec = Vectorised<T>::value && aligned16(out);
-  for (int p = 0; p < nr; ++p) {
-    src[p] = (const T*)peerPtr(L, d[p], p, byteOff);
-    vec = vec && aligned16(src[p]);
-  }
-  reduceChunks<T>(src, nr, vec, out, n, op);
-}
-
 // The peer a rank copies from at step i of a gather: its own data first, then the next ranks in turn. Ranks that
 // all began with rank 0 had every reader on one peer's outbound links at once (at W = 4 the AllReduce's gather
 // phase moved 171 GB/s into each rank, a third of what one peer's links carry).
 __device__ inline int staggered(int i, int me, int nr) { return (me + i) % nr; }
+
+// reduceChunks over each rank's published buffer at `byteOff` (peer addresses resolved once per call), taken from
+// rank `first` on and round: a range that only this rank reduces starts at the next rank (staggered, so no rank's
+// buffer is read by every rank at once); one that every rank reduces alike (the one-shot AllReduce) starts at rank
+// 0 everywhere, so every rank sums in the same order and holds the same bits.
+template <class T>
+__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op,
+                                   int first) {
+  const T* src[64];
+  int nr = L.dc.lsaSize;
+  bool vec = Vectorised<T>::value && aligned16(out);
+  for (int i = 0; i < nr; ++i) {
+    int p = (first + i) % nr;
+    src[i] = (const T*)peerPtr(L, d[p], p, byteOff);
+    vec = vec && aligned16(src[i]);
+  }
+  reduceChunks<T>(src, nr, vec, out, n, op);
+}
 
 // ---- kernels ----------------------------------------------------------------------------------------
 // recv[p*count + i] = send_p[i]
@@ -314,7 +319,7 @@ __global__ void __launch_bounds__(kThreads) reducescatterKernel(Launch L, Coll c
   CUCOFP_BARRIER();
   Desc d[64];
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  reduceRange<T>(L, d, (size_t)me * c.count * sizeof(T), (T*)c.recv, c.count, c.op);
+  reduceRange<T>(L, d, (size_t)me * c.count * sizeof(T), (T*)c.recv, c.count, c.op, staggered(1, me, nr));
   CUCOFP_BARRIER();
 }
 
@@ -329,7 +334,7 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   Desc d[64];
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
   size_t lo = c.count * me / nr, hi = c.count * (me + 1) / nr;
-  reduceRange<T>(L, d, lo * sizeof(T), (T*)c.recv + lo, hi - lo, c.op);
+  reduceRange<T>(L, d, lo * sizeof(T), (T*)c.recv + lo, hi - lo, c.op, staggered(1, me, nr));
   CUCOFP_BARRIER();
   for (int i = 1; i < nr; ++i) {
     int p = staggered(i, me, nr);
@@ -366,7 +371,7 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(Launch L, Coll c) {
   CUCOFP_BARRIER();
   Desc d[64];
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op);
+  reduceRange<T>(L, d, 0, (T*)c.recv, c.count, c.op, 0);
   CUCOFP_BARRIER();
 }
 
@@ -390,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) reduceRootKernel(Launch L, Coll c) {
   lo = lo < c.count ? lo : c.count;
   hi = hi < c.count ? hi : c.count;
   T* out = me == c.root ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, c.root, 1), c.root, lo * sizeof(T));
-  reduceRange<T>(L, d, lo * sizeof(T), out, hi - lo, c.op);
+  reduceRange<T>(L, d, lo * sizeof(T), out, hi - lo, c.op, staggered(1, me, nr));
   CUCOFP_BARRIER();
 }
 

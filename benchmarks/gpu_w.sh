@@ -16,7 +16,8 @@
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
-# Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400). NVLink multicast stays
+# Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400), MAX_SHAPES (a bench part's
+# shapes at most). NVLink multicast stays
 # off (benchmarks/gpu_env.sh).
 set -uo pipefail
 W=${1:?usage: bash benchmarks/gpu_w.sh W PART [OUT_DIR]}
@@ -67,6 +68,11 @@ json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
       shapes=$(python3 benchmarks/results_rows.py pending "benchmarks/results/${wl}_w$W.json" "$W" "$shapes" "$field")
       [ -n "$shapes" ] || { echo "# bench-$wl at W = $W: every shape has a verified row; SHAPES_$wl=all re-runs" \
         | tee -a "$OUT_DIR/bench_${wl}_w$W.log"; exit 0; }
+    fi
+    # MAX_SHAPES=N: the first N only, so that the anchor's repeats and the benchmark both finish inside the part
+    if [ -n "${MAX_SHAPES:-}" ]; then
+      sep=,; case $shapes in *\;*) sep=';' ;; esac
+      shapes=$(echo "$shapes" | tr "$sep" '\n' | head -n "$MAX_SHAPES" | paste -sd "$sep")
     fi
     { header
       echo "# shapes: $shapes; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all}"

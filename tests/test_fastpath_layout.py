@@ -95,3 +95,25 @@ def test_a_sequence_number_is_reached_by_itself_and_later_ones_across_wrap_aroun
     assert layout.ask("seq", (seq + later) % 2**32, seq) == [1]
     if later:
         assert layout.ask("seq", seq, (seq + later) % 2**32) == [0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(nranks=st.integers(1, 64))
+def test_at_every_gather_step_the_ranks_read_distinct_peers_and_each_reads_all(layout, nranks):
+    got = layout.ask("stagger", nranks)
+    order = {me: got[me * nranks:(me + 1) * nranks] for me in range(nranks)}
+    for me, peers in order.items():
+        assert peers[0] == me and sorted(peers) == list(range(nranks))    # own data first, every rank once
+    for step in range(nranks):                                            # no peer read by two ranks at once
+        assert sorted(order[me][step] for me in range(nranks)) == list(range(nranks))
+
+
+@settings(max_examples=300, deadline=None)
+@given(count=st.integers(0, 1 << 40), v=st.sampled_from([1, 2, 4, 8, 16]), nranks=st.integers(1, 64))
+def test_reduce_slices_tile_the_buffer_in_rank_order_on_whole_chunks(layout, count, v, nranks):
+    begins = layout.ask("slices", count, v, nranks)
+    assert len(begins) == nranks + 1 and begins[0] == 0 and begins[-1] == count
+    assert all(a <= b for a, b in zip(begins, begins[1:]))                # in order, no overlap, no gap
+    assert all(b % v == 0 or b == count for b in begins)                  # vectors from every slice's start
+    units = -(-count // v)
+    assert max(b - a for a, b in zip(begins, begins[1:])) <= (-(-units // nranks)) * v   # balanced

@@ -252,11 +252,6 @@ __device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec,
   }
 }
 
-// The peer a rank copies from at step i of a gather: its own data first, then the next ranks in turn. Ranks that
-// all began with rank 0 had every reader on one peer's outbound links at once (at W = 4 the AllReduce's gather
-// phase moved 171 GB/s into each rank, a third of what one peer's links carry).
-__device__ inline int staggered(int i, int me, int nr) { return (me + i) % nr; }
-
 // reduceChunks over each rank's published buffer at `byteOff` (peer addresses resolved once per call), taken from
 // rank `first` on and round: a range that only this rank reduces starts at the next rank (staggered, so no rank's
 // buffer is read by every rank at once); one that every rank reduces alike (the one-shot AllReduce) starts at rank
@@ -389,11 +384,7 @@ __global__ void __launch_bounds__(kThreads) reduceRootKernel(Launch L, Coll c) {
   CUCOFP_BARRIER();
   Desc d[64];
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  constexpr size_t V = Chunk<T>::V;
-  size_t units = (c.count + V - 1) / V;
-  size_t lo = units * me / nr * V, hi = units * (me + 1) / nr * V;
-  lo = lo < c.count ? lo : c.count;
-  hi = hi < c.count ? hi : c.count;
+  size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, nr, me), hi = reduceSliceBegin(c.count, Chunk<T>::V, nr, me + 1);
   T* out = me == c.root ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, c.root, 1), c.root, lo * sizeof(T));
   reduceRange<T>(L, d, lo * sizeof(T), out, hi - lo, c.op, staggered(1, me, nr));
   CUCOFP_BARRIER();

@@ -17,7 +17,7 @@
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400), MAX_SHAPES (a bench part's
-# shapes at most). NVLink multicast stays
+# shapes at most), SHARD (i/n: own-programs runs every n-th pending program, one shard per lane). NVLink multicast stays
 # off (benchmarks/gpu_env.sh).
 set -uo pipefail
 W=${1:?usage: bash benchmarks/gpu_w.sh W PART [OUT_DIR]}
@@ -125,7 +125,8 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   own-programs)
     { header
       timeout "${OWN_TIMEOUT:-500}" python3 benchmarks/own_programs.py --programs "${PROGRAMS:-pending}" \
-        --done "benchmarks/results/own_programs_w$W.json" --world "$W" --evals "${EVALS:-8}" --runs-dir /tmp/own \
+        --done "benchmarks/results/own_programs_w$W.json" --shard "${SHARD:-0/1}" --world "$W" --evals "${EVALS:-8}" \
+        --runs-dir /tmp/own \
         --out "$OUT_DIR/own_programs_rows_w$W.json"
       echo "own programs: exit $?"; } 2>&1 | tee "$OUT_DIR/own_programs_w$W.log" ;;
   cache-save)

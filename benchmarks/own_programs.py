@@ -102,9 +102,15 @@ def _rows(data: Any) -> list[dict[str, Any]]:
     return data["rows"] if isinstance(data, dict) else data
 
 
-def programs(names: str, done: str | None) -> list[str]:
+def programs(names: str, done: str | None, shard: str = "0/1") -> list[str]:
     """The programs to run: `names` (comma-separated, or 'pending': the whole corpus in manifest order), less those
-    with a row in the results file `done`."""
+    with a row in the results file `done`; shard 'i/n': every n-th of them from the i-th (lanes on disjoint GPUs
+    share one list without running a program twice)."""
+    try:
+        i, n = (int(x) for x in shard.split("/"))
+        assert 0 <= i < n
+    except (ValueError, AssertionError):
+        raise SystemExit(f"--shard {shard!r}: write i/n with 0 <= i < n, e.g. 0/2 and 1/2 for two lanes") from None
     corpus = list(json.loads((CORPUS / "manifest.json").read_text())["programs"])
     wanted = corpus if names == "pending" else [n for n in names.split(",") if n]
     unknown = [n for n in wanted if n not in corpus]
@@ -114,7 +120,7 @@ def programs(names: str, done: str | None) -> list[str]:
     if done and Path(done).is_file():
         data = json.loads(Path(done).read_text())
         measured = {r["program"] for r in _rows(data) if "error" not in r}
-    return [n for n in wanted if n not in measured]
+    return [n for n in wanted if n not in measured][i::n]
 
 
 def main() -> int:
@@ -122,6 +128,7 @@ def main() -> int:
     ap.add_argument("--programs", default="", help="comma-separated corpus names; 'pending' (with --done): every "
                     "corpus program without a row in the --done results file")
     ap.add_argument("--done", default=None, help="a results file (own_programs_w<W>.json) whose programs are skipped")
+    ap.add_argument("--shard", default="0/1", help="i/n: every n-th program of the list from the i-th (one per lane)")
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--evals", type=int, default=6)
     ap.add_argument("--runs-dir", default="/tmp/cuco-own-programs")
@@ -135,7 +142,7 @@ def main() -> int:
         print(render(rows))
         return 0
     rows = []
-    for name in programs(args.programs, args.done):
+    for name in programs(args.programs, args.done, args.shard):
         row = run_one(name, args.world, args.evals, Path(args.runs_dir))
         print(json.dumps({k: v for k, v in row.items() if not k.endswith("runs_ms")}), flush=True)
         rows.append(row)

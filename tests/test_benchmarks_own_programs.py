@@ -30,3 +30,11 @@ def test_an_unknown_program_is_refused_naming_the_corpus():
 def test_rows_come_from_a_row_list_or_a_results_file():
     rows = [{"program": "a"}]
     assert own._rows(rows) == rows and own._rows({"world": 2, "rows": rows}) == rows
+
+
+def test_shards_split_the_pending_list_without_overlap_or_loss(tmp_path):
+    shards = [own.programs("pending", None, f"{i}/3") for i in range(3)]
+    assert sorted(n for s in shards for n in s) == sorted(CORPUS)
+    assert all(set(a).isdisjoint(b) for k, a in enumerate(shards) for b in shards[k + 1:])
+    with pytest.raises(SystemExit, match="0 <= i < n"):
+        own.programs("pending", None, "2/2")

@@ -134,6 +134,9 @@ if __name__ == "__main__":  # results_rows.py pending FILE W a,b,c [FIELD] | mer
 
     if len(sys.argv) >= 4 and sys.argv[1] in ("merge", "fold"):  # rows of OTHER... into BASE, in place
         # merge: the steadier row of a shape stays (results files); fold: the newer row replaces (anchors' files)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        from cuco.atomic import write_text
+
         base = Path(sys.argv[2])
         meta = json.loads(base.read_text()) if base.exists() else {"world": None, "rows": []}
         for other in sys.argv[3:]:
@@ -143,8 +146,8 @@ if __name__ == "__main__":  # results_rows.py pending FILE W a,b,c [FIELD] | mer
             else:
                 meta = {**meta, **{k: v for k, v in data.items() if k != "rows"}, "rows": meta.get("rows", [])}
                 for row in data.get("rows", []):
-                    meta["rows"] = [r for r in meta["rows"] if r.get("shape") != row.get("shape")] + [row]
-        base.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+                    put_row(meta, row)
+        write_text(base, json.dumps(meta, indent=2, default=str) + "\n")
         sys.exit(0)
     if len(sys.argv) not in (5, 6) or sys.argv[1] != "pending":
         sys.exit("usage: results_rows.py pending FILE W NAMES [ANCHOR_FIELD] (names separated by ',' or ';')")

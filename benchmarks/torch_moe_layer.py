@@ -148,8 +148,7 @@ def measure(torch: Any, dist: Any, name: str, world: int, dev: Any) -> dict[str,
                            "torch_layer_ms": _median_ms(torch, dist, lambda: layer(x))}
     # where the layer's time goes: its exchange chain alone and its grouped FFN alone
     row["torch_layer_exchange_ms"] = _median_ms(torch, dist, lambda: layer(x, ffn=False))
-    layer(x)
-    row["torch_layer_ffn_ms"] = _median_ms(torch, dist, layer.ffn_alone)
+    row["torch_layer_ffn_ms"] = _median_ms(torch, dist, layer.ffn_alone)   # on the rows the calls above received
     row["check_rel_err"] = check(torch, dist, (64, 256, 128, dims[3], dims[4], dims[5]), dev, torch.bfloat16)
     return row
 

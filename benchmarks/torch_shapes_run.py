@@ -13,6 +13,7 @@ import json
 import os
 import statistics
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,12 +57,11 @@ def run_over_shapes(description: str, default_shapes: str,
 
 
 def _write(out: str, torch: Any, world: int, rounds: int, rows: list[dict[str, Any]]) -> None:
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world,
-                   "rounds": rounds, "rows": rows}, f, indent=2)
-    os.replace(tmp, out)
+    from cuco.atomic import write_text  # src/ is on sys.path (run_over_shapes)
+
+    write_text(Path(out), json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                      "nccl": ".".join(map(str, torch.cuda.nccl.version())), "world": world,
+                                      "rounds": rounds, "rows": rows}, indent=2))
 
 
 def combine(measured: list[dict[str, Any]]) -> dict[str, Any]:

@@ -125,3 +125,16 @@ def test_merge_keeps_the_steadier_row_and_lists_the_other():
 def test_merge_refuses_another_world():
     with pytest.raises(ValueError, match="world 4"):
         results_rows.merge_rows({"world": 2, "rows": []}, {"world": 4, "rows": []})
+
+
+def test_fold_from_the_command_line_lets_the_newer_anchor_row_replace_its_shape(tmp_path):
+    import subprocess
+
+    base, new = tmp_path / "torch_w2.json", tmp_path / "torch_w2.call.json"
+    base.write_text(json.dumps({"world": 2, "rows": [{"shape": "a", "ms": 1.0}, {"shape": "b", "ms": 2.0}]}))
+    new.write_text(json.dumps({"world": 2, "device": "H100", "rows": [{"shape": "b", "ms": 3.0}]}))
+    subprocess.run([sys.executable, str(Path(results_rows.__file__)), "fold", str(base), str(new)], check=True,
+                   capture_output=True, text=True)
+    meta = json.loads(base.read_text())
+    assert {r["shape"]: r["ms"] for r in meta["rows"]} == {"a": 1.0, "b": 3.0} and meta["device"] == "H100"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -23,6 +23,7 @@ for item in "$@"; do
   if [ "$left" -lt 45 ]; then echo "lane $GPUS: skipped $item ($left s left)"; continue; fi
   echo "lane $GPUS: $item with $left s left"
   export TEST_TIMEOUT=$((left - 10)) SAN_TIMEOUT=$((left - 10)) GRAPH_TIMEOUT=$((left - 10))
+  export RED_TIMEOUT=$((left - 10)) OWN_TIMEOUT=$((left - 10))
   export TORCH_TIMEOUT=$(( left / 4 < 240 ? left / 4 : 240 ))
   export BENCH_TIMEOUT=$((left - TORCH_TIMEOUT - 15))
   bash benchmarks/gpu_w.sh "$W" "$PART" "${LANE_OUT:-benchmarks/results/w$W}"

@@ -8,10 +8,11 @@
 # later parts' results files record) | bench-<workload> (its torch anchor, then its benchmark, back to back, shapes
 # from SHAPES_<workload>, else those of the issue's list its results file still needs (`all`: every one); results
 # merged by shape into benchmarks/results/<workload>_w<W>.*, logs appended) | build (every workload's compute
-# library, in parallel) | tests-<workload> (its GPU tests at world W) | sanitize-<workload> (compute-sanitizer memcheck
-# and synccheck over its fast path and best point, benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one
-# delayed launch of its fast path, best points and seed, replayed 20 times with fresh inputs and checked each time,
-# benchmarks/graph_replay.py) | reductions (device-initiated AllReduce, ReduceScatter
+# library, in parallel) | tests-<workload> (its GPU tests at world W; tests-NAME: tests/test_NAME_gpu.py) |
+# sanitize-<workload> (compute-sanitizer memcheck and synccheck over its fast path and best point,
+# benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one delayed launch of its fast path, best points
+# and seed, replayed 20 times with fresh inputs and checked each time, benchmarks/graph_replay.py) | reductions
+# (device-initiated AllReduce, ReduceScatter
 # and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | own-programs (`cuco run prog.cu` on
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
@@ -102,8 +103,11 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       wait; } 2>&1 | tee "$OUT_DIR/build_w$W.log" ;;
   tests-*)
     wl=${PART#tests-}
+    # a workload's GPU tests, or tests/test_<name>_gpu.py (tests-fastpath, tests-program, tests-program_points)
+    file=tests/test_workload_${wl}_gpu.py
+    [ -f "$file" ] || file=tests/test_${wl}_gpu.py
     { header
-      timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu "tests/test_workload_${wl}_gpu.py" --world "$W" -v \
+      timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu "$file" --world "$W" -v \
         -p no:cacheprovider --durations=10
       echo "gpu tests: exit $?"; } 2>&1 | tee "$OUT_DIR/gpu_tests_${wl}_w$W.log" ;;
   sanitize-*)

@@ -130,7 +130,7 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     { header
       timeout "${OWN_TIMEOUT:-500}" python3 benchmarks/own_programs.py --programs "${PROGRAMS:-pending}" \
         --done "benchmarks/results/own_programs_w$W.json" --shard "${SHARD:-0/1}" --world "$W" --evals "${EVALS:-8}" \
-        --runs-dir /tmp/own \
+        --runs-dir "$(mktemp -d /tmp/own-runs.XXXX)" \
         --out "$OUT_DIR/own_programs_rows_w$W.json"
       echo "own programs: exit $?"; } 2>&1 | tee "$OUT_DIR/own_programs_w$W.log" ;;
   cache-save)

@@ -13,12 +13,16 @@ import os
 import statistics
 import subprocess
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 SPREAD_LIMIT = 0.03
 # Each repeat is a new harness process whose first timed target is the compute part; without a warm-up the GPU
 # meets it at idle clocks (the parts showed the widest spreads, 0.09 to 0.2, in the first W = 4 files).
 WARM_MS = 300.0
+# A repeat's harness phase (load, setup, verify, bench of one candidate) that outlasts this is reported by the
+# harness's watchdog as a hang, with its candidate and phase, long before the benchmark part's own limit cuts the
+# whole call off with nothing said (a W = 2 GEMM+AllGather re-timing sat silent for minutes in its second repeat).
+PHASE_TIMEOUT_S = float(os.environ.get("CUCO_RECORD_PHASE_TIMEOUT_S", "90"))
 FIGURES = ("host_ms", "best_ms", "fastpath_ms", "compute_ms", "comm_ms")
 
 
@@ -28,12 +32,16 @@ def _one_run(ev: Any, sos: dict[str, Any], order: list[str], inputs: str, verify
 
     res = run_harness(HarnessRequest(ev.plugin(), [sos[k] for k in order], tuple(ev.bench_shape.dims), world=ev.world,
                                      seeds=(1,), inputs=inputs, verify=verify, bench=True, parts=True, warmup=5,
-                                     iters=iters, timeout_s=300, warm_ms=WARM_MS), toolchain=ev.compiler.toolchain)
+                                     iters=iters, timeout_s=PHASE_TIMEOUT_S, warm_ms=WARM_MS),
+                      toolchain=ev.compiler.toolchain)
     by_path = {str(r.path): r for r in res.candidates}
-    out: dict[str, Any] = {"status": {}}
+    out: dict[str, Any] = {"status": {}, "failures": {}}
     for label in order:
         run = by_path.get(str(sos[label]))
         out["status"][label] = run.status if run is not None else "missing"
+        if run is None or run.status not in ("ok", "verify_failed"):  # a wrong result is data; a hang is not
+            out["failures"][label] = (f"{run.status} in phase {run.phase or '?'}: {run.message}"[:400]
+                                      if run is not None else f"missing ({res.status}: {res.message})"[:400])
         ms = run.timing.max_median_ms if run is not None and run.status == "ok" and run.timing else None
         out[f"{label}_ms"] = ms
     out["compute_ms"], out["comm_ms"] = ev._parts(res)
@@ -62,17 +70,11 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     if bad:
         raise RuntimeError(f"re-timing {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
     sos = {k: b.so_path for k, b in zip(labels, built)}
-    runs: list[dict[str, Any]] = []
     with _record_lock() as waited_s:
         start = time.monotonic()
         _say(f"{workload} {shape}: lock held after {waited_s:.1f} s")
-        while len(runs) < max_repeats:
-            order = labels if len(runs) % 2 == 0 else labels[::-1]  # interleaved: no candidate always runs first
-            runs.append(_one_run(ev, sos, order, "full", verify=not runs, iters=iters))
-            _say(f"{workload} {shape}: repeat {len(runs)} at {time.monotonic() - start:.1f} s, spread "
-                 f"{_spread(runs)[0]:.3f}")
-            if len(runs) >= repeats and _spread(runs)[0] <= SPREAD_LIMIT:
-                break
+        runs = repeat_until_steady(lambda order, verify: _one_run(ev, sos, order, "full", verify, iters), labels,
+                                   repeats, max_repeats, f"{workload} {shape}")
         q = _one_run(ev, sos, labels, "q256", verify=False, iters=iters)
     row = {k: _median(runs, k) for k in FIGURES}
     spread, by_figure = _spread(runs)
@@ -86,6 +88,28 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     row.update(derived(row))
     row.update({f"{k}_q": v for k, v in derived({k: q.get(k) for k in FIGURES}).items()})
     return row
+
+
+def repeat_until_steady(run_once: Callable[[list[str], bool], dict[str, Any]], labels: list[str], repeats: int,
+                        max_repeats: int, what: str) -> list[dict[str, Any]]:
+    """Repeats of `run_once(order, verify)` in alternating order (no candidate always runs first), the first one
+    verified, until `repeats` are in and the spread is within SPREAD_LIMIT, or `max_repeats`. A repeat in which a
+    candidate hangs, crashes or errs ends the re-timing with an error naming the candidate, phase and order."""
+    runs: list[dict[str, Any]] = []
+    start = time.monotonic()
+    while len(runs) < max_repeats:
+        order = labels if len(runs) % 2 == 0 else labels[::-1]
+        run = run_once(order, not runs)
+        if run.get("failures"):
+            said = "; ".join(f"{k}: {v}" for k, v in run["failures"].items())
+            _say(f"{what}: repeat {len(runs) + 1} (order {', '.join(order)}) failed: {said}")
+            raise RuntimeError(f"re-timing {what}: repeat {len(runs) + 1} in the order {', '.join(order)} "
+                               f"failed: {said}")
+        runs.append(run)
+        _say(f"{what}: repeat {len(runs)} at {time.monotonic() - start:.1f} s, spread {_spread(runs)[0]:.3f}")
+        if len(runs) >= repeats and _spread(runs)[0] <= SPREAD_LIMIT:
+            break
+    return runs
 
 
 RECORD_LOCK = "/tmp/cuco-record.lock"

@@ -66,3 +66,24 @@ def test_search_costs_count_harness_seconds_per_evaluation_not_parallel_compiles
     db.close()
     costs = record.search_costs(tmp_path, "w", wall_s=15.0)
     assert costs == {"compile_s": 40.0, "harness_s": 8.0, "seconds_per_evaluation": 2.0}
+
+
+def test_repeats_alternate_order_stop_when_steady_and_a_hang_ends_the_retiming():
+    seen = []
+
+    def steady(order, verify):
+        seen.append((tuple(order), verify))
+        return {"host_ms": 1.0, "best_ms": 0.5, "failures": {}}
+
+    runs = record.repeat_until_steady(steady, ["host", "best"], 3, 7, "wl s")
+    assert len(runs) == 3 and seen == [(("host", "best"), True), (("best", "host"), False), (("host", "best"), False)]
+
+    times = iter([0.5, 0.6, 0.5, 0.6, 0.5, 0.6, 0.5, 0.6])
+    noisy = record.repeat_until_steady(lambda o, v: {"best_ms": next(times), "failures": {}}, ["best"], 3, 5, "wl s")
+    assert len(noisy) == 5  # the spread never settles: stops at max_repeats
+
+    def hangs_second(order, verify):
+        return {"best_ms": 0.5, "failures": {} if verify else {"best": "hang in phase bench: watchdog"}}
+
+    with pytest.raises(RuntimeError, match=r"repeat 2 in the order best, host failed: best: hang in phase bench"):
+        record.repeat_until_steady(hangs_second, ["host", "best"], 3, 7, "wl s")

@@ -117,3 +117,16 @@ def test_reduce_slices_tile_the_buffer_in_rank_order_on_whole_chunks(layout, cou
     assert all(b % v == 0 or b == count for b in begins)                  # vectors from every slice's start
     units = -(-count // v)
     assert max(b - a for a, b in zip(begins, begins[1:])) <= (-(-units // nranks)) * v   # balanced
+
+
+@settings(max_examples=100, deadline=None)
+@given(nranks=st.integers(1, 64), data=st.data())
+def test_every_reduce_slice_has_one_owner_and_from_three_ranks_the_root_owns_none(layout, nranks, data):
+    root = data.draw(st.integers(0, nranks - 1))
+    parts, *owner = layout.ask("owners", nranks, root)
+    assert sorted(k for k in owner if k >= 0) == list(range(parts))       # each slice reduced by exactly one rank
+    if nranks > 2:
+        assert parts == nranks - 1 and owner[root] == -1                 # the root's inbound links take one buffer
+        assert owner[(root + 1) % nranks] == 0                           # from the rank after the root, in turn
+    else:
+        assert parts == nranks and owner == list(range(nranks))

@@ -44,12 +44,13 @@ RULES: tuple[Rule, ...] = (
          "cucofp::reducescatterKernel<T>", "rank r reduces slice r of all peers' send buffers (fp32 accumulation "
          "for half/bf16)"),
     Rule("lsa-allreduce-rs-ag", ("allreduce",), {"ncclAllReduce": "cucoAllReduce"}, "cucofp::allreduceKernel<T>",
-         "reduce-scatter into the own slice, barrier, gather the other slices; safe in place"),
+         "each rank reduces its slice of all send buffers and stores the sums into every rank's recv (one pass "
+         "between two barriers); safe in place"),
     Rule("lsa-broadcast-pull", ("broadcast",), {"ncclBroadcast": "cucoBroadcast", "ncclBcast": "cucoBcast"},
          "cucofp::broadcastKernel<Sync>", "the root stages into its recv buffer, every rank pulls it"),
     Rule("lsa-reduce-slices", ("reduce",), {"ncclReduce": "cucoReduce"}, "cucofp::reduceRootKernel<T>",
-         "rank r reduces slice r of all send buffers into the root's recv buffer by remote stores (fp32 "
-         "accumulation for half/bf16)"),
+         "the ranks after the root (both ranks at W = 2) each reduce a slice of all send buffers into the root's "
+         "recv buffer by remote stores, one buffer into the root (fp32 accumulation for half/bf16)"),
     Rule("lsa-p2p-mailbox", ("send", "recv"), {"ncclSend": "cucoSend", "ncclRecv": "cucoRecv"},
          "cucofp::p2pKernel", "sends/receives (pairs, rings, pipelines, AlltoAllv): senders post descriptors into "
          "the receivers' symmetric mailboxes, receivers pull and acknowledge; pairwise, no barrier, so ranks may "

@@ -178,13 +178,15 @@ template <> struct Vectorised<__nv_bfloat16> { static constexpr bool value = tru
 
 __device__ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
-// out[k] = op over the nr ranks p of src[p][k] for k in [0, n); aligned chunks (`vec`) move as 16-byte vectors,
+// out[o][k] = op over the nr ranks p of src[p][k] for k in [0, n), for each of the nout outputs (the two-shot
+// AllReduce stores its sums into every rank's recv at once); aligned chunks (`vec`) move as 16-byte vectors,
 // kReduceUnroll per thread. Compiled once per type (not inlined into each kernel: compile time), and called with
 // pointers and scalars only: a struct passed by reference to a function that is not inlined is copied to every
 // thread's stack, which costs microseconds per call.
 constexpr int kReduceUnroll = 4;
 template <class T>
-__device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec, T* out, size_t n, int op) {
+__device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec, T* const* out, int nout, size_t n,
+                                          int op) {
   typedef typename Acc<T>::type A;
   constexpr size_t V = Chunk<T>::V;
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
@@ -215,12 +217,15 @@ __device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec,
           }
         }
       }
+      Vec res[kReduceUnroll];
 #pragma unroll
       for (int u = 0; u < kReduceUnroll; ++u) {
-        Vec res;
 #pragma unroll
-        for (size_t v = 0; v < V; ++v) res.t[v] = store<T, A>(op == kAvg ? acc[u][v] / (A)nr : acc[u][v]);
-        *(uint4*)(out + (c + u * nth) * V) = res.u;
+        for (size_t v = 0; v < V; ++v) res[u].t[v] = store<T, A>(op == kAvg ? acc[u][v] / (A)nr : acc[u][v]);
+      }
+      for (int o = 0; o < nout; ++o) {
+#pragma unroll
+        for (int u = 0; u < kReduceUnroll; ++u) *(uint4*)(out[o] + (c + u * nth) * V) = res[u].u;
       }
     }
   }
@@ -237,7 +242,7 @@ __device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec,
           for (size_t v = 0; v < V; ++v) acc[v] = combine<A>(op, acc[v], load<T>(&in.t[v]));
         }
         for (size_t v = 0; v < V; ++v) res.t[v] = store<T, A>(op == kAvg ? acc[v] / (A)nr : acc[v]);
-        *(uint4*)(out + k0) = res.u;
+        for (int o = 0; o < nout; ++o) *(uint4*)(out[o] + k0) = res.u;
         continue;
       }
     }
@@ -246,7 +251,7 @@ __device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec,
         A acc = load<T>(src[0] + k);
         for (int p = 1; p < nr; ++p) acc = combine<A>(op, acc, load<T>(src[p] + k));
         if (op == kAvg) acc = acc / (A)nr;
-        out[k] = store<T, A>(acc);
+        for (int o = 0; o < nout; ++o) out[o][k] = store<T, A>(acc);
       }
     }
   }
@@ -257,17 +262,24 @@ __device__ __noinline__ void reduceChunks(const T* const* src, int nr, bool vec,
 // buffer is read by every rank at once); one that every rank reduces alike (the one-shot AllReduce) starts at rank
 // 0 everywhere, so every rank sums in the same order and holds the same bits.
 template <class T>
-__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op,
-                                   int first) {
+__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* const* out, int nout, size_t n,
+                                   int op, int first) {
   const T* src[64];
   int nr = L.dc.lsaSize;
-  bool vec = Vectorised<T>::value && aligned16(out);
+  bool vec = Vectorised<T>::value;
+  for (int o = 0; o < nout; ++o) vec = vec && aligned16(out[o]);
   for (int i = 0; i < nr; ++i) {
     int p = (first + i) % nr;
     src[i] = (const T*)peerPtr(L, d[p], p, byteOff);
     vec = vec && aligned16(src[i]);
   }
-  reduceChunks<T>(src, nr, vec, out, n, op);
+  reduceChunks<T>(src, nr, vec, out, nout, n, op);
+}
+template <class T>
+__device__ inline void reduceRange(const Launch& L, const Desc* d, size_t byteOff, T* out, size_t n, int op,
+                                   int first) {
+  T* outs[1] = {out};
+  reduceRange<T>(L, d, byteOff, outs, 1, n, op, first);
 }
 
 // ---- kernels ----------------------------------------------------------------------------------------
@@ -318,8 +330,11 @@ __global__ void __launch_bounds__(kThreads) reducescatterKernel(Launch L, Coll c
   CUCOFP_BARRIER();
 }
 
-// Reduce-scatter into my slice of recv, barrier, then gather the other slices from peers' recv. Safe
-// in place: in each phase a rank writes only elements no peer reads in that phase.
+// The two-shot AllReduce in one pass: rank r reduces slice r over every rank's send and stores the sums into every
+// rank's recv (its own and its peers', through their windows), then one barrier. Each rank takes in 2(W-1)/W of a
+// buffer, as when the slices were gathered by loads after a second barrier, but the gather is stores issued as the
+// sums come (no round trip per load, no barrier between the phases). Safe in place: slice r of every rank's buffer
+// is read and written by rank r alone, each chunk loaded from every rank before it is stored anywhere.
 template <class T>
 __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   CUCOFP_SESSION(L);
@@ -327,17 +342,14 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   for (int p = 0; p < nr; ++p) { publish(L, p, 0, c.send, c.count * sizeof(T)); publish(L, p, 1, c.recvRef, c.count * sizeof(T)); }
   CUCOFP_BARRIER();
   Desc d[64];
+  T* outs[64];
+  size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, nr, me), hi = reduceSliceBegin(c.count, Chunk<T>::V, nr, me + 1);
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  size_t lo = c.count * me / nr, hi = c.count * (me + 1) / nr;
-  reduceRange<T>(L, d, lo * sizeof(T), (T*)c.recv + lo, hi - lo, c.op, staggered(1, me, nr));
-  CUCOFP_BARRIER();
-  for (int i = 1; i < nr; ++i) {
+  for (int i = 0; i < nr; ++i) {  // own recv first, then the peers from the next rank on
     int p = staggered(i, me, nr);
-    Desc r = received(L, p, 1);
-    size_t plo = c.count * p / nr, phi = c.count * (p + 1) / nr;
-    // copyBytes' 16-byte chunks are reduceRange's chunks of V elements: phase 1's ownership
-    copyBytes((T*)c.recv + plo, peerPtr(L, r, p, plo * sizeof(T)), (phi - plo) * sizeof(T));
+    outs[i] = p == me ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, p, 1), p, lo * sizeof(T));
   }
+  reduceRange<T>(L, d, lo * sizeof(T), outs, nr, hi - lo, c.op, staggered(1, me, nr));
   CUCOFP_BARRIER();
 }
 
@@ -370,11 +382,12 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(Launch L, Coll c) {
   CUCOFP_BARRIER();
 }
 
-// recv[i] = op_p send_p[i] on the root only. Rank r reduces slice r of every rank's send buffer and stores it
-// straight into the root's recv (remote stores through the root's window), so the root takes in 2(W-1)/W of a
-// buffer instead of reading W-1 whole buffers (at W = 4 the root-reads-all kernel moved 109 GB/s of bus bandwidth
-// against NCCL's 363). Slices start on 16-byte chunks, so every slice moves as vectors. In place (the root's send
-// is its recv): slice r of the root's buffer is read and written by rank r alone, each chunk loaded before stored.
+// recv[i] = op_p send_p[i] on the root only. The ranks that own a slice (reduceSliceOf: from three ranks on, every
+// rank but the root) reduce it over every rank's send buffer and store it straight into the root's recv through the
+// root's window, so one buffer enters the root and the root's SMs stay free (at W = 4 slices over all four ranks
+// brought 1.5 buffers into the root and ran at 217 GB/s of bus bandwidth against NCCL's 364; the root reading all
+// buffers, 109 GB/s). Slices start on 16-byte chunks, so every slice moves as vectors. In place (the root's send is
+// its recv): a slice of the root's buffer is read and written by its owner alone, each chunk loaded before stored.
 template <class T>
 __global__ void __launch_bounds__(kThreads) reduceRootKernel(Launch L, Coll c) {
   CUCOFP_SESSION(L);
@@ -382,11 +395,15 @@ __global__ void __launch_bounds__(kThreads) reduceRootKernel(Launch L, Coll c) {
   for (int p = 0; p < nr; ++p) publish(L, p, 0, c.send, c.count * sizeof(T));
   if (me == c.root) for (int p = 0; p < nr; ++p) publish(L, p, 1, c.recvRef, c.count * sizeof(T));
   CUCOFP_BARRIER();
-  Desc d[64];
-  for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, nr, me), hi = reduceSliceBegin(c.count, Chunk<T>::V, nr, me + 1);
-  T* out = me == c.root ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, c.root, 1), c.root, lo * sizeof(T));
-  reduceRange<T>(L, d, lo * sizeof(T), out, hi - lo, c.op, staggered(1, me, nr));
+  int k = reduceSliceOf(nr, me, c.root), parts = reduceSliceParts(nr);
+  if (k >= 0) {
+    Desc d[64];
+    for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
+    size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, parts, k);
+    size_t hi = reduceSliceBegin(c.count, Chunk<T>::V, parts, k + 1);
+    T* out = me == c.root ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, c.root, 1), c.root, lo * sizeof(T));
+    reduceRange<T>(L, d, lo * sizeof(T), out, hi - lo, c.op, staggered(1, me, nr));
+  }
   CUCOFP_BARRIER();
 }
 

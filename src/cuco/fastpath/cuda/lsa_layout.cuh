@@ -72,12 +72,22 @@ __host__ __device__ inline int copyStreamOf(int transfer, size_t k, int streams)
 // ranks that all began with rank 0 had every reader on one peer's outbound links at once (at W = 4 the
 // AllReduce's gather phase moved 171 GB/s into each rank).
 __host__ __device__ inline int staggered(int i, int me, int nr) { return (me + i) % nr; }
-// Rank r's slice [reduceSliceBegin(r), reduceSliceBegin(r + 1)) of `count` elements in the Reduce to a root:
-// slices start on whole chunks of `v` elements (16 bytes), so every slice moves as vectors, and together they
-// tile [0, count) in rank order.
-__host__ __device__ inline size_t reduceSliceBegin(size_t count, size_t v, int nr, int r) {
-  size_t units = (count + v - 1) / v, at = units * (size_t)r / (size_t)nr * v;
+// Slice k of `parts` slices of `count` elements is [reduceSliceBegin(k), reduceSliceBegin(k + 1)): slices start on
+// whole chunks of `v` elements (16 bytes), so every slice moves as vectors, and together they tile [0, count) in
+// order.
+__host__ __device__ inline size_t reduceSliceBegin(size_t count, size_t v, int parts, int k) {
+  size_t units = (count + v - 1) / v, at = units * (size_t)k / (size_t)parts * v;
   return at < count ? at : count;
+}
+// Who reduces which slice in the Reduce to a root. From three ranks on the root reduces none and the other W - 1
+// share the buffer (slice k to the k-th rank after the root): each reads the root's send over the root's outbound
+// links and stores its sums into the root, so exactly one buffer enters the root, where slices over all W ranks
+// brought 2(W-1)/W of one in (1.5 at W = 4) and rank-0-reads-all brought W - 1. With two ranks both share it
+// (one buffer into the root either way, and both ranks' SMs work). -1: no slice.
+__host__ __device__ inline int reduceSliceParts(int nr) { return nr > 2 ? nr - 1 : nr; }
+__host__ __device__ inline int reduceSliceOf(int nr, int me, int root) {
+  if (nr <= 2) return me;
+  return me == root ? -1 : (me - root - 1 + nr) % nr;
 }
 
 }  // namespace cucofp

@@ -76,7 +76,8 @@ def test_repeats_alternate_order_stop_when_steady_and_a_hang_ends_the_retiming()
         return {"host_ms": 1.0, "best_ms": 0.5, "failures": {}}
 
     runs = record.repeat_until_steady(steady, ["host", "best"], 3, 7, "wl s")
-    assert len(runs) == 3 and seen == [(("host", "best"), True), (("best", "host"), False), (("host", "best"), False)]
+    assert len(runs) == 3
+    assert seen == [(("host", "best"), True), (("best", "host"), False), (("host", "best"), False)]
 
     times = iter([0.5, 0.6, 0.5, 0.6, 0.5, 0.6, 0.5, 0.6])
     noisy = record.repeat_until_steady(lambda o, v: {"best_ms": next(times), "failures": {}}, ["best"], 3, 5, "wl s")

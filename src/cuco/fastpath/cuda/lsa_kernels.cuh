@@ -331,10 +331,10 @@ __global__ void __launch_bounds__(kThreads) reducescatterKernel(Launch L, Coll c
 }
 
 // The two-shot AllReduce in one pass: rank r reduces slice r over every rank's send and stores the sums into every
-// rank's recv (its own and its peers', through their windows), then one barrier. Each rank takes in 2(W-1)/W of a
-// buffer, as when the slices were gathered by loads after a second barrier, but the gather is stores issued as the
-// sums come (no round trip per load, no barrier between the phases). Safe in place: slice r of every rank's buffer
-// is read and written by rank r alone, each chunk loaded from every rank before it is stored anywhere.
+// rank's recv (its own and its peers', through their windows), between the entry and exit barriers. Each rank
+// takes in 2(W-1)/W of a buffer, as when the slices were gathered by loads after a middle barrier, but the gather is
+// stores issued as the sums come (no round trip per load, no barrier between the phases). Safe in place: slice r of
+// every rank's buffer is read and written by rank r alone, each chunk loaded from every rank before it is stored.
 template <class T>
 __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   CUCOFP_SESSION(L);
@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   CUCOFP_BARRIER();
   Desc d[64];
   T* outs[64];
-  size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, nr, me), hi = reduceSliceBegin(c.count, Chunk<T>::V, nr, me + 1);
+  size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, nr, me);
+  size_t hi = reduceSliceBegin(c.count, Chunk<T>::V, nr, me + 1);
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
   for (int i = 0; i < nr; ++i) {  // own recv first, then the peers from the next rank on
     int p = staggered(i, me, nr);

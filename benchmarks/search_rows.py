@@ -10,6 +10,12 @@ from typing import Any
 
 from record import fmt, search_costs  # noqa: F401  (fmt: the tables' number format, used by the scripts)
 
+#: Proposals planned and evaluated together. An 8-evaluation search in one batch of 8 was open-loop: every
+#: proposal was planned from the seed alone, so the exploit half stepped around the seed's point (ring attention
+#: evaluated the same 8 points on every shape, three of them `deferred`, and never a neighbour of the winning
+#: `stream_overlap` point). Two rounds of 4: the second steps around the first round's best.
+SEARCH_BATCH = 4
+
 
 def history(run_dir: Path, workload: str) -> list[dict[str, Any]]:
     """Evaluations of a run in order: point, status, time."""
@@ -61,7 +67,7 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
     start = time.monotonic()
     opts = RunOptions(workload=workload, world=world, shape=search_shape or name, evaluations=evals,
                       run_dir=str(run_dir),
-                      progress=False, batch_size=8, islands=2)
+                      progress=False, batch_size=SEARCH_BATCH, islands=2)
     summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
     print(summary.text(), flush=True)
     row: dict[str, Any] = {"shape": name, "dims": dict(zip(get(workload).dim_names, shape.dims)), "world": world,

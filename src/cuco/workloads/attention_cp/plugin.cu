@@ -7,7 +7,8 @@
 //
 // Buffers: 0 Q [S_r][HQ][D] (input), 1 KV [2][S_r][HKV][D] (symmetric input), 2 O [S_r][HQ][D] (output),
 // 3 LSE [HQ][S_r] fp32 (output), 4 ring [W][2][S_r][HKV][D] (symmetric scratch: slot p for rank p's block),
-// 5 work (scratch: a partial O [S_r][HQ][D] bf16, then its LSE [HQ][S_r] fp32).
+// 5 work (scratch: a partial O [S_r][HQ][D] bf16, then its LSE [HQ][S_r] fp32, then the slice pipeline's fp32
+//   running O [S_r][HQ][D]).
 //
 // Inputs are hashes of the seed and the GLOBAL element index (token, head, channel), so the reference builds the
 // whole sequence's K and V without any layout arithmetic and without reading what a candidate could touch. The
@@ -197,7 +198,7 @@ cuco::kit::Buffers buffers(const int64_t* dims, int world) {
       {"O", obytes(g), 0, CUCO_BUF_OUTPUT},
       {"LSE", lbytes(g), 0, CUCO_BUF_OUTPUT},
       {"ring", block_bytes(g) * (size_t)world, 1, CUCO_BUF_SCRATCH},
-      {"work", obytes(g) + lbytes(g), 0, CUCO_BUF_SCRATCH},
+      {"work", obytes(g) + lbytes(g) + 2 * obytes(g), 0, CUCO_BUF_SCRATCH},
   }};
 }
 

@@ -29,8 +29,8 @@ from cuco.workloads.attention_cp import frozen
 from cuco.workloads.attention_cp.gin_block import render_gin
 from cuco.workloads.attention_cp.lsa_block import render_lsa
 
-#: Slices of the fused pipeline. Each slice costs one FMHA launch and one merge over every query row, and each merge
-#: rounds the running output to bf16 once more (relative 2^-9, independent): slices below 1 MiB multiply both.
+#: Slices of the fused pipeline. Each slice costs one FMHA launch and one merge over every query row (into an fp32
+#: running output, 10 bytes per element): slices below 1 MiB multiply both.
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 
 

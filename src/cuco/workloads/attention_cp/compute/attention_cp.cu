@@ -52,6 +52,67 @@ __global__ void merge_kernel(__nv_bfloat16* o, float* lse, const __nv_bfloat16* 
   if (v == 0) lse[h * lse_ld + row] = m + __logf(ea + eb);
 }
 
+// merge_kernel with an fp32 running output: 8 channels per thread as two float4 (one rounding, at the finish).
+template <int D>
+__global__ void merge_f32_kernel(float* o, float* lse, const __nv_bfloat16* ob, const float* lb, int64_t rows,
+                                 int heads, int64_t lse_ld) {
+  constexpr int kVec = D / 8;
+  const int64_t pairs = rows * heads;
+  const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  const bool live = t < pairs * kVec;
+  const int64_t pair = live ? t / kVec : 0;
+  const int v = (int)(t % kVec);
+  const int64_t row = pair / heads;
+  const int h = (int)(pair % heads);
+  float la = 0.f, lbk = 0.f;
+  if (live) la = lse[h * lse_ld + row], lbk = lb[h * lse_ld + row];
+  __syncwarp();
+  if (!live) return;
+  const float m = fmaxf(la, lbk);  // lbk is finite (every piece has a key per row): m is, even at la = -inf
+  const float ea = __expf(la - m), eb = __expf(lbk - m);
+  const float inv = 1.f / (ea + eb);
+  const float wa = ea * inv, wb = eb * inv;
+  const int64_t off = (row * heads + h) * D + v * 8;
+  float4* pa = reinterpret_cast<float4*>(o + off);
+  const uint4 b = *reinterpret_cast<const uint4*>(ob + off);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float4 a0 = pa[0], a1 = pa[1];
+  const float2 b0 = __bfloat1622float2(pb[0]), b1 = __bfloat1622float2(pb[1]);
+  const float2 b2 = __bfloat1622float2(pb[2]), b3 = __bfloat1622float2(pb[3]);
+  a0 = make_float4(a0.x * wa + b0.x * wb, a0.y * wa + b0.y * wb, a0.z * wa + b1.x * wb, a0.w * wa + b1.y * wb);
+  a1 = make_float4(a1.x * wa + b2.x * wb, a1.y * wa + b2.y * wb, a1.z * wa + b3.x * wb, a1.w * wa + b3.y * wb);
+  pa[0] = a0, pa[1] = a1;
+  if (v == 0) lse[h * lse_ld + row] = m + __logf(ea + eb);
+}
+
+__global__ void fill_kernel(float* p, float value, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    p[i] = value;
+}
+
+// o[i] = bf16(o32[i]), 8 elements per thread.
+__global__ void finish_f32_kernel(__nv_bfloat16* o, const float* o32, int64_t n8) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+    const float4 a = reinterpret_cast<const float4*>(o32)[2 * i], b = reinterpret_cast<const float4*>(o32)[2 * i + 1];
+    uint4 out;
+    __nv_bfloat162* po = reinterpret_cast<__nv_bfloat162*>(&out);
+    po[0] = __floats2bfloat162_rn(a.x, a.y), po[1] = __floats2bfloat162_rn(a.z, a.w);
+    po[2] = __floats2bfloat162_rn(b.x, b.y), po[3] = __floats2bfloat162_rn(b.z, b.w);
+    reinterpret_cast<uint4*>(o)[i] = out;
+  }
+}
+
+unsigned grid_for(int64_t n) { return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
+
+template <int D>
+int merge_f32(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,
+              cudaStream_t s) {
+  const int64_t threads = rows * heads * (D / 8);
+  merge_f32_kernel<D><<<(unsigned)((threads + 255) / 256), 256, 0, s>>>((float*)o, lse, (const __nv_bfloat16*)ob,
+                                                                          lb, rows, heads, lse_ld);
+  return cudaGetLastError() == cudaSuccess ? 0 : 5;
+}
+
 template <int D>
 int merge(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,
           cudaStream_t s) {
@@ -91,7 +152,37 @@ extern "C" int cuco_attn_merge(void* o, float* lse, const void* o_blk, const flo
   }
 }
 
+extern "C" int cuco_attn_merge_f32(void* o32, float* lse, const void* o_blk, const float* lse_blk, int64_t rows,
+                                   int heads, int head_dim, int64_t lse_ld, cudaStream_t stream) {
+  if (rows <= 0) return 0;
+  switch (head_dim) {
+    case 32: return merge_f32<32>(o32, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
+    case 64: return merge_f32<64>(o32, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
+    case 128: return merge_f32<128>(o32, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
+    default: return 9;
+  }
+}
+
+extern "C" int cuco_attn_start_f32(void* o32, float* lse, int64_t rows, int heads, int head_dim,
+                                   cudaStream_t stream) {
+  if (rows <= 0) return 0;
+  if (cudaMemsetAsync(o32, 0, (size_t)(rows * heads * head_dim) * sizeof(float), stream) != cudaSuccess) return 5;
+  const int64_t n = rows * heads;
+  fill_kernel<<<grid_for(n), 256, 0, stream>>>(lse, -INFINITY, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 5;
+}
+
+extern "C" int cuco_attn_finish_f32(void* o, const void* o32, int64_t rows, int heads, int head_dim,
+                                    cudaStream_t stream) {
+  if (rows <= 0) return 0;
+  if (head_dim % 8) return 9;
+  const int64_t n8 = rows * heads * head_dim / 8;
+  finish_f32_kernel<<<grid_for(n8), 256, 0, stream>>>((__nv_bfloat16*)o, (const float*)o32, n8);
+  return cudaGetLastError() == cudaSuccess ? 0 : 5;
+}
+
 extern "C" const char* cuco_attn_config(void) {
   return "CUTLASS 88_hopper_fmha forward, warp-specialised cooperative, tiles 128x64x32 / 128x64x64 / 128x128x128 "
-         "(d 32 / 64 / 128), bf16 in/out, fp32 accumulate, LSE out; merge: elementwise bf16 with fp32 LSE";
+         "(d 32 / 64 / 128), bf16 in/out, fp32 accumulate, LSE out; merge: elementwise bf16 with fp32 LSE (the slice "
+         "pipeline's: an fp32 running output)";
 }

@@ -31,6 +31,15 @@ int cuco_attn_block(const void* q, const void* k, const void* v, void* o, float*
 int cuco_attn_merge(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
                     int head_dim, int64_t lse_ld, cudaStream_t stream);
 
+// The same merge into an fp32 running output o32 (o32 is a float [rows][HQ][D]; MergeFn-compatible): a slice
+// pipeline merges once per slice, and a bf16 running output rounded at every merge drifted past the check's tolerance
+// after 16 to 128 merges. cuco_attn_start_f32 sets o32 = 0 and lse = -inf for `rows` rows (lse_ld = rows), so the
+// first merge takes its partial as it is; cuco_attn_finish_f32 writes bf16 o from o32 once at the end.
+int cuco_attn_merge_f32(void* o32, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
+                        int head_dim, int64_t lse_ld, cudaStream_t stream);
+int cuco_attn_start_f32(void* o32, float* lse, int64_t rows, int heads, int head_dim, cudaStream_t stream);
+int cuco_attn_finish_f32(void* o, const void* o32, int64_t rows, int heads, int head_dim, cudaStream_t stream);
+
 // The kernel configuration, for reports.
 const char* cuco_attn_config(void);
 

@@ -36,9 +36,13 @@ def test_registered_and_described():
 
 
 def test_space_size_and_backends():
-    assert len(POINTS) == 158
+    assert len(POINTS) == 166
     ce = [p for p in POINTS if p.issuer == "copy_engine"]
-    assert len(ce) == 12 and all(p.backend == "lsa" and p.sync_scope in ("world", "team") for p in ce)
+    assert len(ce) == 20 and all(p.backend == "lsa" and p.sync_scope in ("world", "team") for p in ce)
+    # fused with copy engines: the persistent GEMM follows the flags the copy streams raise, every chunk size
+    assert sorted(p.label() for p in ce if p.placement == "fused" and p.sync_scope == "world") == [
+        "lsa/fused/world/copy_engine/16MiB", "lsa/fused/world/copy_engine/1MiB", "lsa/fused/world/copy_engine/4MiB",
+        "lsa/fused/world/copy_engine/whole"]
     assert {p.backend for p in POINTS} == {"lsa", "gin", "nvshmem"}
     assert all(p.placement == "split_put_wait" and p.sync_scope == "signal" for p in POINTS if p.backend == "gin")
     nv = [p for p in POINTS if p.backend == "nvshmem"]

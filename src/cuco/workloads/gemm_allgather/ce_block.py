@@ -11,6 +11,7 @@ from __future__ import annotations
 from cuco.design_space import Directives
 from cuco.kit.template import fill
 from cuco.workloads.gemm_allgather.block_parts import CHUNK_ROWS, block_needs, remote_chunk_gemms
+from cuco.workloads.gemm_allgather.fused_block import FUSED_GEMM
 
 # Every copy-engine block asks for the same: local flags and one LSA barrier (a one-CTA kernel opens it).
 CE_NEEDS = block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 4096", "lsa_barriers = 1")
@@ -95,6 +96,40 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 }
 """
 
+CE_FUSED = FUSED_GEMM + r"""
+// placement=fused, issuer=copy_engine: the side stream pulls every peer's block into A_full, chunk by chunk, with
+// copy engines and raises chunk[p][c] after each chunk; ONE persistent GEMM over A_full follows row arrival on every
+// SM but kFlagSms (local row tiles first; a remote tile's loads wait for its chunk's flag). No SM moves data: the
+// SMs left free run only the side stream's one-CTA barrier and flag kernels, which the GEMM's spinning producers
+// must never starve.
+constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
+@NEEDS@
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  const size_t row_bytes = (size_t)g.K * 2;
+  int rc = 0;
+  if (g.W > 1) {
+@PRE@    for (int s = 1; s < g.W; ++s) {
+      const int p = (g.me + s) % g.W;
+      const char* src = peer_base(st, BUF_A_LOCAL, p);
+      if (!src) return 66;
+      for (int c = 0; c < g.nchunks; ++c) {
+        const int64_t r0 = c * g.chunk_rows;
+        const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
+        if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
+                            cudaMemcpyDeviceToDevice, side) != cudaSuccess)
+          return 67;
+        if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c]))) return rc;
+      }
+    }
+@POST@  }
+  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main);
+}
+"""
+
 
 def render_ce(point: Directives, barrier_launch) -> str:
     """The placement-specific part of a copy-engine block; `barrier_launch(point, stream)` gives the barrier
@@ -105,7 +140,9 @@ def render_ce(point: Directives, barrier_launch) -> str:
         text, stream = CE_PULL, "side"
     elif point.placement == "split_put_wait":
         text, stream = CE_PUSH, "side"
+    elif point.placement == "fused":
+        text, stream = CE_FUSED, "side"
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
-    barrier = barrier_launch(point, stream)
+    barrier = barrier_launch(point, stream, indent="    " if point.placement == "fused" else "  ")
     return fill(text, {"NEEDS": CE_NEEDS, "PRE": barrier, "POST": barrier}, what="copy-engine block")

@@ -1,4 +1,5 @@
-"""LSA block text for placement=fused: one persistent CUTLASS GEMM over all M rows that follows row arrival.
+"""LSA block text for placement=fused: one persistent CUTLASS GEMM over all M rows that follows row arrival
+(FUSED_GEMM, shared with the copy-engine version in ce_block.py, where copy engines move the chunks).
 
 The pull kernel (shared with stream_overlap) runs on the side stream on a few CTAs and raises a flag per landed
 chunk; the main stream puts the local block into A_full and launches `cuco_ag_gemm_persistent` once, on the
@@ -13,7 +14,8 @@ from cuco.kit.template import fill
 from cuco.workloads.gemm_allgather.common_block import barrier_launch
 from cuco.workloads.gemm_allgather.lsa_blocks import PULL_KERNEL, pull_snippets, side_barriers
 
-FUSED = PULL_KERNEL + r"""// The persistent GEMM's runtime choices (no recompilation: cuco/compute/gemm_allgather.h).
+#: The persistent GEMM of the fused placement, shared by the pull kernel's and the copy engines' versions.
+FUSED_GEMM = r"""// The persistent GEMM's runtime choices (no recompilation: cuco/compute/gemm_allgather.h).
 constexpr int kGemmConfig = CUCO_AG_PINGPONG_128x128;  // best on 5 of 6 shapes on one H200 (gemm_persistent_1gpu)
 
 // Raster swizzle: 4 was best or within 1% of best on all six bench shapes on one H200 (8 cost up to 28%, at
@@ -25,22 +27,11 @@ static int local_swizzle(const Geo& g) {
   return s;
 }
 
-// placement=fused: pull kernel (side stream, comm_ctas() SMs) | local block into A_full, then ONE persistent
-// GEMM over A_full on the remaining SMs, whose producer warp waits for each remote tile's chunk flag.
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  const int ncomm = g.W > 1 ? comm_ctas(g) : 0;  // at W = 1 nothing is pulled: the GEMM gets every SM
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+// The local block into its rows of A_full (device-local copy, ~Mr*K*2 bytes), then ONE persistent GEMM over A_full
+// on `sm_count` SMs (even: clusters of 2 CTAs), local row tiles first; a remote tile's TMA loads wait for its
+// chunk[p][c] flag to reach this launch's epoch (W > 1).
+static int persistent_gemm(cuco_ctx* ctx, State* st, const Geo& g, const Flags& f, int sm_count, cudaStream_t main) {
   char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
-  int rc = 0;
-  if (ncomm > 0) {
-@PRE@    // Launched before the GEMM, on SMs the GEMM leaves free: the flags it raises never wait on the GEMM.
-    pull_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
-                                                  ctx->symmetric_workspace.window, (int4*)a_full, f, g, st->epoch_at);
-    if ((rc = launch_ok())) return rc;
-@POST@  }
-  // One A for the GEMM: the local block goes to its rows of A_full (device-local copy, ~Mr*K*2 bytes).
   if (cudaMemcpyAsync(a_full + (size_t)g.me * g.Mr * g.K * 2, ctx->buffers[BUF_A_LOCAL].ptr,
                       (size_t)g.Mr * g.K * 2, cudaMemcpyDeviceToDevice, main) != cudaSuccess)
     return 64;
@@ -57,16 +48,36 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   a.local_row_begin = (int64_t)g.me * g.Mr;
   a.local_row_end = (int64_t)(g.me + 1) * g.Mr;
   a.order = CUCO_AG_ORDER_LOCAL_FIRST;
-  a.flags = g.W > 1 ? f.chunk : nullptr;  // chunk[p][c], raised by the pull kernel
+  a.flags = g.W > 1 ? f.chunk : nullptr;  // chunk[p][c], raised as each chunk lands
   a.epoch_at = st->epoch_at;  // the GEMM reads this launch's epoch on the device (graph-safe)
   a.rows_per_rank = g.Mr;
   a.chunk_rows = g.chunk_rows;
   a.chunks_per_rank = g.nchunks;
-  a.sm_count = (ctx->sm_count - ncomm) & ~1;  // clusters of 2 CTAs
+  a.sm_count = sm_count & ~1;
   a.config = kGemmConfig;
   a.swizzle = local_swizzle(g);
-  rc = cuco_ag_gemm_persistent(&a, main);
+  const int rc = cuco_ag_gemm_persistent(&a, main);
   return rc ? 2000 + rc : 0;
+}
+
+"""
+
+FUSED = PULL_KERNEL + FUSED_GEMM + r"""// placement=fused: pull kernel (side stream, comm_ctas() SMs) | local block into A_full, then ONE persistent
+// GEMM over A_full on the remaining SMs, whose producer warp waits for each remote tile's chunk flag.
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  const int ncomm = g.W > 1 ? comm_ctas(g) : 0;  // at W = 1 nothing is pulled: the GEMM gets every SM
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  int rc = 0;
+  if (ncomm > 0) {
+@PRE@    // Launched before the GEMM, on SMs the GEMM leaves free: the flags it raises never wait on the GEMM.
+    pull_kernel<<<ncomm, kCommThreads, 0, side>>>(ctx->devcomm, ctx->buffers[BUF_A_LOCAL].window,
+                                                  ctx->symmetric_workspace.window, (int4*)a_full, f, g, st->epoch_at);
+    if ((rc = launch_ok())) return rc;
+@POST@  }
+  return persistent_gemm(ctx, st, g, f, ctx->sm_count - ncomm, main);
 }
 """
 

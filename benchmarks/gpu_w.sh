@@ -59,7 +59,7 @@ json.dump(machine($W), open('$OUT_DIR/machine.json', 'w'), indent=1)"
         if [ "$W" = 4 ]; then d=paper4; else d=paper; fi
         shapes=${SHAPES:-$d-r1,$d-r2,$d-r3,$d-r4,$d-r5,dsv3-r3} ;;
       kv_transfer) anchor=torch_kv_transfer.py field=torch_kv_ms
-        shapes=${SHAPES:-s2048-kv512,s2048-kv768,s2048-kv1024,s3072-kv512,s3072-kv768,s3072-kv1024,s4096-kv512,s4096-kv768,s4096-kv1024,long} ;;
+        shapes=${SHAPES:-s2048-kv512,s2048-kv768,s2048-kv1024,s3072-kv512,s3072-kv768,s3072-kv1024,s4096-kv512,s4096-kv768,s4096-kv1024,long,s256-kv1024} ;;
       gemm_allgather) anchor=torch_anchor.py field=torch_fused_ms
         shapes=${SHAPES:-8192,8192,8192;16384,8192,3584;4096,4096,4096;32768,8192,8192;12288,5120,5120;2048,8192,28672;8192,4096,28672;4096,7168,18432} ;;
       *) echo "unknown workload $wl" >&2; exit 2 ;;

@@ -35,9 +35,13 @@ def open_meta(path: Path, world: int) -> dict[str, Any]:
     return {"world": world, "rows": [], "errors": []}
 
 
-def put_row(meta: dict[str, Any], row: dict[str, Any], key: str = "shape") -> None:
-    """`row` replaces the row of the same shape (in place), or is appended; that shape's old errors go."""
-    meta["rows"] = [r for r in meta["rows"] if r.get(key) != row.get(key)] + [row]
+#: The lists of rows a results file may hold: the goal's rows and, apart, short prompts' (KV transfer).
+TABLES = ("rows", "small_rows")
+
+
+def put_row(meta: dict[str, Any], row: dict[str, Any], key: str = "shape", table: str = "rows") -> None:
+    """`row` replaces the row of the same shape in `table` (in place), or is appended; that shape's old errors go."""
+    meta[table] = [r for r in meta.get(table, []) if r.get(key) != row.get(key)] + [row]
     meta["errors"] = [e for e in meta.get("errors", []) if e.get("shape") != row.get(key)]
     meta["date"] = now()
 
@@ -89,12 +93,12 @@ def machine_or_measured(world: int, measure: Callable[[int], dict[str, Any]]) ->
 def pending(path: Path, world: int, names: list[str], anchor_field: str = "") -> list[str]:
     """The names among `names` that a results file still needs: no row of this world size, a row not verified, a
     fast path that did not pass, a row without its torch anchor's `anchor_field` (when named), or a row marked
-    `superseded` (measured under an older reading of its shape)."""
+    `superseded` (measured under an older reading of its shape). Rows of `small_rows` (short prompts) count too."""
     rows = {}
     if path.exists():
         meta = json.loads(path.read_text())
         if meta.get("world") == world:
-            rows = {r.get("shape"): r for r in meta.get("rows", [])}
+            rows = {r.get("shape"): r for t in TABLES for r in meta.get(t, [])}
 
     def done(row: dict[str, Any] | None) -> bool:
         return bool(row) and row.get("verified") is True and row.get("fastpath_status", "passed") == "passed" \
@@ -110,8 +114,8 @@ def merge_rows(meta: dict[str, Any], other: dict[str, Any]) -> list[str]:
     if other.get("world") != meta.get("world"):
         raise ValueError(f"cannot merge rows of world {other.get('world')} into a file of world {meta.get('world')}")
     taken = []
-    for row in other.get("rows", []):
-        mine = next((r for r in meta["rows"] if r.get("shape") == row.get("shape")), None)
+    for table, row in [(t, r) for t in TABLES for r in other.get(t, [])]:
+        mine = next((r for r in meta.get(table, []) if r.get("shape") == row.get("shape")), None)
         if mine is not None and row.get("date") is not None and row.get("date") in [mine.get("date"),
                                                     *(m.get("date") for m in mine.get("other_measurements", []))]:
             continue  # a measurement this file already holds
@@ -124,7 +128,7 @@ def merge_rows(meta: dict[str, Any], other: dict[str, Any]) -> list[str]:
                                           summary]
             row = keep
         if row is not mine:
-            put_row(meta, row)
+            put_row(meta, row, table=table)
             taken.append(str(row.get("shape")))
     return taken
 

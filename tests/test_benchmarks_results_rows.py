@@ -138,3 +138,16 @@ def test_fold_from_the_command_line_lets_the_newer_anchor_row_replace_its_shape(
     meta = json.loads(base.read_text())
     assert {r["shape"]: r["ms"] for r in meta["rows"]} == {"a": 1.0, "b": 3.0} and meta["device"] == "H100"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_short_prompt_rows_live_apart_and_count_for_pending_and_merge(tmp_path):
+    import kv_transfer
+
+    assert kv_transfer.table_of("s256-kv1024") == "small_rows" and kv_transfer.table_of("s2048-kv512") == "rows"
+    p = tmp_path / "kv_transfer_w2.json"
+    small = {"shape": "s256-kv1024", "verified": True, "date": "1", "spread": 0.02}
+    p.write_text(json.dumps({"world": 2, "rows": [], "small_rows": [small]}))
+    assert results_rows.pending(p, 2, ["s256-kv1024", "s2048-kv512"]) == ["s2048-kv512"]
+    meta = {"world": 2, "rows": [], "errors": []}
+    assert results_rows.merge_rows(meta, {"world": 2, "small_rows": [small]}) == ["s256-kv1024"]
+    assert meta["small_rows"] == [small] and meta["rows"] == []  # merged into its own list, not the goal's rows

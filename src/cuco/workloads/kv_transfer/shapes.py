@@ -19,10 +19,12 @@ MAX_LAYERS = 256        # kv_layout.cuh kMaxLayers
 SWEEP_S = (2048, 3072, 4096)
 SWEEP_KV = (512, 768, 1024)
 
-#: The published sweep (L = 32), a long prompt, and small shapes that verify in seconds.
+#: The published sweep (L = 32), a long prompt, a short prompt (256 tokens: where a transfer's fixed costs, not its
+#: bytes, decide), and small shapes that verify in seconds.
 NAMED: dict[str, Shape] = {
     **{f"s{s}-kv{kv}": Shape((s, kv, 32)) for s in SWEEP_S for kv in SWEEP_KV},
     "long": Shape((32768, 1024, 32)),
+    "s256-kv1024": Shape((256, 1024, 32)),
     "verify-kv512": Shape((256, 512, 2)),
     "verify-kv768": Shape((384, 768, 3)),
 }

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_rows import history  # noqa: E402  (a sibling script)
+from search_rows import SEARCH_BATCH, history  # noqa: E402  (a sibling script)
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "host_programs"
@@ -33,7 +33,7 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
     row: dict[str, Any] = {"program": name, "collectives": manifest.get("collectives", []),
                            "launch_model": manifest.get("launch_model", "?"), "world": world}
     try:
-        s = run_workload(RunOptions(workload=str(path), world=world, evaluations=evals,
+        s = run_workload(RunOptions(workload=str(path), world=world, evaluations=evals, batch_size=SEARCH_BATCH,
                                     run_dir=str(runs_dir / name), progress=False), on_event=lambda _m: None)
     except Exception as exc:  # a row says why, the next program still runs
         row.update(error=f"{type(exc).__name__}: {exc}", seconds=round(time.time() - t0, 1))

@@ -35,6 +35,20 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 }
 """
 
+#: The side stream's pulls of every peer's block into A_full, chunk by chunk, each chunk's flag raised after it.
+CE_CHUNK_PULLS = r"""  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me + s) % g.W;
+    const char* src = peer_base(st, BUF_A_LOCAL, p);
+    if (!src) return 66;
+    for (int c = 0; c < g.nchunks; ++c) {
+""" + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
+                          cudaMemcpyDeviceToDevice, side) != cudaSuccess)
+        return 67;
+      if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c]))) return rc;
+    }
+  }
+"""
+
 CE_PULL = r"""
 // placement=stream_overlap, issuer=copy_engine: the side stream pulls every peer's block into A_full, chunk by
 // chunk, with copy engines and raises chunk[p][c] after each chunk; the main stream multiplies the local rows on
@@ -48,18 +62,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   char* c_out = (char*)ctx->buffers[BUF_C].ptr;
   const size_t row_bytes = (size_t)g.K * 2;
   int rc = 0;
-@PRE@  for (int s = 1; s < g.W; ++s) {
-    const int p = (g.me + s) % g.W;
-    const char* src = peer_base(st, BUF_A_LOCAL, p);
-    if (!src) return 66;
-    for (int c = 0; c < g.nchunks; ++c) {
-""" + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
-                          cudaMemcpyDeviceToDevice, side) != cudaSuccess)
-        return 67;
-      if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c]))) return rc;
-    }
-  }
-@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
+@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
   if (rc) return rc;
 """ + remote_chunk_gemms(
     "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c]))) return rc;\n",
@@ -101,7 +104,7 @@ CE_FUSED = FUSED_GEMM + r"""
 // copy engines and raises chunk[p][c] after each chunk; ONE persistent GEMM over A_full follows row arrival on every
 // SM but kFlagSms (local row tiles first; a remote tile's loads wait for its chunk's flag). No SM moves data: the
 // SMs left free run only the side stream's one-CTA barrier and flag kernels, which the GEMM's spinning producers
-// must never starve.
+// must never starve (at W = 1 nothing is pulled or waited for, and the GEMM takes every SM).
 constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
 @NEEDS@
 static int enqueue(cuco_ctx* ctx, State* st) {
@@ -111,22 +114,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
   const size_t row_bytes = (size_t)g.K * 2;
   int rc = 0;
-  if (g.W > 1) {
-@PRE@    for (int s = 1; s < g.W; ++s) {
-      const int p = (g.me + s) % g.W;
-      const char* src = peer_base(st, BUF_A_LOCAL, p);
-      if (!src) return 66;
-      for (int c = 0; c < g.nchunks; ++c) {
-        const int64_t r0 = c * g.chunk_rows;
-        const int64_t rows = g.Mr - r0 < g.chunk_rows ? g.Mr - r0 : g.chunk_rows;
-        if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
-                            cudaMemcpyDeviceToDevice, side) != cudaSuccess)
-          return 67;
-        if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c]))) return rc;
-      }
-    }
-@POST@  }
-  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main);
+@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main);
 }
 """
 
@@ -144,5 +132,5 @@ def render_ce(point: Directives, barrier_launch) -> str:
         text, stream = CE_FUSED, "side"
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
-    barrier = barrier_launch(point, stream, indent="    " if point.placement == "fused" else "  ")
+    barrier = barrier_launch(point, stream)
     return fill(text, {"NEEDS": CE_NEEDS, "PRE": barrier, "POST": barrier}, what="copy-engine block")

@@ -18,10 +18,16 @@ int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t 
 }
 
 // One group of D/8 threads per (row, head): each thread merges 8 channels. The group reads both LSEs before any
-// of its threads writes the new one (__syncwarp: a group never spans two warps).
+// of its threads writes the new one (__syncwarp: a group never spans two warps). A thread's channels, weights and
+// new LSE; false for the threads past the end.
+struct MergeSlot {
+  int64_t off, lse_at;  // first of its 8 channels in O; its (head, row) in the LSE
+  float wa, wb, lse;    // weights of the running and the partial output, and the merged LSE
+  bool writes_lse;      // the group's first thread
+};
 template <int D>
-__global__ void merge_kernel(__nv_bfloat16* o, float* lse, const __nv_bfloat16* ob, const float* lb, int64_t rows,
-                             int heads, int64_t lse_ld) {
+__device__ __forceinline__ bool merge_slot(const float* lse, const float* lb, int64_t rows, int heads, int64_t lse_ld,
+                                           MergeSlot* m) {
   constexpr int kVec = D / 8;
   const int64_t pairs = rows * heads;
   const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -33,56 +39,49 @@ __global__ void merge_kernel(__nv_bfloat16* o, float* lse, const __nv_bfloat16* 
   float la = 0.f, lbk = 0.f;
   if (live) la = lse[h * lse_ld + row], lbk = lb[h * lse_ld + row];
   __syncwarp();
-  if (!live) return;
-  const float m = fmaxf(la, lbk);
-  const float ea = __expf(la - m), eb = __expf(lbk - m);
+  if (!live) return false;
+  const float mx = fmaxf(la, lbk);  // lbk is finite (every piece has a key per row): so is mx, even at la = -inf
+  const float ea = __expf(la - mx), eb = __expf(lbk - mx);
   const float inv = 1.f / (ea + eb);
-  const float wa = ea * inv, wb = eb * inv;
-  const int64_t off = (row * heads + h) * D + v * 8;
-  uint4 a = *reinterpret_cast<const uint4*>(o + off);
-  const uint4 b = *reinterpret_cast<const uint4*>(ob + off);
+  *m = MergeSlot{(row * heads + h) * D + v * 8, h * lse_ld + row, ea * inv, eb * inv, mx + __logf(ea + eb), v == 0};
+  return true;
+}
+
+template <int D>
+__global__ void merge_kernel(__nv_bfloat16* o, float* lse, const __nv_bfloat16* ob, const float* lb, int64_t rows,
+                             int heads, int64_t lse_ld) {
+  MergeSlot m;
+  if (!merge_slot<D>(lse, lb, rows, heads, lse_ld, &m)) return;
+  uint4 a = *reinterpret_cast<const uint4*>(o + m.off);
+  const uint4 b = *reinterpret_cast<const uint4*>(ob + m.off);
   __nv_bfloat162* pa = reinterpret_cast<__nv_bfloat162*>(&a);
   const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
-    pa[i] = __floats2bfloat162_rn(fa.x * wa + fb.x * wb, fa.y * wa + fb.y * wb);
+    pa[i] = __floats2bfloat162_rn(fa.x * m.wa + fb.x * m.wb, fa.y * m.wa + fb.y * m.wb);
   }
-  *reinterpret_cast<uint4*>(o + off) = a;
-  if (v == 0) lse[h * lse_ld + row] = m + __logf(ea + eb);
+  *reinterpret_cast<uint4*>(o + m.off) = a;
+  if (m.writes_lse) lse[m.lse_at] = m.lse;
 }
 
 // merge_kernel with an fp32 running output: 8 channels per thread as two float4 (one rounding, at the finish).
 template <int D>
 __global__ void merge_f32_kernel(float* o, float* lse, const __nv_bfloat16* ob, const float* lb, int64_t rows,
                                  int heads, int64_t lse_ld) {
-  constexpr int kVec = D / 8;
-  const int64_t pairs = rows * heads;
-  const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  const bool live = t < pairs * kVec;
-  const int64_t pair = live ? t / kVec : 0;
-  const int v = (int)(t % kVec);
-  const int64_t row = pair / heads;
-  const int h = (int)(pair % heads);
-  float la = 0.f, lbk = 0.f;
-  if (live) la = lse[h * lse_ld + row], lbk = lb[h * lse_ld + row];
-  __syncwarp();
-  if (!live) return;
-  const float m = fmaxf(la, lbk);  // lbk is finite (every piece has a key per row): m is, even at la = -inf
-  const float ea = __expf(la - m), eb = __expf(lbk - m);
-  const float inv = 1.f / (ea + eb);
-  const float wa = ea * inv, wb = eb * inv;
-  const int64_t off = (row * heads + h) * D + v * 8;
-  float4* pa = reinterpret_cast<float4*>(o + off);
-  const uint4 b = *reinterpret_cast<const uint4*>(ob + off);
+  MergeSlot m;
+  if (!merge_slot<D>(lse, lb, rows, heads, lse_ld, &m)) return;
+  float4* pa = reinterpret_cast<float4*>(o + m.off);
+  const uint4 b = *reinterpret_cast<const uint4*>(ob + m.off);
   const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
   float4 a0 = pa[0], a1 = pa[1];
   const float2 b0 = __bfloat1622float2(pb[0]), b1 = __bfloat1622float2(pb[1]);
   const float2 b2 = __bfloat1622float2(pb[2]), b3 = __bfloat1622float2(pb[3]);
+  const float wa = m.wa, wb = m.wb;
   a0 = make_float4(a0.x * wa + b0.x * wb, a0.y * wa + b0.y * wb, a0.z * wa + b1.x * wb, a0.w * wa + b1.y * wb);
   a1 = make_float4(a1.x * wa + b2.x * wb, a1.y * wa + b2.y * wb, a1.z * wa + b3.x * wb, a1.w * wa + b3.y * wb);
   pa[0] = a0, pa[1] = a1;
-  if (v == 0) lse[h * lse_ld + row] = m + __logf(ea + eb);
+  if (m.writes_lse) lse[m.lse_at] = m.lse;
 }
 
 __global__ void fill_kernel(float* p, float value, int64_t n) {

@@ -35,6 +35,16 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 }
 """
 
+#: Opening of an enqueue whose side stream pulls chunks with copy engines (CE_CHUNK_PULLS).
+CE_PULL_OPEN = r"""static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  const size_t row_bytes = (size_t)g.K * 2;
+  int rc = 0;
+"""
+
 #: The side stream's pulls of every peer's block into A_full, chunk by chunk, each chunk's flag raised after it.
 CE_CHUNK_PULLS = r"""  for (int s = 1; s < g.W; ++s) {
     const int p = (g.me + s) % g.W;
@@ -54,14 +64,7 @@ CE_PULL = r"""
 // chunk, with copy engines and raises chunk[p][c] after each chunk; the main stream multiplies the local rows on
 // all SMs, then each remote chunk once its flag is up.
 @NEEDS@
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
-  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-  const size_t row_bytes = (size_t)g.K * 2;
-  int rc = 0;
+""" + CE_PULL_OPEN + r"""  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
 @PRE@""" + CE_CHUNK_PULLS + r"""@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
   if (rc) return rc;
 """ + remote_chunk_gemms(
@@ -107,14 +110,7 @@ CE_FUSED = FUSED_GEMM + r"""
 // must never starve (at W = 1 nothing is pulled or waited for, and the GEMM takes every SM).
 constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
 @NEEDS@
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
-  const size_t row_bytes = (size_t)g.K * 2;
-  int rc = 0;
-@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main);
+""" + CE_PULL_OPEN + r"""@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main);
 }
 """
 

@@ -220,6 +220,8 @@ def record_lines(meta: dict[str, Any]) -> list[str]:
         when = f"{r.get('device', '?')}, {str(r.get('date') or '?')[:16]}"
         if r.get("superseded"):
             when += f" — superseded: {r['superseded']}"
+        if r.get("record_error"):  # its figures above are the search's, one repeat on 256-level inputs
+            when += f" — not re-timed, search figures only: {r['record_error'][:240]}"
         lines.append(f"| {r.get('shape', r.get('M', '?'))} | {when} | {r.get('repeats', '—')} | "
                      f"{fmt(r.get('spread'))} | {r.get('verified_full_entropy', '—')} | {fmt(r.get('host_ms_q'))} | "
                      f"{fmt(r.get('best_ms_q'))} | "

@@ -1,7 +1,8 @@
 """The zigzag ring layout of attention_cp (cuco/compute/attention_cp.h), compiled with g++ and run on the CPU for
 W = 1, 2, 4, 8: every token's owner, the causal mask of every ring step and slice (each allowed query/key pair
-attended exactly once, no other), the first own slice covering every row once, balanced causal work. A broken
-layout is caught: see the broken variant below."""
+attended exactly once, no other), the first own slice covering every row once, balanced causal work, and each
+merge pointed at its piece's rows of the running output (bf16 or fp32). A broken layout is caught: see the broken
+variants below."""
 
 from __future__ import annotations
 
@@ -82,3 +83,16 @@ def test_a_broken_layout_fails(tmp_path):
     (broken / "attention_cp.h").write_text(text.replace(good, "return g.causal && src != me ? g.half : g.Sr;"))
     out = _run(_build(tmp_path, broken), 2, 4, 4, 1)
     assert out.returncode == 1 and "wrong number of times" in out.stdout, out.stdout
+
+
+def test_merges_at_the_partials_row_offsets_fail(tmp_path):
+    """A merge pointed at the partial's bf16 row offset inside an fp32 running output (the slice pipeline's) lands
+    on the wrong rows wherever a piece starts past row 0: the causal layout must report it."""
+    broken = tmp_path / "include"
+    broken.mkdir()
+    text = HEADER.read_text()
+    good = "char* run = (char*)o + o_elem * p[i].q0 * q_row_elems(g);"
+    assert good in text
+    (broken / "attention_cp.h").write_text(text.replace(good, "char* run = (char*)o + qo;"))
+    out = _run(_build(tmp_path, broken), 4, 4, 3, 1)
+    assert out.returncode == 1 and "merge not at the piece's rows" in out.stdout, out.stdout

@@ -73,18 +73,19 @@ static Needs flag_needs(const Geo& g, int nchunks) {
   return n;
 }
 
-// Attention of this rank's queries to rows [a, b) of src's KV block at `kv` into the running output `o`; direct
-// for the first slice of the own block (it writes o and LSE), merged into them otherwise.
-static inline int attend_into(cuco_ctx* ctx, const Geo& g, void* o, int src, int64_t a, int64_t b, const void* kv,
-                       bool direct, cuco_attn::MergeFn merge, cudaStream_t s) {
+// Attention of this rank's queries to rows [a, b) of src's KV block at `kv` into the running output `o` (elements
+// of o_elem bytes: 2 bf16, 4 fp32); direct for the first slice of the own block (it writes o and LSE), merged into
+// them otherwise.
+static inline int attend_into(cuco_ctx* ctx, const Geo& g, void* o, int o_elem, int src, int64_t a, int64_t b,
+                              const void* kv, bool direct, cuco_attn::MergeFn merge, cudaStream_t s) {
   char* work = (char*)ctx->buffers[BUF_WORK].ptr;
-  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, o,
+  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, o, o_elem,
                                 (float*)ctx->buffers[BUF_LSE].ptr, work,
                                 (float*)(work + 2 * g.Sr * cuco_attn::q_row_elems(g)), direct, merge, s);
 }
 static inline int attend(cuco_ctx* ctx, const Geo& g, int src, int64_t a, int64_t b, const void* kv, bool direct,
                          cuco_attn::MergeFn merge, cudaStream_t s) {
-  return attend_into(ctx, g, ctx->buffers[BUF_O].ptr, src, a, b, kv, direct, merge, s);
+  return attend_into(ctx, g, ctx->buffers[BUF_O].ptr, 2, src, a, b, kv, direct, merge, s);
 }
 
 // The fp32 running output of the slice pipeline (cuco_attn_merge_f32), after the partial O and its LSE in work.

@@ -223,7 +223,7 @@ FUSED = r"""
     for (int64_t r0 = 0; r0 < need; r0 += ch.chunk_rows, ++c) {
       const int64_t r1 = r0 + ch.chunk_rows < need ? r0 + ch.chunk_rows : need;
       if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;
-      if ((rc = attend_into(ctx, g, o32, src, r0, r1, slot(ctx, g, src), false, cuco_attn_merge_f32, main)))
+      if ((rc = attend_into(ctx, g, o32, 4, src, r0, r1, slot(ctx, g, src), false, cuco_attn_merge_f32, main)))
         return rc;
     }
   }

@@ -152,7 +152,7 @@ int part_compute(cuco_ctx* ctx, State& s) {
   for (int step = 0; step < g.W; ++step) {
     const int src = cuco_attn::source_at(s.me, step, g.W);
     int rc = cuco_attn::attend_rows(g, s.me, src, 0, g.Sr, ctx->buffers[BUF_Q].ptr, ctx->buffers[BUF_KV].ptr,
-                                    ctx->buffers[BUF_O].ptr, (float*)ctx->buffers[BUF_LSE].ptr, work,
+                                    ctx->buffers[BUF_O].ptr, 2, (float*)ctx->buffers[BUF_LSE].ptr, work,
                                     (float*)(work + obytes(g)), step == 0, cuco_attn_merge, ctx->stream);
     if (rc) return rc;
   }

@@ -61,7 +61,7 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
       if (cudaEventRecord(s->landed[step + 1], comm) != cudaSuccess) return 4;
     }
     if (step > 0 && cudaStreamWaitEvent(st, s->landed[step], 0) != cudaSuccess) return 5;
-    int rc = cuco_attn::attend_rows(g, me, src, 0, g.Sr, ctx->buffers[0].ptr, cur, ctx->buffers[2].ptr,
+    int rc = cuco_attn::attend_rows(g, me, src, 0, g.Sr, ctx->buffers[0].ptr, cur, ctx->buffers[2].ptr, 2,
                                     (float*)ctx->buffers[3].ptr, o_blk, lse_blk, step == 0, cuco_attn_merge, st);
     if (rc) return rc;
   }

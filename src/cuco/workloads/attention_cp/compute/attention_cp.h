@@ -143,9 +143,13 @@ typedef int (*MergeFn)(void* o, float* lse, const void* o_blk, const float* lse_
 
 // Attention of `me`'s queries q against rows [a, b) of src's KV block kv (the block's base: K rows, then V rows).
 // direct: the pieces write o and lse themselves (only for the first chunk of the own block, whose pieces cover
-// every row once); otherwise each piece goes to (o_blk, lse_blk) and `merge` folds it into (o, lse).
+// every row once); otherwise each piece goes to (o_blk, lse_blk) and `merge` folds it into (o, lse). o_elem is the
+// running output's element size (2: bf16 o, merged by cuco_attn_merge; 4: an fp32 o, by cuco_attn_merge_f32): a
+// piece's rows start at q0 rows of o in its own element size, not the partial's.
 inline int attend_rows(const Geo& g, int me, int src, int64_t a, int64_t b, const void* q, const void* kv, void* o,
-                       float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge, cudaStream_t s) {
+                       int o_elem, float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge,
+                       cudaStream_t s) {
+  if (direct && o_elem != 2) return 9;  // a piece writes bf16 only
   Piece p[2];
   const int n = pieces(g, me, src, a, b, p);
   const char* qb = (const char*)q;
@@ -158,7 +162,8 @@ inline int attend_rows(const Geo& g, int me, int src, int64_t a, int64_t b, cons
     int rc = cuco_attn_block(qb + qo, kb + ko, vb + ko, out, l, p[i].nq, p[i].nk, g.hq, g.hkv, g.d, g.Sr,
                              p[i].causal, s);
     if (rc) return 100 + rc;
-    if (!direct && (rc = merge((char*)o + qo, lse + p[i].q0, out, l, p[i].nq, g.hq, g.d, g.Sr, s))) return 200 + rc;
+    char* run = (char*)o + o_elem * p[i].q0 * q_row_elems(g);
+    if (!direct && (rc = merge(run, lse + p[i].q0, out, l, p[i].nq, g.hq, g.d, g.Sr, s))) return 200 + rc;
   }
   return 0;
 }

@@ -45,7 +45,8 @@ RULES: tuple[Rule, ...] = (
          "for half/bf16)"),
     Rule("lsa-allreduce-rs-ag", ("allreduce",), {"ncclAllReduce": "cucoAllReduce"}, "cucofp::allreduceKernel<T>",
          "each rank reduces its slice of all send buffers and stores the sums into every rank's recv (one pass "
-         "between two barriers); safe in place"),
+         "between two barriers; from W = 3 and 32 MiB: into its own recv, a barrier, then gathers the other "
+         "slices); safe in place"),
     Rule("lsa-broadcast-pull", ("broadcast",), {"ncclBroadcast": "cucoBroadcast", "ncclBcast": "cucoBcast"},
          "cucofp::broadcastKernel<Sync>", "the root stages into its recv buffer, every rank pulls it"),
     Rule("lsa-reduce-slices", ("reduce",), {"ncclReduce": "cucoReduce"}, "cucofp::reduceRootKernel<T>",

@@ -330,13 +330,18 @@ __global__ void __launch_bounds__(kThreads) reducescatterKernel(Launch L, Coll c
   CUCOFP_BARRIER();
 }
 
-// The two-shot AllReduce in one pass: rank r reduces slice r over every rank's send and stores the sums into every
-// rank's recv (its own and its peers', through their windows), between the entry and exit barriers. Each rank
-// takes in 2(W-1)/W of a buffer, as when the slices were gathered by loads after a middle barrier, but the gather is
-// stores issued as the sums come (no round trip per load, no barrier between the phases). Safe in place: slice r of
-// every rank's buffer is read and written by rank r alone, each chunk loaded from every rank before it is stored.
+// The two-shot AllReduce: rank r reduces slice r over every rank's send; each rank takes in 2(W-1)/W of a buffer.
+// stores (one pass): the sums go into every rank's recv at once (its own and its peers', through their windows),
+// between the entry and exit barriers: no round trip per load, no barrier between the phases. Otherwise (gather):
+// the sums go into the rank's own recv, a barrier, then each rank loads the other slices from their owners' recv.
+// Measured on 4x H100 (benchmarks/results/reductions/): stores win at W = 2 and below 32 MiB at W = 4, gathers
+// from 64 MiB up at W = 4 (1 GiB: 5.07 against 5.82 ms). Safe in place: in each phase a rank writes only elements
+// no peer reads in that phase (slice r of every buffer is read and written by rank r alone in the first; in the
+// gather, rank r reads slice p of p's recv and writes slice p of its own). The gather's chunks are phase 1's:
+// copyBytes and reduceChunks give chunk c to thread c mod the grid's threads, so each CTA's per-CTA barrier covers
+// the chunks it reads.
 template <class T>
-__global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
+__global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c, bool stores) {
   CUCOFP_SESSION(L);
   int nr = L.dc.lsaSize, me = L.dc.lsaRank;
   for (int p = 0; p < nr; ++p) { publish(L, p, 0, c.send, c.count * sizeof(T)); publish(L, p, 1, c.recvRef, c.count * sizeof(T)); }
@@ -346,11 +351,21 @@ __global__ void __launch_bounds__(kThreads) allreduceKernel(Launch L, Coll c) {
   size_t lo = reduceSliceBegin(c.count, Chunk<T>::V, nr, me);
   size_t hi = reduceSliceBegin(c.count, Chunk<T>::V, nr, me + 1);
   for (int p = 0; p < nr; ++p) d[p] = received(L, p, 0);
-  for (int i = 0; i < nr; ++i) {  // own recv first, then the peers from the next rank on
+  int nout = stores ? nr : 1;
+  for (int i = 0; i < nout; ++i) {  // own recv first, then the peers from the next rank on
     int p = staggered(i, me, nr);
     outs[i] = p == me ? (T*)c.recv + lo : (T*)peerPtr(L, received(L, p, 1), p, lo * sizeof(T));
   }
-  reduceRange<T>(L, d, lo * sizeof(T), outs, nr, hi - lo, c.op, staggered(1, me, nr));
+  reduceRange<T>(L, d, lo * sizeof(T), outs, nout, hi - lo, c.op, staggered(1, me, nr));
+  if (!stores) {
+    CUCOFP_BARRIER();
+    for (int i = 1; i < nr; ++i) {
+      int p = staggered(i, me, nr);
+      size_t plo = reduceSliceBegin(c.count, Chunk<T>::V, nr, p);
+      size_t phi = reduceSliceBegin(c.count, Chunk<T>::V, nr, p + 1);
+      copyBytes((T*)c.recv + plo, peerPtr(L, received(L, p, 1), p, plo * sizeof(T)), (phi - plo) * sizeof(T));
+    }
+  }
   CUCOFP_BARRIER();
 }
 

@@ -237,6 +237,10 @@ inline ncclResult_t afterComm(CommState* s, const std::vector<cudaStream_t>& cal
 // its peers are still reading).
 constexpr unsigned long long kOneShotMaxBytes = 256ull << 10;
 
+// The two-shot kernel stores its sums into every rank's recv in one pass, except from three ranks and
+// kTwoShotGatherMinBytes on, where it gathers the slices by loads after a barrier (allreduceKernel says why).
+constexpr unsigned long long kTwoShotGatherMinBytes = 32ull << 20;
+
 inline bool allreduceOneShot(int nranks, const Coll& c) {
   if (c.sendLocal == c.recv || kAllReduceAlgo == 2) return false;
   return kAllReduceAlgo == 1 || nranks == 2 || c.count * (unsigned long long)c.elemBytes <= kOneShotMaxBytes;
@@ -246,7 +250,10 @@ template <class T> inline void launchReduce(int kind, const Launch& L, const Col
   if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c)) {
     reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);   // on every rank: the one-shot AllReduce
   }
-  else if (kind == kAllReduce) allreduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
+  else if (kind == kAllReduce) {
+    bool stores = L.dc.lsaSize < 3 || c.count * (unsigned long long)c.elemBytes < kTwoShotGatherMinBytes;
+    allreduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c, stores);
+  }
   else if (kind == kReduce) reduceRootKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
   else reducescatterKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
 }

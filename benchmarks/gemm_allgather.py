@@ -21,7 +21,7 @@ from typing import Any
 from cuco.db import CandidateDB
 from cuco.run import RunOptions, run_workload
 from record import machine, record_lines, search_costs  # sibling scripts
-from results_rows import open_meta, torch_rows
+from results_rows import open_meta, save_meta, torch_rows
 from search_rows import SEARCH_BATCH, of_record
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -128,7 +128,7 @@ def _write(out: Path, rows: list[dict[str, Any]], searches: list[dict[str, Any]]
                     "harness run", "rows": rows, "machine": env}
     out.mkdir(parents=True, exist_ok=True)
     tag = f"gemm_allgather_w{world}"   # one file per world size: W = 2 and W = 4 never overwrite each other
-    (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
+    meta = save_meta(out / f"{tag}.json", meta)  # merged with rows another lane wrote meanwhile
     env_row = next((r for r in rows if r.get("device")), {})
     (out / f"search_{tag}.json").write_text(json.dumps({"date": meta["date"], "device": env_row.get("device"),
                                                         "nccl_version": env_row.get("nccl_version"), "world": world,

@@ -25,7 +25,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
-from results_rows import merge_torch, torch_rows  # noqa: E402  (a sibling script)
+from results_rows import merge_torch, save_meta, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -154,8 +154,8 @@ def main() -> None:
         meta.update(rows=[rows[k] for k in order if table_of(k) == "rows"],
                     small_rows=[rows[k] for k in order if table_of(k) == "small_rows"],
                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-        path.write_text(json.dumps(meta, indent=2, default=str))  # after every shape: a cut-off call keeps the rest
-        write_md(out, meta)
+        # after every shape (a cut-off call keeps the rest), merged with rows another lane wrote meanwhile
+        write_md(out, save_meta(path, meta))
 
 
 def exposed_share(r: dict[str, Any]) -> float | None:

@@ -24,7 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
-from results_rows import merge_torch, open_meta, put_error, put_row, torch_rows  # noqa: E402  (a sibling script)
+from results_rows import merge_torch, open_meta, put_error, put_row, save_meta, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -154,7 +154,7 @@ def main() -> None:
 def _write(out: Path, meta: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tag = f"moe_w{meta['world']}"
-    (out / f"{tag}.json").write_text(json.dumps(meta, indent=2, default=str))
+    meta = save_meta(out / f"{tag}.json", meta)  # merged with rows another lane wrote meanwhile
     rows = meta["rows"]
     env = next((r for r in rows if r.get("device")), {})
     lines = [f"# MoE, world {meta['world']} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, "

@@ -51,6 +51,43 @@ def put_error(meta: dict[str, Any], shape: str, error: str, trace: str = "") -> 
     meta["errors"].append({"shape": shape, "error": error, "trace": trace[-2000:], "date": now()})
 
 
+def save_meta(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """Write `meta` to `path` atomically, under a lock, keeping what another process wrote there since `meta` was
+    read (two lanes of one device call may fill the same file; each read it at its start): per table and shape the
+    row with the later `date` stays, and errors of shapes `meta` does not mention are kept. Returns what was written,
+    for the tables rendered from it."""
+    import fcntl
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from cuco.atomic import write_text
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = dict(meta)
+        disk = json.loads(path.read_text()) if path.exists() else {}
+        if disk.get("world") == meta.get("world"):
+            since = os.environ.get("CUCO_RESULTS_SINCE", "")[:19]  # as open_meta: older rows stay dropped
+            mentioned = set()
+            for table in TABLES:
+                rows = {r.get("shape"): r for r in meta.get(table, [])}
+                mentioned |= set(rows)
+                for r in disk.get(table, []):
+                    mine = rows.get(r.get("shape"))
+                    if since and str(r.get("date") or "")[:19] < since:
+                        continue
+                    if mine is None or str(r.get("date") or "")[:19] > str(mine.get("date") or "")[:19]:
+                        rows[r.get("shape")] = r
+                if rows:
+                    merged[table] = list(rows.values())
+            mentioned |= {e.get("shape") for e in meta.get("errors", [])}
+            merged["errors"] = [*meta.get("errors", []),
+                                *(e for e in disk.get("errors", []) if e.get("shape") not in mentioned)]
+        write_text(path, json.dumps(merged, indent=2, default=str) + "\n")
+    return merged
+
+
 def torch_rows(path: str | None, key: Callable[[dict[str, Any]], Any] = lambda r: r.get("shape")
                ) -> dict[Any, dict[str, Any]]:
     """The rows of a torch anchor's output (benchmarks/torch_*.py) by shape, each with the anchor's device and

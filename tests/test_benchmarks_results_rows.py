@@ -151,3 +151,34 @@ def test_short_prompt_rows_live_apart_and_count_for_pending_and_merge(tmp_path):
     meta = {"world": 2, "rows": [], "errors": []}
     assert results_rows.merge_rows(meta, {"world": 2, "small_rows": [small]}) == ["s256-kv1024"]
     assert meta["small_rows"] == [small] and meta["rows"] == []  # merged into its own list, not the goal's rows
+
+
+def test_two_lanes_saving_one_file_keep_each_others_rows(tmp_path):
+    """Two lanes of one device call read the file at their start and save after each shape: the second to save
+    keeps the first's row (on 2026-11-27 a W = 2 KV lane's short-prompt row was overwritten this way)."""
+    p = tmp_path / "kv_transfer_w2.json"
+    p.write_text(json.dumps({"world": 2, "rows": [{"shape": "old", "date": "2026-11-26T10:00:00Z"}], "errors": []}))
+    lane_a, lane_b = results_rows.open_meta(p, 2), results_rows.open_meta(p, 2)
+    lane_a["small_rows"] = [{"shape": "s256", "date": "2026-11-27T04:20:00Z"}]
+    results_rows.save_meta(p, lane_a)
+    results_rows.put_row(lane_b, {"shape": "s2048", "date": "2026-11-27T04:24:00Z"})
+    written = results_rows.save_meta(p, lane_b)
+    on_disk = json.loads(p.read_text())
+    assert on_disk == written
+    assert [r["shape"] for r in on_disk["small_rows"]] == ["s256"]
+    assert sorted(r["shape"] for r in on_disk["rows"]) == ["old", "s2048"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 59), st.booleans()), max_size=10))
+def test_saves_keep_the_latest_row_of_every_shape_whoever_saved_it(tmp_path_factory, saves):
+    p = tmp_path_factory.mktemp("rows") / "x.json"
+    stale = results_rows.open_meta(p, 2)  # both writers read the file before any save
+    writers = [dict(stale, rows=[]), dict(stale, rows=[])]
+    latest: dict[str, int] = {}
+    for shape, minute, second_writer in saves:
+        meta = writers[second_writer]
+        results_rows.put_row(meta, {"shape": shape, "date": f"2026-11-27T04:{minute:02d}:00Z", "m": minute})
+        results_rows.save_meta(p, meta)
+        latest[shape] = max(latest.get(shape, -1), minute)
+    rows = json.loads(p.read_text())["rows"] if saves else []
+    assert {r["shape"]: r["m"] for r in rows} == latest

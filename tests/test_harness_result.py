@@ -325,8 +325,8 @@ def test_runner_keeps_graph_outcomes_and_a_death_in_the_graph_phase_is_the_graph
 
 @pytest.fixture(scope="module")
 def report_selftest() -> Path:
-    return _selftest_binary("report_selftest", ["report.cpp", "json.cpp", "timing.cpp", "options.cpp"],
-                            ["report.h", "json.h", "timing.h", "options.h"])
+    return _selftest_binary("report_selftest", ["report.cpp", "json.cpp", "timing.cpp", "options.cpp", "watchdog.cpp"],
+                            ["report.h", "json.h", "timing.h", "options.h", "watchdog.h"])
 
 
 def _report(binary: Path, mode: str, tmp_path: Path, *extra: str, n: int = 4) -> subprocess.CompletedProcess:
@@ -372,3 +372,15 @@ def test_a_hang_in_the_graph_phase_is_the_graphs_not_the_candidates(report_selft
     assert "graph hang at replay 2 of 20 (seed 3000009)" in hung.summary()
     assert r.candidates[5].status == "not_run" and r.candidates[5].graph.status == "not_run"
     assert "not reached: c4.so hang in graph" in r.candidates[5].graph.reason
+
+
+def test_a_hang_names_each_ranks_last_step(report_selftest: Path, tmp_path: Path) -> None:
+    """A hang's message says where each rank stood: one waiting for its GPU, one stopped by its own failed launch
+    (a bench that waited before agreeing turned such an error into a hang with no reason)."""
+    proc = _report(report_selftest, "watchdog", tmp_path, n=5)
+    assert proc.returncode == 3, proc.stderr
+    r = HarnessResult.from_file(tmp_path / "r.json")
+    hung = r.candidates[4]
+    assert hung.status == "hang", hung
+    assert ("rank 0: bench iteration 7, waiting for its GPU; rank 1: bench iteration 7, the launch entry point "
+            "returned 3") in hung.message, hung.message

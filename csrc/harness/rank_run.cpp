@@ -1,14 +1,13 @@
-// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench, [trace],
-// [graph replay, rank_graph.cpp], teardown. Statuses are recorded by the leader after all ranks agree; timings and checks per rank.
+// The life of a rank: parts (the bound), then every candidate: load, setup, verify per seed, bench, [trace,
+// rank_trace.cpp], [graph replay, rank_graph.cpp], teardown. Statuses are recorded by the leader after all ranks
+// agree; timings and checks per rank.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "delay.h"
 #include "nvshmem_host.h"
-#include "trace.h"
 #include "rank.h"
 
 namespace cuco_harness {
@@ -323,12 +322,19 @@ bool Rank::bench(Target t, cuco_candidate_launch_fn launch) {
   std::vector<double> times;
   std::string err;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
-    // One agreement per iteration: it is the host barrier that lines the ranks up, and it stops
-    // every rank at the first failure on any of them.
+    // The agreement before the launch is the host barrier that lines the ranks up; it stops every rank at the
+    // first failure on any of them.
     if (!agreed(t, err, "error")) return false;
+    s_.watchdog.note(me_.rank, "bench", "enqueuing the candidate", it);
+    std::string launch_err;
+    err = attempt(t, [&] { launch_err = launch_joined(launch, true); });
+    if (err.empty()) err = launch_err;
+    // Agree before waiting, as verify does: a rank whose launch failed enqueued nothing, and its peers' kernels
+    // would wait for it forever, a hang that hides the error. The barrier is outside the timed events.
+    s_.watchdog.note(me_.rank, "bench", err.empty() ? "enqueued, at the host barrier" : err.c_str(), it);
+    if (!agreed(t, err, "error")) return false;
+    s_.watchdog.note(me_.rank, "bench", "waiting for its GPU", it);
     err = attempt(t, [&] {
-      std::string e = launch_joined(launch, true);
-      if (!e.empty()) CUCO_FAIL(e);
       CUCO_CK(cudaEventSynchronize(stop_));
       float ms = 0;
       CUCO_CK(cudaEventElapsedTime(&ms, start_, stop_));
@@ -340,58 +346,6 @@ bool Rank::bench(Target t, cuco_candidate_launch_fn launch) {
   if (records())
     for (int r = 0; r < static_cast<int>(all.size()); ++r) s_.report.set_times(t, r, decode_times(all[r]));
   return true;
-}
-
-}  // namespace cuco_harness
-
-namespace cuco_harness {
-
-void Rank::trace(Target t, cuco_candidate_launch_fn launch, int index) {
-  constexpr int kTracedLaunches = 3;
-  enter(t, "trace");
-  Tracer& tracer = Tracer::instance();
-  std::string err;
-  if (records()) {  // CUPTI is per process: one rank of each process switches it on and off
-    err = tracer.load();
-    if (err.empty()) err = tracer.start();
-  }
-  bool on = s_.group.all_ok(me_.rank, err.empty(), err, &err);
-  std::string run_err;
-  if (on) {
-    // One launch first whose records are dropped: CUPTI's first instrumented launch pays one-off costs
-    // (milliseconds of idle before the first kernel) that are not the candidate's.
-    run_err = attempt(t, [&] {
-      std::string e = launch_joined(launch, false);
-      if (!e.empty()) CUCO_FAIL(e);
-      CUCO_CK(cudaStreamSynchronize(ctx_.stream));
-    });
-    s_.group.barrier();
-    if (records()) tracer.discard();
-    s_.group.barrier();
-  }
-  if (on && run_err.empty())
-    run_err = attempt(t, [&] {
-      for (int i = 0; i < kTracedLaunches; ++i) {
-        std::string e = launch_joined(launch, false);
-        if (!e.empty()) CUCO_FAIL(e);
-      }
-      CUCO_CK(cudaStreamSynchronize(ctx_.stream));
-    });
-  s_.group.barrier();  // every rank's launches are done before the records are collected
-  if (records() && on) {
-    std::string stop_err = tracer.stop();
-    std::vector<std::pair<int, int>> devices;
-    for (const LocalRank& r : s_.launch.local_ranks) devices.push_back({r.device, r.rank});
-    std::string path = s_.opts.trace_dir + "/candidate" + std::to_string(index) +
-                       (s_.opts.process_mode() ? ".rank" + std::to_string(me_.rank) : std::string()) + ".json";
-    std::ofstream f(path);
-    f << trace_json(tracer.take(), devices);
-    if (!f || !stop_err.empty()) err = stop_err.empty() ? "cannot write " + path : stop_err;
-  }
-  if (!err.empty() || !run_err.empty())
-    std::fprintf(stderr, "cuco-harness: rank %d: no timeline for candidate %d: %s%s\n", me_.rank, index,
-                 err.c_str(), run_err.c_str());
-  s_.group.barrier();
 }
 
 }  // namespace cuco_harness

@@ -28,8 +28,22 @@ void Watchdog::enter(Target t, const std::string& phase, double timeout_s) {
     std::lock_guard<std::mutex> lk(mu_);
     deadline_ = Clock::now() + seconds(timeout_s);
     armed_timeout_s_ = timeout_s;
+    steps_.clear();  // the steps of the phase before say nothing of this one
   }
   report_.set_phase(t, phase);
+}
+
+void Watchdog::note(int rank, const std::string& phase, const std::string& step, int iteration) {
+  std::lock_guard<std::mutex> lk(mu_);
+  steps_[rank] = Step{phase, step, iteration};
+}
+
+std::string Watchdog::steps_locked() const {
+  std::string out;
+  for (const auto& [rank, s] : steps_)
+    out += "; rank " + std::to_string(rank) + ": " + s.phase +
+           (s.iteration >= 0 ? " iteration " + std::to_string(s.iteration) : std::string()) + ", " + s.step;
+  return out;
 }
 
 void Watchdog::stop() {
@@ -51,7 +65,7 @@ void Watchdog::loop() {
     std::string msg = now >= deadline_
                           ? "no progress within the phase deadline of " + std::to_string(armed_timeout_s_) + " s"
                           : "the process deadline (--total-timeout-s) passed";
-    msg += " (" + report_.phase_label() + "); the process was ended";
+    msg += " (" + report_.phase_label() + steps_locked() + "); the process was ended";
     std::fprintf(stderr, "cuco-harness: hang: %s\n", msg.c_str());
     lk.unlock();
     report_.fatal("hang", msg, 3);

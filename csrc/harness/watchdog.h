@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,10 +26,20 @@ class Watchdog {
   void enter(Target t, const std::string& phase);
   // Like enter, with an explicit deadline (e.g. teardown after a hang elsewhere needs less).
   void enter(Target t, const std::string& phase, double timeout_s);
+  // What `rank` (of this process) is doing in `phase`'s `iteration`: a hang's message names each rank's last step,
+  // so a rank stuck waiting for its GPU is told from one at a host barrier or one that failed.
+  void note(int rank, const std::string& phase, const std::string& step, int iteration);
   void stop();
 
  private:
   void loop();
+  std::string steps_locked() const;
+
+  struct Step {
+    std::string phase, step;
+    int iteration = -1;
+  };
+  std::map<int, Step> steps_;  // by rank, under mu_
 
   using Clock = std::chrono::steady_clock;
   Report& report_;

@@ -22,7 +22,7 @@ from cuco.db import CandidateDB
 from cuco.run import RunOptions, run_workload
 from record import machine, record_lines, search_costs  # sibling scripts
 from results_rows import open_meta, save_meta, torch_rows
-from search_rows import SEARCH_BATCH, of_record
+from search_rows import SEARCH_BATCH, first_points, of_record
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # The six public shapes, then two where the GEMM is many times the AllGather alone.
@@ -85,7 +85,8 @@ def main() -> None:
         run_dir = Path(args.runs) / f"gemm_allgather-{shape.replace(',', 'x')}-{int(time.time())}"
         start = time.monotonic()
         opts = RunOptions(workload="gemm_allgather", world=args.world, shape=shape, evaluations=args.evals,
-                          run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH)
+                          run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH,
+                          first_points=first_points("gemm_allgather", args.world))
         summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
         wall = time.monotonic() - start
         print(summary.text(), flush=True)

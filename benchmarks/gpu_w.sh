@@ -18,8 +18,9 @@
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400), MAX_SHAPES (a bench part's
-# shapes at most), SHARD (i/n: own-programs runs every n-th pending program, one shard per lane). NVLink multicast stays
-# off (benchmarks/gpu_env.sh).
+# shapes at most), SHARD (i/n: own-programs runs every n-th pending program, one shard per lane), CUCO_FIRST_POINTS
+# (labels every search evaluates right after the fast path, `cuco run --try`). NVLink multicast stays off
+# (benchmarks/gpu_env.sh).
 set -uo pipefail
 W=${1:?usage: bash benchmarks/gpu_w.sh W PART [OUT_DIR]}
 PART=${2:?usage: bash benchmarks/gpu_w.sh W PART [OUT_DIR]}

@@ -4,6 +4,7 @@ of a timed candidate and the tables' number format."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,27 @@ from record import fmt, search_costs  # noqa: F401  (fmt: the tables' number for
 #: evaluated the same 8 points on every shape, three of them `deferred`, and never a neighbour of the winning
 #: `stream_overlap` point). Two rounds of 4: the second steps around the first round's best.
 SEARCH_BATCH = 4
+
+
+def first_points(workload: str, world: int) -> tuple[str, ...]:
+    """The points CUCO_FIRST_POINTS names (comma-separated labels) that are legal for `workload` at `world`: each
+    search evaluates them right after the fast path (`cuco run --try`); an illegal one is said and left out."""
+    from cuco.design_space import Directives, Topology
+    from cuco.workloads import get
+
+    labels = [x.strip() for x in os.environ.get("CUCO_FIRST_POINTS", "").split(",") if x.strip()]
+    space = get(workload).space(Topology(world=world, nodes=1, gin_available=False))
+    legal = []
+    for label in labels:
+        try:
+            reason = space.check(Directives.from_label(label))
+        except ValueError as exc:
+            reason = str(exc)
+        if reason:
+            print(f"CUCO_FIRST_POINTS: {label} left out at world {world}: {reason}", flush=True)
+        else:
+            legal.append(label)
+    return tuple(legal)
 
 
 def history(run_dir: Path, workload: str) -> list[dict[str, Any]]:
@@ -66,8 +88,8 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
     run_dir = runs / f"{workload}-{name}-w{world}-{int(time.time())}"
     start = time.monotonic()
     opts = RunOptions(workload=workload, world=world, shape=search_shape or name, evaluations=evals,
-                      run_dir=str(run_dir),
-                      progress=False, batch_size=SEARCH_BATCH, islands=2)
+                      run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH, islands=2,
+                      first_points=first_points(workload, world))
     summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
     print(summary.text(), flush=True)
     row: dict[str, Any] = {"shape": name, "dims": dict(zip(get(workload).dim_names, shape.dims)), "world": world,

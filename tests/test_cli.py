@@ -34,6 +34,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     (["gemm_allgather", "--shape", "abc"], "cannot read shape 'abc'"),
     (["gemm_allgather", "--shape", "1,2"], "takes 3 positive sizes"),
     (["gemm_allgather", "--resume"], "--resume needs --run-dir"),
+    (["gemm_allgather", "--try", "lsa/fused"], "--try lsa/fused: a label has five parts"),
+    (["gemm_allgather", "--try", "lsa/deferred/world/cta/1MiB"],
+     "--try lsa/deferred/world/cta/1MiB is not a legal point of this run's space: [deferred-whole-buffer]"),
 ])
 def test_bad_options_are_refused_before_any_work(args: list[str], expect: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str],

@@ -36,3 +36,26 @@ def test_the_command_line_shows_the_log_on_stderr_once(cuco_logger, capsys):
     cuco_logger.info("cuco: shown")
     cuco_logger.debug("cuco: detail")
     assert capsys.readouterr().err.splitlines() == ["cuco: shown"]
+
+
+def test_unit_first_points_are_evaluated_once_in_one_batch_within_the_runs_evaluations(tmp_path):
+    """`--try` points: rendered on the run's topology, stored, evaluated together, never twice (a resumed run holds
+    them), and no more than the run's evaluations allow."""
+    first = ("lsa/fused/world/copy_engine/4MiB", "lsa/deferred/world/cta/whole", "lsa/stream_overlap/world/cta/whole")
+    batches = []
+
+    class RecordingEvaluator:  # unit-test double of the run's evaluator: records each batch, evaluates nothing
+        def evaluate(self, cands):
+            batches.append([c.directives.label() for c in cands])
+            return cands
+
+    opts = RunOptions("gemm_allgather", world=2, run_dir=str(tmp_path / "run"), progress=False, evaluations=2,
+                      first_points=first)
+    with Run.open(opts) as run:
+        run.evaluator = RecordingEvaluator()
+        tried = run.try_first()
+        assert run.try_first() == []
+        stored = {c.directives.label(): c for c in run.db.all("gemm_allgather") if c.directives is not None}
+    assert batches == [list(first[:2])]
+    assert [c.mutation for c in tried] == ["manual", "manual"] and set(stored) == set(first[:2])
+    assert "design point lsa/fused/world/copy_engine/4MiB" in stored[first[0]].code  # rendered for this point

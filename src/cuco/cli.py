@@ -96,7 +96,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         workload=args.workload, world=args.world, shape=args.shape, evaluations=args.evals,
         run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
         budget_usd=args.budget_usd, progress=not args.quiet, price_per_mtok=args.price_per_mtok,
-        executor=args.executor, address=args.address, build=build_options(args),
+        executor=args.executor, address=args.address, build=build_options(args), first_points=args.first_points,
     )
     summary = run_workload(opts)
     print(summary.text())
@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cflags", action="append", default=[], metavar='"FLAGS"',
                    help='more nvcc flags for a host program, e.g. --cflags "-DUSE_FP16 -lineinfo" (one flag alone: '
                         '--cflags=-DUSE_FP16)')
+    r.add_argument("--try", dest="first_points", action="append", default=[], metavar="POINT",
+                   help="a design point to evaluate right after the fast path, before the search proposes its own "
+                        "(repeatable; labels as `cuco space` prints them, e.g. lsa/fused/world/copy_engine/4MiB)")
     r.add_argument("--quiet", action="store_true", help="no progress (a bar on a terminal, one line per candidate "
                    "when redirected); the run's messages still go to stderr")
     r.set_defaults(fn=_cmd_run)

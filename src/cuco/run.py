@@ -130,6 +130,7 @@ class Run:
         # one host, no RDMA NIC visible to NCCL: GIN cannot run, so a measured search stays on LSA
         self.topology = Topology(world=world, nodes=1, gin_available=False if evaluation == "measured" else None)
         space = workload.space(self.topology)
+        self.first = first_points(opts.first_points, space)   # refused now, before anything is written
         llm = self._llm(run_dir)
         runner.check_original(evaluation == "measured")   # said now, before anything is written
         make_run_dir(run_dir)
@@ -219,6 +220,27 @@ class Run:
         self.fast = fast
         return fast
 
+    def try_first(self) -> list[Candidate]:
+        """The run's first points (RunOptions.first_points) that it does not hold yet, within its evaluations:
+        rendered, stored pending, evaluated as one batch and stored again; the search then steps from them as from
+        its own."""
+        db, workload = self.db, self.workload
+        stored = db.all(workload.name)
+        held = {c.directives.label() for c in stored if c.directives is not None}
+        room = self.evaluations - len(stored)  # a pending candidate is evaluated too: it takes a place
+        todo = [p for p in self.first if p.label() not in held][: max(room, 0)]
+        if not todo:
+            return []
+        cands = [Candidate(code=workload.render(p, self.topology), workload=workload.name, directives=p,
+                           mutation="manual") for p in todo]
+        for c in cands:
+            db.add(c)
+        done = self.evaluator.evaluate(cands)
+        for c in done:
+            db.upsert(c)
+            self.on_event(f"cuco: first point {c.directives.label()}: {c.status}")
+        return done
+
     def search(self) -> None:
         """Evaluate until the run holds its number of evaluations, or, without an LLM, until every legal point is
         evaluated (then said through on_event)."""
@@ -296,6 +318,7 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None
     with Run.open(opts, on_event) as run:
         try:
             run.seed()
+            run.try_first()
             run.search()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what was measured so far stays usable (best/, summary.json)
             try:
@@ -306,6 +329,25 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None
             raise
         return run.summary()
 
+
+
+def first_points(labels: tuple[str, ...], space: Any) -> list[Any]:
+    """The points `labels` name, each checked against the run's space; a malformed or illegal one is refused with
+    the reason (CucoError) before the run writes anything."""
+    from cuco.design_space import Directives, DirectiveError
+
+    points = []
+    for label in labels:
+        try:
+            point = Directives.from_label(label)
+        except DirectiveError as exc:
+            raise CucoError(f"--try {label}: {exc}") from None
+        reason = space.check(point)
+        if reason:
+            raise CucoError(f"--try {label} is not a legal point of this run's space: {reason} "
+                            f"(`cuco space` lists the legal points)")
+        points.append(point)
+    return points
 
 
 def parent_code_from(db: Any) -> Callable[[Candidate], str | None]:

@@ -39,6 +39,9 @@ class RunOptions:
     address: str | None = None      # the Ray head (host:port); None: a new local Ray instance
     #: a host program's include dirs, libraries and nvcc flags (cuco.fastpath.verify.BuildOptions); None: none
     build: Any = None
+    #: design points (labels, as `cuco space` prints them) evaluated right after the fast path, before the search
+    #: proposes its own: what the user already suspects is good; each counts as one evaluation
+    first_points: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 def run_dir_of(opts: RunOptions) -> Path:

@@ -13,7 +13,9 @@
 # benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one delayed launch of its fast path, best points
 # and seed, replayed 20 times with fresh inputs and checked each time, benchmarks/graph_replay.py) | reductions
 # (device-initiated AllReduce, ReduceScatter
-# and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | own-programs (`cuco run prog.cu` on
+# and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | gemm-under-copy (a GEMM's
+# slowdown while copy engines pull the other ranks' rows, with SM clocks and power, benchmarks/gemm_under_copy.py) |
+# own-programs (`cuco run prog.cu` on
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
@@ -123,6 +125,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       timeout "${GRAPH_TIMEOUT:-400}" python3 benchmarks/graph_replay.py --workload "$wl" --world "$W" --replays 20 \
         --timeout-s 100 --out "$OUT_DIR/graph_${wl}_w$W.json"
       echo "graph replay: exit $?"; } 2>&1 | tee "$OUT_DIR/graph_${wl}_w$W.log" ;;
+  gemm-under-copy)
+    { header
+      timeout "${RED_TIMEOUT:-400}" python3 benchmarks/gemm_under_copy.py --world "$W" --json "$OUT_DIR/gemm_under_copy_w$W.json"
+      echo "gemm under copy: exit $?"; } 2>&1 | tee "$OUT_DIR/gemm_under_copy_w$W.log" ;;
   reductions)
     { header
       timeout "${RED_TIMEOUT:-400}" python3 benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json"
@@ -139,5 +145,5 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   cache-load)
     mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
   *) echo "unknown part $PART (env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
-       "graph-<workload>, reductions, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
+       "graph-<workload>, reductions, gemm-under-copy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
 esac

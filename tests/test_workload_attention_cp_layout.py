@@ -72,27 +72,27 @@ def test_layout_holds_for_any_slicing(exe, world, half, chunk, causal):
     assert out.returncode == 0 and out.stdout.startswith("OK "), (world, half, chunk, causal, out.stdout)
 
 
-def test_a_broken_layout_fails(tmp_path):
-    """The same test against a schedule that gives a higher rank's block the lower rank's first-half-only
-    treatment must report the wrong pairs."""
+def _run_broken(tmp_path, good: str, bad: str, *args: int) -> subprocess.CompletedProcess:
+    """The test built against the header with `good` replaced by `bad`, run with `args` (W HALF CHUNK CAUSAL)."""
     broken = tmp_path / "include"
     broken.mkdir()
     text = HEADER.read_text()
-    good = "return (g.causal && src < me) ? g.half : g.Sr;"
     assert good in text
-    (broken / "attention_cp.h").write_text(text.replace(good, "return g.causal && src != me ? g.half : g.Sr;"))
-    out = _run(_build(tmp_path, broken), 2, 4, 4, 1)
+    (broken / "attention_cp.h").write_text(text.replace(good, bad))
+    return _run(_build(tmp_path, broken), *args)
+
+
+def test_a_broken_layout_fails(tmp_path):
+    """The same test against a schedule that gives a higher rank's block the lower rank's first-half-only
+    treatment must report the wrong pairs."""
+    out = _run_broken(tmp_path, "return (g.causal && src < me) ? g.half : g.Sr;",
+                      "return g.causal && src != me ? g.half : g.Sr;", 2, 4, 4, 1)
     assert out.returncode == 1 and "wrong number of times" in out.stdout, out.stdout
 
 
 def test_merges_at_the_partials_row_offsets_fail(tmp_path):
     """A merge pointed at the partial's bf16 row offset inside an fp32 running output (the slice pipeline's) lands
     on the wrong rows wherever a piece starts past row 0: the causal layout must report it."""
-    broken = tmp_path / "include"
-    broken.mkdir()
-    text = HEADER.read_text()
-    good = "char* run = (char*)o + o_elem * p[i].q0 * q_row_elems(g);"
-    assert good in text
-    (broken / "attention_cp.h").write_text(text.replace(good, "char* run = (char*)o + qo;"))
-    out = _run(_build(tmp_path, broken), 4, 4, 3, 1)
+    out = _run_broken(tmp_path, "char* run = (char*)o + o_elem * p[i].q0 * q_row_elems(g);",
+                      "char* run = (char*)o + qo;", 4, 4, 3, 1)
     assert out.returncode == 1 and "merge not at the piece's rows" in out.stdout, out.stdout

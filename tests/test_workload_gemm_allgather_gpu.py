@@ -76,13 +76,14 @@ def test_unwritten_remote_rows_fail_verification(plugin, gpus):
 
 @pytest.mark.gpu
 def test_fused_gemm_that_ignores_the_flags_fails_verification(plugin, gpus):
-    """placement=fused's one persistent GEMM must wait for each remote chunk's flag: with the flags withheld it
-    reads A_full rows the pull kernel has not written yet (poison, under delayed arrival) and must fail."""
+    """placement=fused's one persistent GEMM must wait for each chunk's flag: with the flags withheld it reads
+    A_full rows the pull kernel (or the local copy) has not written yet (poison, under delayed arrival) and must
+    fail."""
     _need_two(gpus)
     from cuco.design_space import Directives
 
     code = WL.render(Directives.from_label("lsa/fused/signal/cta/1MiB"))
-    anchor = "a.flags = g.W > 1 ? f.chunk : nullptr;"
+    anchor = "a.flags = g.W > 1 || local_in_flight ? f.chunk : nullptr;"
     assert anchor in code
     honest, ignoring = _compile([code, code.replace(anchor, "a.flags = nullptr;  // fixture: never waits", 1)])
     runs = _verify(plugin, [honest, ignoring], VERIFY_SHAPES[1], 2, seeds=(1,))

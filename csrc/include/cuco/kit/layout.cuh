@@ -44,6 +44,21 @@ CUCO_KIT_HD inline int64_t chunk_len(const Chunking& c, int i) {
   return left < c.chunk_rows ? left : c.chunk_rows;
 }
 
+// Piece i of a rank's `nchunks` chunks copied in doubling pieces (1, 1, 2, 4, 8, ... chunks): chunks [c0, c1).
+// A consumer of the first chunk starts after one chunk's copy, and the pieces (copies and their flag updates)
+// stay about log2(nchunks) + 1. false once i is past the last piece.
+CUCO_KIT_HD inline bool doubling_piece(int nchunks, int i, int* c0, int* c1) {
+  int begin = 0, len = 1;
+  for (int k = 0; k < i && begin < nchunks; ++k) {
+    begin += len;
+    if (k > 0) len *= 2;
+  }
+  if (begin >= nchunks) return false;
+  *c0 = begin;
+  *c1 = begin + len < nchunks ? begin + len : nchunks;
+  return true;
+}
+
 // The peer a rank visits at step s (s = 0 is itself): a rotation, so every rank starts on a different peer.
 CUCO_KIT_HD inline int peer_at(int me, int step, int world) { return (me + step) % world; }
 

@@ -69,6 +69,11 @@ inline int stream_set_epoch(Base* st, cudaStream_t s, uint32_t* flag) {
   return stream_set_epoch(s, flag, st->epoch_at);
 }
 
+// flags[0..n) := this launch's epoch after the work before them on stream s (one kernel).
+inline int stream_set_epochs(Base* st, cudaStream_t s, uint32_t* flags, int n) {
+  return stream_set_epochs(s, flags, n, st->epoch_at);
+}
+
 inline int launch_ok() { return cudaGetLastError() == cudaSuccess ? 0 : 64; }
 
 __global__ void peer_bases_kernel(ncclDevComm dc, ncclWindow_t win, int me, int world, char** out) {

@@ -43,6 +43,12 @@ __global__ void set_epoch_kernel(uint32_t* flag, const uint32_t* at) {
   cuco::lsa::store_release_sys(flag, load_epoch(at));
 }
 
+__global__ void set_epochs_kernel(uint32_t* flags, int n, const uint32_t* at) {
+  __threadfence_system();
+  const uint32_t e = load_epoch(at);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) cuco::lsa::store_release_sys(flags + i, e);
+}
+
 // Stream s waits until *flag (device memory) reaches the epoch at `at` (this launch's, or the previous one's).
 // 0, or 63 on failure. One thread of one CTA: the smallest footprint a spinning kernel can have.
 inline int stream_wait_epoch(cudaStream_t s, const uint32_t* flag, const uint32_t* at, int back = kThisLaunch) {
@@ -53,6 +59,14 @@ inline int stream_wait_epoch(cudaStream_t s, const uint32_t* flag, const uint32_
 // *flag := the epoch at `at` once the work before it on stream s is complete (release at system scope). 0, or 63.
 inline int stream_set_epoch(cudaStream_t s, uint32_t* flag, const uint32_t* at) {
   set_epoch_kernel<<<1, 1, 0, s>>>(flag, at);
+  return cudaGetLastError() == cudaSuccess ? 0 : 63;
+}
+
+// flags[0..n) := the epoch at `at` once the work before them on stream s is complete: one kernel for n flags
+// (e.g. every chunk a single copy covered). 0, or 63.
+inline int stream_set_epochs(cudaStream_t s, uint32_t* flags, int n, const uint32_t* at) {
+  if (n <= 0) return 0;
+  set_epochs_kernel<<<1, 32, 0, s>>>(flags, n, at);
   return cudaGetLastError() == cudaSuccess ? 0 : 63;
 }
 

@@ -103,14 +103,15 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 """
 
 CE_FUSED = FUSED_GEMM + r"""
-// placement=fused, issuer=copy_engine: the side stream pulls every peer's block into A_full, chunk by chunk, with
-// copy engines and raises chunk[p][c] after each chunk; ONE persistent GEMM over A_full follows row arrival on every
+// placement=fused, issuer=copy_engine: the side stream copies the local block into A_full (doubling pieces), then
+// pulls every peer's block, chunk by chunk, with copy engines, raising chunk[p][c] after each; ONE persistent GEMM over A_full follows row arrival on every
 // SM but kFlagSms (local row tiles first; a remote tile's loads wait for its chunk's flag). No SM moves data: the
 // SMs left free run only the side stream's one-CTA barrier and flag kernels, which the GEMM's spinning producers
 // must never starve (at W = 1 nothing is pulled or waited for, and the GEMM takes every SM).
 constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
 @NEEDS@
-""" + CE_PULL_OPEN + r"""@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main);
+""" + CE_PULL_OPEN + r"""  if (g.W > 1 && (rc = local_pieces(ctx, st, g, f, side))) return rc;  // local rows first: the GEMM starts on them
+@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main, g.W > 1);
 }
 """
 

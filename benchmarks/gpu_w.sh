@@ -15,7 +15,8 @@
 # (device-initiated AllReduce, ReduceScatter
 # and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | gemm-under-copy (a GEMM's
 # slowdown while copy engines pull the other ranks' rows, with SM clocks and power, benchmarks/gemm_under_copy.py) |
-# own-programs (`cuco run prog.cu` on
+# merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,
+# benchmarks/attention_merge_accuracy.py) | own-programs (`cuco run prog.cu` on
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache as
 # OUT_DIR/cache.tgz, or from .devcache/cache.tgz carried in) ; workload: gemm_allgather moe kv_transfer attention_cp.
@@ -129,6 +130,11 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     { header
       timeout "${RED_TIMEOUT:-400}" python3 benchmarks/gemm_under_copy.py --world "$W" --json "$OUT_DIR/gemm_under_copy_w$W.json"
       echo "gemm under copy: exit $?"; } 2>&1 | tee "$OUT_DIR/gemm_under_copy_w$W.log" ;;
+  merge-accuracy)
+    { header
+      timeout "${RED_TIMEOUT:-400}" python3 benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
+        --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md"
+      echo "merge accuracy: exit $?"; } 2>&1 | tee "$OUT_DIR/attention_merge_accuracy.log" ;;
   reductions)
     { header
       timeout "${RED_TIMEOUT:-400}" python3 benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json"
@@ -145,5 +151,5 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   cache-load)
     mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
   *) echo "unknown part $PART (env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
-       "graph-<workload>, reductions, gemm-under-copy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
+       "graph-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
 esac

@@ -17,7 +17,8 @@ namespace kit {
 struct CompareStats {
   double sse, ssr;
   unsigned long long nnan, nbad;
-  unsigned int maxbits;  // max |c - r| as float bits (non-negative floats order like their bits)
+  unsigned int maxbits;     // max |c - r| as float bits (non-negative floats order like their bits)
+  unsigned int refmaxbits;  // max |r|, the same way: a scale for max |c - r|
 };
 
 __device__ inline void block_add(double* smem, double v, double* out) {
@@ -37,10 +38,11 @@ __global__ void compare_pass1(const __nv_bfloat16* c, const float* r, size_t n, 
   __shared__ double smem[kCompareThreads];
   double sse = 0, ssr = 0;
   unsigned long long nnan = 0;
-  float mx = 0.f;
+  float mx = 0.f, rmx = 0.f;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     float cv = __bfloat162float(c[i]), rv = r[i];
     ssr += (double)rv * rv;
+    rmx = fmaxf(rmx, fabsf(rv));
     if (!isfinite(cv)) {
       ++nnan;
       continue;
@@ -53,6 +55,7 @@ __global__ void compare_pass1(const __nv_bfloat16* c, const float* r, size_t n, 
   block_add(smem, ssr, &st->ssr);
   if (nnan) atomicAdd(&st->nnan, nnan);
   atomicMax(&st->maxbits, __float_as_uint(mx));
+  atomicMax(&st->refmaxbits, __float_as_uint(rmx));
 }
 
 __global__ void compare_pass2(const __nv_bfloat16* c, const float* r, size_t n, float rtol, float atol,
@@ -89,6 +92,13 @@ inline void fill_check(const CompareStats& h, size_t n, cuco_check_result* out) 
   float mx;
   memcpy(&mx, &h.maxbits, 4);
   out->max_abs_err = (double)mx;
+}
+
+// max |r| of the final stats (the reference's scale, for a relative max error).
+inline double ref_max_abs(const CompareStats& h) {
+  float mx;
+  memcpy(&mx, &h.refmaxbits, 4);
+  return (double)mx;
 }
 
 }  // namespace kit

@@ -273,10 +273,10 @@ int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
   out->passed = out->n_nan == 0 && out->n_bad == 0 && out->rel_l2_err < kRelL2;
   snprintf(out->message, sizeof(out->message),
            "%s: %d sampled rows x %d heads: O rel_l2=%.3g (< %.2g), %lld outside %.2g|ref| + %.2g rms, nan/inf=%lld; "
-           "LSE worst |d|=%.3g, %lld outside %.0e + %.0e|ref|",
+           "LSE worst |d|=%.3g, %lld outside %.0e + %.0e|ref|; max|O-ref|/max|ref|=%.3g",
            out->passed ? "PASS" : "FAIL", n, g.hq, out->rel_l2_err, (double)kRelL2, (long long)(h.nbad), (double)kRtol,
            (double)kAtolRms, (long long)out->n_nan, lse_worst, (long long)lse_bad, (double)kLseAtol,
-           (double)kLseRtol);
+           (double)kLseRtol, cuco::kit::ref_max_abs(h) > 0 ? out->max_abs_err / cuco::kit::ref_max_abs(h) : 0.0);
   return 0;
 }
 

@@ -330,7 +330,6 @@ def run_workload(opts: RunOptions, on_event: Callable[[str], None] | None = None
         return run.summary()
 
 
-
 def first_points(labels: tuple[str, ...], space: Any) -> list[Any]:
     """The points `labels` name, each checked against the run's space; a malformed or illegal one is refused with
     the reason (CucoError) before the run writes anything."""

@@ -44,6 +44,13 @@ PY
   echo "# commit ${CUCO_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+local changes')}"
 }
 
+# One GPU probe script under the part's timeout (RED_TIMEOUT), its log OUT_DIR/NAME.log headed by the device line.
+probe() {
+  local name=$1
+  shift
+  { header; timeout "${RED_TIMEOUT:-400}" python3 "$@"; echo "$name: exit $?"; } 2>&1 | tee "$OUT_DIR/$name.log"
+}
+
 case $PART in
   env)
     { header; nvidia-smi topo -m; python3 benchmarks/p2p_bandwidth.py --world "$W" --json "$OUT_DIR/p2p_w$W.json"
@@ -127,18 +134,12 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
         --timeout-s 100 --out "$OUT_DIR/graph_${wl}_w$W.json"
       echo "graph replay: exit $?"; } 2>&1 | tee "$OUT_DIR/graph_${wl}_w$W.log" ;;
   gemm-under-copy)
-    { header
-      timeout "${RED_TIMEOUT:-400}" python3 benchmarks/gemm_under_copy.py --world "$W" --json "$OUT_DIR/gemm_under_copy_w$W.json"
-      echo "gemm under copy: exit $?"; } 2>&1 | tee "$OUT_DIR/gemm_under_copy_w$W.log" ;;
+    probe gemm_under_copy_w$W benchmarks/gemm_under_copy.py --world "$W" --json "$OUT_DIR/gemm_under_copy_w$W.json" ;;
   merge-accuracy)
-    { header
-      timeout "${RED_TIMEOUT:-400}" python3 benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
-        --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md"
-      echo "merge accuracy: exit $?"; } 2>&1 | tee "$OUT_DIR/attention_merge_accuracy.log" ;;
+    probe attention_merge_accuracy benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
+      --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md" ;;
   reductions)
-    { header
-      timeout "${RED_TIMEOUT:-400}" python3 benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json"
-      echo "reductions: exit $?"; } 2>&1 | tee "$OUT_DIR/reductions_w$W.log" ;;
+    probe reductions_w$W benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json" ;;
   own-programs)
     { header
       timeout "${OWN_TIMEOUT:-500}" python3 benchmarks/own_programs.py --programs "${PROGRAMS:-pending}" \

@@ -45,17 +45,27 @@ def judge(table: dict[str, dict[int, float | None]]) -> dict[str, dict[str, obje
 
 def _measure(shape: str, worlds: list[int], labels: list[str]) -> dict[str, dict[int, float | None]]:
     sys.path.insert(0, str(REPO / "src"))
-    sys.path.insert(0, str(REPO / "tests"))
-    from workload_gpu import build_plugin, compile_codes
-
     from cuco.design_space import Directives, Topology
     from cuco.evaluate.cascade import DEFAULT_VERIFY_DELAY_US
+    from cuco.evaluate.compile import Compiler
+    from cuco.harness.build import build_shared
     from cuco.harness.runner import HarnessRequest, run_harness
+    from cuco.kit.compute import link_options
     from cuco.workloads import get
 
     wl = get("attention_cp")
     dims = wl.parse_shape(shape).dims
-    plugin = build_plugin(wl)
+    compiler = Compiler()
+    lk = link_options(wl, compiler.toolchain)
+    plugin = build_shared(wl.plugin_path(), lk.libraries, include_dirs=lk.include_dirs, extra=lk.extra)
+
+    def compile_codes(codes: list[str]) -> list[Path]:
+        outcomes = compiler.compile_many(codes, lk.libraries, lk.include_dirs, lk.extra)
+        bad = [o.log_excerpt for o in outcomes if not o.ok]
+        if bad:
+            raise SystemExit(f"a point did not compile: {bad[0]}")
+        return [o.so_path for o in outcomes]
+
     table: dict[str, dict[int, float | None]] = {label: {} for label in labels}
     for world in worlds:
         space = wl.space(Topology(world=world, nodes=1, gin_available=False))
@@ -70,7 +80,7 @@ def _measure(shape: str, worlds: list[int], labels: list[str]) -> dict[str, dict
                     continue
                 codes.append(wl.render(Directives.from_label(label), Topology(world=world)))
             named.append(label)
-        sos = compile_codes(wl, codes)
+        sos = compile_codes(codes)
         res = run_harness(HarnessRequest(plugin, sos, dims, world=world, seeds=(1, 2), verify=True, bench=False,
                                          timeout_s=120, delay_comm_us=DEFAULT_VERIFY_DELAY_US))
         by_path = {Path(r.path): r for r in res.candidates}

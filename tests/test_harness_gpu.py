@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "harness"
 NAMES = ["copy_workload", "good_lsa", "nccl_allgather", "deadlock", "wrong_values", "prints_pass",
-         "illegal_address", "needs_gin", "missing_launch", "host_epoch_flag", "syncs_in_launch"]
+         "illegal_address", "needs_gin", "missing_launch", "host_epoch_flag", "syncs_in_launch", "fails_on_one_rank"]
 SMALL = (1 << 20) + 3  # odd: exercises every candidate's tail path
 BIG = 32 << 20         # 64 MiB of bf16 per rank
 
@@ -100,6 +100,16 @@ def test_deadlock_is_reported_as_hang_and_the_next_process_succeeds(built: dict[
     assert good.status == "ok" and all(k.passed for k in good.checks)
     assert res.processes == 2
     assert wall < 10 + 60, f"a hang with a 10 s phase deadline took {wall:.0f} s to contain"
+
+
+def test_a_launch_that_fails_on_one_rank_in_bench_is_that_error_not_a_hang(built: dict[str, Path]) -> None:
+    """Rank 1 returns an error in the bench phase while rank 0's AllGather waits for it: every rank agrees on the
+    launch before any waits, so the candidate is `error` with rank 1's reason (its peer's stuck kernel may still
+    end the process in teardown, said after it), and the next candidate runs in a fresh process."""
+    res = run(built, request(built, ["fails_on_one_rank", "good_lsa"], timeout_s=15))
+    bad, good = res.candidates
+    assert bad.status == "error" and "returned 7" in bad.message, (bad.status, bad.message)
+    assert good.status == "ok", (good.status, good.message)
 
 
 def test_illegal_address_is_a_crash_and_the_rest_still_run(built: dict[str, Path]) -> None:

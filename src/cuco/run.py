@@ -96,6 +96,7 @@ class Run:
         self.search_loop: Any = None
         self.db: Any = None   # the run's CandidateDB, opened once under the lock
         self.fast: Candidate | None = None
+        self.first: list[Any] = []   # the points --try names, checked against the run's space when it opens
 
     # -- open ------------------------------------------------------------------------------------------
     @classmethod
@@ -224,6 +225,8 @@ class Run:
         """The run's first points (RunOptions.first_points) that it does not hold yet, within its evaluations:
         rendered, stored pending, evaluated as one batch and stored again; the search then steps from them as from
         its own."""
+        if not self.first:
+            return []
         db, workload = self.db, self.workload
         stored = db.all(workload.name)
         held = {c.directives.label() for c in stored if c.directives is not None}

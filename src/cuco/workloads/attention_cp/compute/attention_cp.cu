@@ -103,23 +103,31 @@ __global__ void finish_f32_kernel(__nv_bfloat16* o, const float* o32, int64_t n8
 
 unsigned grid_for(int64_t n) { return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
 
-template <int D>
-int merge_f32(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,
-              cudaStream_t s) {
-  const int64_t threads = rows * heads * (D / 8);
-  merge_f32_kernel<D><<<(unsigned)((threads + 255) / 256), 256, 0, s>>>((float*)o, lse, (const __nv_bfloat16*)ob,
-                                                                          lb, rows, heads, lse_ld);
-  return cudaGetLastError() == cudaSuccess ? 0 : 5;
-}
 
-template <int D>
+// The merge into a bf16 running output, or (F32) into an fp32 one.
+template <int D, bool F32>
 int merge(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,
           cudaStream_t s) {
   const int64_t threads = rows * heads * (D / 8);
-  const int64_t blocks = (threads + 255) / 256;
-  merge_kernel<D><<<(unsigned)blocks, 256, 0, s>>>((__nv_bfloat16*)o, lse, (const __nv_bfloat16*)ob, lb, rows,
-                                                   heads, lse_ld);
+  const unsigned blocks = (unsigned)((threads + 255) / 256);
+  if (F32)
+    merge_f32_kernel<D><<<blocks, 256, 0, s>>>((float*)o, lse, (const __nv_bfloat16*)ob, lb, rows, heads, lse_ld);
+  else
+    merge_kernel<D><<<blocks, 256, 0, s>>>((__nv_bfloat16*)o, lse, (const __nv_bfloat16*)ob, lb, rows, heads,
+                                           lse_ld);
   return cudaGetLastError() == cudaSuccess ? 0 : 5;
+}
+
+template <bool F32>
+int merge_any(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int head_dim,
+              int64_t lse_ld, cudaStream_t s) {
+  if (rows <= 0) return 0;
+  switch (head_dim) {
+    case 32: return merge<32, F32>(o, lse, ob, lb, rows, heads, lse_ld, s);
+    case 64: return merge<64, F32>(o, lse, ob, lb, rows, heads, lse_ld, s);
+    case 128: return merge<128, F32>(o, lse, ob, lb, rows, heads, lse_ld, s);
+    default: return 9;
+  }
 }
 
 }  // namespace
@@ -142,24 +150,12 @@ extern "C" int cuco_attn_block(const void* q, const void* k, const void* v, void
 
 extern "C" int cuco_attn_merge(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
                                int head_dim, int64_t lse_ld, cudaStream_t stream) {
-  if (rows <= 0) return 0;
-  switch (head_dim) {
-    case 32: return merge<32>(o, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
-    case 64: return merge<64>(o, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
-    case 128: return merge<128>(o, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
-    default: return 9;
-  }
+  return merge_any<false>(o, lse, o_blk, lse_blk, rows, heads, head_dim, lse_ld, stream);
 }
 
 extern "C" int cuco_attn_merge_f32(void* o32, float* lse, const void* o_blk, const float* lse_blk, int64_t rows,
                                    int heads, int head_dim, int64_t lse_ld, cudaStream_t stream) {
-  if (rows <= 0) return 0;
-  switch (head_dim) {
-    case 32: return merge_f32<32>(o32, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
-    case 64: return merge_f32<64>(o32, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
-    case 128: return merge_f32<128>(o32, lse, o_blk, lse_blk, rows, heads, lse_ld, stream);
-    default: return 9;
-  }
+  return merge_any<true>(o32, lse, o_blk, lse_blk, rows, heads, head_dim, lse_ld, stream);
 }
 
 extern "C" int cuco_attn_start_f32(void* o32, float* lse, int64_t rows, int heads, int head_dim,

@@ -21,7 +21,9 @@ SEARCH_BATCH = 4
 def first_points(workload: str, world: int) -> tuple[str, ...]:
     """The points CUCO_FIRST_POINTS names (comma-separated labels) that are legal for `workload` at `world`: each
     search evaluates them right after the fast path (`cuco run --try`); an illegal one is said and left out."""
-    from cuco.design_space import Directives, Topology
+    from cuco.design_space import Topology
+    from cuco.errors import CucoError
+    from cuco.run import first_points as checked
     from cuco.workloads import get
 
     labels = [x.strip() for x in os.environ.get("CUCO_FIRST_POINTS", "").split(",") if x.strip()]
@@ -29,13 +31,11 @@ def first_points(workload: str, world: int) -> tuple[str, ...]:
     legal = []
     for label in labels:
         try:
-            reason = space.check(Directives.from_label(label))
-        except ValueError as exc:
-            reason = str(exc)
-        if reason:
-            print(f"CUCO_FIRST_POINTS: {label} left out at world {world}: {reason}", flush=True)
-        else:
-            legal.append(label)
+            checked((label,), space)  # the run's own check, one label at a time
+        except CucoError as exc:
+            print(f"CUCO_FIRST_POINTS: left out at world {world}: {exc}", flush=True)
+            continue
+        legal.append(label)
     return tuple(legal)
 
 

@@ -6,7 +6,7 @@ accuracy.
     python3 benchmarks/attention_merge_accuracy.py --worlds 1,2,4 --json OUT.json --md OUT.md \
         [--shape 8192,8,2,128,1] [--points host,lsa/stream_overlap/signal/cta/whole,lsa/fused/world/cta/1MiB]
 
-`host` is the workload's host-driven seed (its ring merges in bf16); a label illegal at some W is said and left out
+`host` is the workload's host-driven seed; a label illegal at some W is said and left out
 there. Inputs are hashes of the global token index, so every W sees the same Q, K and V.
 """
 

@@ -23,14 +23,14 @@ _FLAG_WAIT = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(sr
 _MERGE_CALL = "cuco_attn_merge_f32, main)"
 
 BAD_MERGE = r"""
-// Wrong on purpose: averages the partial outputs (into the fp32 running output), ignoring their log-sum-exps.
-__global__ void average_kernel(float* o, const __nv_bfloat16* ob, int64_t n) {
+// Wrong on purpose: averages the fp32 partial outputs (into the fp32 running output), ignoring their log-sum-exps.
+__global__ void average_kernel(float* o, const float* ob, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    o[i] = 0.5f * (o[i] + __bfloat162float(ob[i]));
+    o[i] = 0.5f * (o[i] + ob[i]);
 }
 static int merge_average(void* o, float*, const void* ob, const float*, int64_t rows, int heads, int head_dim,
                          int64_t, cudaStream_t s) {
-  average_kernel<<<1024, 256, 0, s>>>((float*)o, (const __nv_bfloat16*)ob, rows * heads * head_dim);
+  average_kernel<<<1024, 256, 0, s>>>((float*)o, (const float*)ob, rows * heads * head_dim);
   return launch_ok();
 }
 """

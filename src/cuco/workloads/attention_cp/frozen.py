@@ -14,8 +14,8 @@ HEAD = r"""
 // Ring attention (FlashAttention forward, context parallel), device-initiated.
 // O_r = softmax(Q_r K^T / sqrt(D)) V over the whole sequence on every rank r, with the log-sum-exp of every row;
 // causal with the zigzag layout, or full. Buffers: 0 Q, 1 KV (own block, symmetric), 2 O, 3 LSE, 4 ring
-// (symmetric, slot p holds rank p's KV block), 5 work (a partial O, then its LSE). Layouts and the zigzag
-// schedule: cuco/compute/attention_cp.h. The EVOLVE block defines block_needs(ctx) and enqueue(ctx, st).
+// (symmetric, slot p holds rank p's KV block), 5 work (an fp32 partial O, its LSE, the fp32 running O). Layouts
+// and the zigzag schedule: cuco/compute/attention_cp.h. The EVOLVE block defines block_needs(ctx) and enqueue(ctx, st).
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,24 +73,26 @@ static Needs flag_needs(const Geo& g, int nchunks) {
   return n;
 }
 
-// Attention of this rank's queries to rows [a, b) of src's KV block at `kv` into the running output `o` (elements
-// of o_elem bytes: 2 bf16, 4 fp32); direct for the first slice of the own block (it writes o and LSE), merged into
-// them otherwise.
-static inline int attend_into(cuco_ctx* ctx, const Geo& g, void* o, int o_elem, int src, int64_t a, int64_t b,
-                              const void* kv, bool direct, cuco_attn::MergeFn merge, cudaStream_t s) {
-  char* work = (char*)ctx->buffers[BUF_WORK].ptr;
-  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, o, o_elem,
-                                (float*)ctx->buffers[BUF_LSE].ptr, work,
-                                (float*)(work + 2 * g.Sr * cuco_attn::q_row_elems(g)), direct, merge, s);
-}
-static inline int attend(cuco_ctx* ctx, const Geo& g, int src, int64_t a, int64_t b, const void* kv, bool direct,
-                         cuco_attn::MergeFn merge, cudaStream_t s) {
-  return attend_into(ctx, g, ctx->buffers[BUF_O].ptr, 2, src, a, b, kv, direct, merge, s);
+// The fp32 running output in work (after the fp32 partial O and its LSE): every schedule merges into it and rounds
+// it to bf16 O once, at the end (finish).
+static inline void* running_f32(cuco_ctx* ctx, const Geo& g) {
+  return (char*)ctx->buffers[BUF_WORK].ptr + cuco_attn::work_running_at(g);
 }
 
-// The fp32 running output of the slice pipeline (cuco_attn_merge_f32), after the partial O and its LSE in work.
-static inline void* running_f32(cuco_ctx* ctx, const Geo& g) {
-  return (char*)ctx->buffers[BUF_WORK].ptr + 2 * g.Sr * cuco_attn::q_row_elems(g) + 4 * g.hq * g.Sr;
+// Attention of this rank's queries to rows [a, b) of src's KV block at `kv`, in fp32: direct for the first slice of
+// the own block (it writes the running output and the LSE), an fp32 partial folded in by `merge` otherwise
+// (cuco_attn_merge_f32).
+static inline int attend(cuco_ctx* ctx, const Geo& g, int src, int64_t a, int64_t b, const void* kv, bool direct,
+                         cuco_attn::MergeFn merge, cudaStream_t s) {
+  char* work = (char*)ctx->buffers[BUF_WORK].ptr;
+  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, running_f32(ctx, g), 4,
+                                (float*)ctx->buffers[BUF_LSE].ptr, work,
+                                (float*)(work + cuco_attn::work_partial_lse_at(g)), direct, merge, s);
+}
+
+// O = bf16(the running output): the one rounding, after the last merge.
+static inline int finish(cuco_ctx* ctx, const Geo& g, cudaStream_t s) {
+  return cuco_attn::ring_finish(g, ctx->buffers[BUF_O].ptr, (const char*)ctx->buffers[BUF_WORK].ptr, s);
 }
 
 // This rank's ring slot of src (where src's block lands).

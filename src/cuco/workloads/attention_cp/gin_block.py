@@ -83,9 +83,9 @@ __global__ void gin_wait_kernel(ncclDevComm dc, int s) {
       if ((rc = launch_ok())) return rc;
     }
     const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
-    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge, main))) return rc;
+    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge_f32, main))) return rc;
   }
-  return 0;
+  return finish(ctx, g, main);
 }
 
 }  // namespace cuco_cp

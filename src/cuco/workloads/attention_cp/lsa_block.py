@@ -185,9 +185,9 @@ DEFERRED = r"""
 """ + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@  for (int s = 0; s < g.W; ++s) {
     const int src = source_at(ctx->rank, s, g.W);
     const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
-    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge, main))) return rc;
+    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge_f32, main))) return rc;
   }
-  return 0;
+  return finish(ctx, g, main);
 }
 """
 
@@ -202,17 +202,17 @@ STREAM_OVERLAP = r"""
       if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, last)]))) return rc;
     }
     const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
-    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge, main))) return rc;
+    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge_f32, main))) return rc;
   }
-  return 0;
+  return finish(ctx, g, main);
 }
 """
 
 FUSED = r"""
 // placement=fused (chunk-pipelined): the side stream moves every block, the own one included, slice by slice into
 // the ring; the main stream waits for each slice's landed flag (an in-stream wait, no SM held) and attends to it
-// at once, merging with the log-sum-exp into an fp32 running output (one rounding to bf16 at the end, not one per
-// slice). The FMHA kernel itself does not poll flags.
+// at once, merging with the log-sum-exp into the fp32 running output (which it starts empty: no slice writes it
+// directly). The FMHA kernel itself does not poll flags.
 """ + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@  const cuco::kit::Chunking ch = chunking(g);
   void* o32 = running_f32(ctx, g);
   if ((rc = cuco_attn_start_f32(o32, (float*)ctx->buffers[BUF_LSE].ptr, g.Sr, g.hq, g.d, main))) return rc;
@@ -223,11 +223,10 @@ FUSED = r"""
     for (int64_t r0 = 0; r0 < need; r0 += ch.chunk_rows, ++c) {
       const int64_t r1 = r0 + ch.chunk_rows < need ? r0 + ch.chunk_rows : need;
       if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;
-      if ((rc = attend_into(ctx, g, o32, 4, src, r0, r1, slot(ctx, g, src), false, cuco_attn_merge_f32, main)))
-        return rc;
+      if ((rc = attend(ctx, g, src, r0, r1, slot(ctx, g, src), false, cuco_attn_merge_f32, main))) return rc;
     }
   }
-  return cuco_attn_finish_f32(ctx->buffers[BUF_O].ptr, o32, g.Sr, g.hq, g.d, main);
+  return finish(ctx, g, main);
 }
 """
 
@@ -237,9 +236,9 @@ SPLIT_PUT_WAIT = r"""
 """ + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@  for (int s = 0; s < g.W; ++s) {
     const int src = source_at(ctx->rank, s, g.W);
 @WAIT@    const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
-    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge, main))) return rc;
+    if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge_f32, main))) return rc;
   }
-  return 0;
+  return finish(ctx, g, main);
 }
 """
 

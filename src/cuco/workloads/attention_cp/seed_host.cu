@@ -2,12 +2,13 @@
 // candidate-ABI form, and the baseline that fitness is measured against.
 //
 // W ring steps. At step s this rank attends its queries to the KV block it holds (its own at s = 0, then the
-// block of rank me - s), merging each partial result into the running output with the log-sum-exp; meanwhile
+// block of rank me - s), merging each partial result into an fp32 running output with the log-sum-exp (rounded to
+// bf16 once, after the last step, as ring-flash-attention keeps its output in fp32); meanwhile
 // the side stream forwards that block to the next rank and receives the next one from the previous rank
 // (ncclSend/ncclRecv), as ring-flash-attention does with its communication stream.
 //
 // dims = S, HQ, HKV, D, CAUSAL. Buffers: 0 Q, 1 KV (own block), 2 O, 3 LSE, 4 ring (slot p: rank p's block),
-// 5 work (a partial O, then its LSE). Layouts and the zigzag schedule: cuco/compute/attention_cp.h.
+// 5 work (a partial O, its LSE, the running O: cuco_attn::work_bytes). Layouts and the zigzag schedule: cuco/compute/attention_cp.h.
 #include <stdint.h>
 
 #include "cuco/abi.h"
@@ -46,8 +47,6 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
   cudaStream_t st = ctx->stream, comm = ctx->side_stream;
   char* ring = (char*)ctx->buffers[4].ptr;
   char* work = (char*)ctx->buffers[5].ptr;
-  void* o_blk = work;
-  float* lse_blk = (float*)(work + 2 * g.Sr * cuco_attn::q_row_elems(g));
   if (cudaEventRecord(s->start, st) != cudaSuccess || cudaStreamWaitEvent(comm, s->start, 0) != cudaSuccess) return 3;
   for (int step = 0; step < W; ++step) {
     const int src = cuco_attn::source_at(me, step, W);
@@ -61,10 +60,10 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
       if (cudaEventRecord(s->landed[step + 1], comm) != cudaSuccess) return 4;
     }
     if (step > 0 && cudaStreamWaitEvent(st, s->landed[step], 0) != cudaSuccess) return 5;
-    int rc = cuco_attn::attend_rows(g, me, src, 0, g.Sr, ctx->buffers[0].ptr, cur, ctx->buffers[2].ptr, 2,
-                                    (float*)ctx->buffers[3].ptr, o_blk, lse_blk, step == 0, cuco_attn_merge, st);
+    int rc = cuco_attn::ring_step(g, me, step, ctx->buffers[0].ptr, cur, (float*)ctx->buffers[3].ptr, work, st);
     if (rc) return rc;
   }
+  if (int rc = cuco_attn::ring_finish(g, ctx->buffers[2].ptr, work, st)) return 300 + rc;
   return cudaGetLastError() == cudaSuccess ? 0 : 20;
 }
 

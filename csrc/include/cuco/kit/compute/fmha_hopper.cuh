@@ -1,13 +1,15 @@
 // CUTLASS Hopper FMHA forward (examples/88_hopper_fmha of the nvidia-cutlass wheel) behind one plain function:
-// bf16 Q/K/V/O, fp32 accumulation, the natural-log log-sum-exp of every query row written out, causal or not,
-// GQA through strides, head dims 32, 64 and 128.
+// bf16 Q/K/V, bf16 or fp32 O, fp32 accumulation, the natural-log log-sum-exp of every query row written out, causal
+// or not, GQA through strides, head dims 32, 64 and 128. An fp32 O is for callers that merge partial results (a
+// ring's steps): they round to bf16 once, after the last merge, not once per partial.
 //
 // Use (in a compute library's .cu, compiled -arch=sm_90a -DNDEBUG --expt-relaxed-constexpr with the `cutlass`
 // library; -DNDEBUG matters: device asserts become calls and serialise wgmma):
 //
 //   #include "cuco/kit/compute/fmha_hopper.cuh"
 //   cuco::kit::fmha::Problem p{};            // pointers, sizes and strides below
-//   int status = cuco::kit::fmha::forward<128, /*causal=*/true>(p, stream);   // 0 = enqueued
+//   int status = cuco::kit::fmha::forward<128, /*causal=*/true>(p, stream);   // 0 = enqueued, bf16 O
+//   int status = cuco::kit::fmha::forward<128, true, float>(p, stream);       // fp32 O
 //
 // Each forward<D, causal> is one template instantiation (~20 s of nvcc on 2 cores); instantiate only what is used.
 //
@@ -60,7 +62,7 @@ struct Problem {
   const void* q = nullptr;   // bf16
   const void* k = nullptr;   // bf16
   const void* v = nullptr;   // bf16
-  void* o = nullptr;         // bf16
+  void* o = nullptr;         // bf16, or fp32 (forward<D, causal, float>)
   float* lse = nullptr;      // fp32
   int batch = 1, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0;
   int64_t q_seq_stride = 0, q_head_stride = 0, q_batch_stride = 0;
@@ -105,11 +107,112 @@ using StrideQO = cute::tuple<int, cute::_1, cute::tuple<int, int>>;             
 using StrideKV = cute::tuple<int, cute::_1, cute::tuple<cute::_0, int>>;        // K D (g -> same head, hkv)
 using StrideLSE = cute::tuple<cute::_1, cute::tuple<int, int>>;                 // Q (g, hkv)
 
+template <bool kCausal>
+using Fusion =
+    std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>;
+
+/// The example's forward epilogue (collective/fmha_epilogue.hpp, FmhaFwdEpilogue) with O's element type apart from
+/// the inputs': the example ties both to one type. The LSE store and the TMA store of O are the example's.
+template <class ElementOut, class TileShapeWG>
+struct EpilogueOut {
+  static constexpr int Alignment = 16 / sizeof(ElementOut);
+  using StrideO = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
+  using StrideL = cute::tuple<cute::_1, cute::tuple<int, int>>;
+  using Operation = cutlass::epilogue::fusion::LinearCombination<ElementOut, float, void>;
+  using CollectiveEpilogueTMA = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeWG, cute::Shape<cute::_1, cute::_1, cute::_1>,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, StrideO, Alignment, ElementOut, StrideO,
+      Alignment, cutlass::epilogue::TmaWarpSpecialized, Operation>::CollectiveOp;
+
+  struct Arguments {
+    ElementOut* ptr_O;
+    StrideO dO;
+    float* ptr_LSE;
+    StrideL dLSE;
+  };
+  struct Params {
+    float* ptr_LSE;
+    StrideL dLSE;
+    typename CollectiveEpilogueTMA::Params epilogue_TMA;
+  };
+  using TensorStorage = typename CollectiveEpilogueTMA::TensorStorage;
+  using PipelineStorage = typename CollectiveEpilogueTMA::PipelineStorage;
+  using LoadPipeline = typename CollectiveEpilogueTMA::LoadPipeline;
+  static constexpr int TmaTransactionBytes = CollectiveEpilogueTMA::TmaTransactionBytes;
+
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const& problem_size, Arguments const& args,
+                                        void* workspace = nullptr) {
+    using namespace cute;
+    auto problem_size_o = make_shape(get<2>(problem_size), get<4>(problem_size), 1,
+                                     make_shape(get<0>(problem_size), get<1>(problem_size)));
+    typename CollectiveEpilogueTMA::Arguments args_tma{{}, args.ptr_O, args.dO, args.ptr_O, args.dO};
+    return Params{args.ptr_LSE, args.dLSE,
+                  CollectiveEpilogueTMA::to_underlying_arguments(problem_size_o, args_tma, workspace)};
+  }
+
+  template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
+  CUTLASS_DEVICE void operator()(TileShape const& tile_shape, BlkCoord const& blk_coord, ResultTuple const& result,
+                                 TiledMma const& tiled_mma, ProblemShape const& problem_size, Params const& params,
+                                 LoadPipeline epi_load_pipeline, TensorStorage& epi_tensor_storage) {
+    using namespace cute;
+    using X = Underscore;
+    auto acc = get<0>(result);
+    auto lse = get<1>(result);
+    auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x);
+    int num_batch = get<0>(problem_size);
+    int num_heads = get<1>(problem_size);
+    Tensor mLSE = make_tensor(make_gmem_ptr(params.ptr_LSE),
+                              make_shape(get<2>(problem_size), get<1>(tile_shape), make_shape(num_batch, num_heads)),
+                              make_stride(_1{}, _0{}, get<1>(params.dLSE)));
+    Tensor gLSE_full = local_tile(mLSE, tile_shape, make_coord(_, _, _), Step<_1, _1, X>{});
+    Tensor gLSE = gLSE_full(_, _, get<0>(blk_coord), get<1>(blk_coord), get<2>(blk_coord));
+    Tensor tOgLSE = thr_mma.partition_C(gLSE);
+    Tensor cO = make_identity_tensor(take<0, 2>(tile_shape));
+    Tensor tOcO = thr_mma.partition_C(cO);
+    if (get<1>(tOcO(_0{})) == 0) {  // one thread per row writes its LSE
+      auto tOgLSE_mn = make_tensor(tOgLSE.data(), cutlass::fmha::collective::layout_acc_mn(tiled_mma,
+                                                                                            tOgLSE.layout()));
+      auto tOcO_mn = make_tensor(tOcO.data(), cutlass::fmha::collective::layout_acc_mn(tiled_mma, tOcO.layout()));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size<0>(tOgLSE_mn); i++)
+        if (get<0>(tOcO_mn(i)) + get<0>(blk_coord) * get<0>(tile_shape) < get<2>(problem_size))
+          tOgLSE_mn(i, _0{}) = lse(i);
+    }
+    auto problem_size_o = make_shape(get<2>(problem_size), get<4>(problem_size), _,
+                                     make_shape(get<0>(problem_size), get<1>(problem_size)));
+    CollectiveEpilogueTMA epilogue_tma(params.epilogue_TMA, epi_tensor_storage);
+    using EpiStorePipeline = typename CollectiveEpilogueTMA::StorePipeline;
+    typename EpiStorePipeline::Params epi_store_pipeline_params;
+    epi_store_pipeline_params.always_wait = true;
+    EpiStorePipeline epi_store_pipeline(epi_store_pipeline_params);
+    typename CollectiveEpilogueTMA::LoadPipelineState epi_load_pipe_consumer_state;
+    cutlass::PipelineState epi_store_pipe_producer_state = cutlass::make_producer_start_state<EpiStorePipeline>();
+    auto [load_state_next, store_state_next] = epilogue_tma.store(
+        epi_load_pipeline, epi_load_pipe_consumer_state, epi_store_pipeline, epi_store_pipe_producer_state,
+        problem_size_o, tile_shape, make_coord(get<0>(blk_coord), _0{}, _, get<2>(blk_coord)), acc, tiled_mma,
+        threadIdx.x % cutlass::NumThreadsPerWarpGroup, epi_tensor_storage);
+    epilogue_tma.store_tail(epi_load_pipeline, load_state_next, epi_store_pipeline, store_state_next);
+  }
+};
+
+/// bf16 O: the example's builder as it is. Another O type: the example's mainloop and kernel with EpilogueOut.
+template <int kHeadDim, bool kCausal, class ElementOut>
+struct OpFor {
+  using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
+      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>>;
+  using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
+      Mainloop, EpilogueOut<ElementOut, typename Mainloop::TileShapePV>,
+      cutlass::fmha::kernel::IndividualTileScheduler>;
+};
 template <int kHeadDim, bool kCausal>
-using Op = cutlass::device::Universal<typename cutlass::fmha::kernel::FmhaBuilder<
-    Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV,
-    std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>,
-    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel>;
+struct OpFor<kHeadDim, kCausal, Element> {
+  using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<
+      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel;
+};
+template <int kHeadDim, bool kCausal, class ElementOut = Element>
+using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementOut>::Kernel>;
 
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 inline bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -154,12 +257,14 @@ int check(const Problem& p) {
   return 0;
 }
 
-/// Enqueue O, LSE = attention(Q, K, V) on `stream`; returns the status described at the top of this file.
-template <int kHeadDim, bool kCausal>
+/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O of ElementOut (bf16 or float); returns the status described
+/// at the top of this file.
+template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t>
 int forward(const Problem& p, cudaStream_t stream) {
   using namespace cute;
   using detail::Element;
-  using O = detail::Op<kHeadDim, kCausal>;
+  using O = detail::Op<kHeadDim, kCausal, ElementOut>;
+  static_assert(O::Kernel::SharedStorageSize <= 227 * 1024, "the FMHA's shared memory exceeds an H100 SM's 227 KiB");
   if (int bad = check<kHeadDim, kCausal>(p)) return bad;
   const int group = p.heads_q / p.heads_kv;
   // Query head h = hkv * G + g: g moves by one head, hkv by G heads; K/V ignore g (static zero stride).
@@ -175,7 +280,7 @@ int forward(const Problem& p, cudaStream_t stream) {
     const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;
     const Element* k = static_cast<const Element*>(p.k) + b * p.k_batch_stride;
     const Element* v = static_cast<const Element*>(p.v) + b * p.v_batch_stride;
-    Element* o = static_cast<Element*>(p.o) + b * p.o_batch_stride;
+    ElementOut* o = static_cast<ElementOut*>(p.o) + b * p.o_batch_stride;
     float* lse = p.lse + b * p.lse_batch_stride;
     typename O::Arguments args{detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim},
                                {q, sQ, k, sK, v, sV},

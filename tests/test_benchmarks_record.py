@@ -91,3 +91,35 @@ def test_repeats_alternate_order_stop_when_steady_and_a_hang_ends_the_retiming()
 
     with pytest.raises(RuntimeError, match=r"repeat 2 in the order best, host failed: best: hang in phase bench"):
         record.repeat_until_steady(hangs_second, ["host", "best"], 3, 7, "wl s")
+
+
+@pytest.mark.parametrize("mutation", ["original", "directive"])
+def test_an_original_best_is_the_hosts_figure_of_the_same_repeats(monkeypatch, mutation):
+    """A run whose best is the host seed itself is not re-timed as a second program: its figure of record is the
+    host's, from the same repeats (speedup exactly 1.0); any other best is re-timed beside the host."""
+    import types
+
+    import search_rows
+
+    timed: dict[str, str] = {}
+
+    def retime_stand_in(workload, name, world, codes, iters=30):   # stands in for the GPU re-timing
+        timed.update(codes)
+        out = {"host_ms": 2.0, "fastpath_ms": 2.2, "compute_ms": 1.0, "comm_ms": 0.5, "verified_full_entropy": True,
+               "host_ms_q": 1.8, "fastpath_ms_q": 2.0, "compute_ms_q": 0.9, "comm_ms_q": 0.4}
+        if "best" in codes:
+            out.update(best_ms=1.6, best_ms_q=1.5)
+        return out
+
+    monkeypatch.setattr(record, "retime", retime_stand_in)
+    best = types.SimpleNamespace(mutation=mutation, code="best code", status="passed",
+                                 metrics={"time_ms": 2.0, "host_ms": 2.0, "speedup": 1.0})
+    fast = types.SimpleNamespace(status="passed", code="fast path code")
+    row = search_rows.of_record("gemm_allgather", "s", 2, types.SimpleNamespace(best=best, fastpath=fast))
+    assert timed["fastpath"] == "fast path code" and row["verified"]
+    if mutation == "original":
+        assert "best" not in timed
+        assert row["best_ms"] == row["host_ms"] == 2.0 and row["speedup"] == 1.0 and row["speedup_q"] == 1.0
+        assert row["overlap_efficiency"] == 0.0 and row["best_ms_q"] == 1.8
+    else:
+        assert timed["best"] == "best code" and row["best_ms"] == 1.6

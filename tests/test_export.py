@@ -120,3 +120,20 @@ def test_capture_is_refused_only_at_world_above_one_without_graph_safe(world, gr
     assert (why is not None) == (capturing and world > 1 and not graph_safe)
     if why:
         assert "graph_replay.py" in why and "graph_safe=True" in why and f"world {world}" in why
+
+
+def test_a_run_whose_best_is_the_host_seed_exports_the_seed_from_best(tmp_path):
+    """Nothing beat the host seed: best/ holds the seed (point 'original', not a candidate of the database), and
+    that is what is exported, at the run's shape and world."""
+    from cuco.workloads import get
+
+    run, _ = _run(tmp_path)
+    seed = get("gemm_allgather").seed_code()
+    (run / "best").mkdir()
+    (run / "best" / "kernel.cu").write_text(seed)
+    (run / "best" / "best.json").write_text(json.dumps({
+        "kind": "workload", "workload": "gemm_allgather", "candidate_id": "orig", "mutation": "original",
+        "point": "original", "metrics": {"time_ms": 0.7}, "bench": {"shape": "1024x512x256", "world": 2}}))
+    src = ExportSource.from_run(run)
+    assert src.code == seed and src.point == "original" and src.world == 2 and src.harness_ms == 0.7
+    assert src.shape.dims == (1024, 512, 256)

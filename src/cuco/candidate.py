@@ -20,7 +20,8 @@ NOT_RUN_HERE = "not_run_here"
 RANKED_STATUSES = ("passed", "unmeasured")
 
 #: How a candidate came to be.
-#: 'original': a user's program itself, the best of a program run when no rewrite beat it.
+#: 'original': the program a run is measured against (a user's program, a workload's host seed), the run's best
+#: when no verified rewrite beat it (cuco.reference_best).
 MUTATIONS = ("seed", "fastpath", "directive", "directive_cross", "llm_diff", "llm_full", "llm_cross", "manual",
              "original")
 

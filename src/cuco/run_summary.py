@@ -63,7 +63,7 @@ class RunSummary:
             point = point_of(self.best) or f"({self.best.mutation})"
             lines.append(f"best point   {point}")
             if self.best.mutation == "original":
-                lines.append(f"             no verified rewrite was faster than your program (the fastest: "
+                lines.append(f"             no verified rewrite was faster than the original program (the fastest: "
                              f"{m.get('fastest_rewrite_ms', float('nan')):.3f} ms); best/ holds it unchanged")
             lines.append(f"time         {m.get('time_ms', float('nan')):.3f} ms   "
                          f"(host {m.get('host_ms', float('nan')):.3f} ms, speedup {m.get('speedup', float('nan')):.3f}x)")
@@ -79,14 +79,8 @@ class RunSummary:
 
 
 def point_of(c: Candidate) -> str | None:
-    """A candidate's design point label; 'original' for a user's program itself; None for a point-less edit."""
-    if c.mutation == "original":
-        return "original"
-    return c.directives.label() if c.directives else None
-
-
-def point_of(c: Candidate) -> str | None:
-    """A candidate's design point label; 'original' for a user's program itself; None for a point-less edit."""
+    """A candidate's design point label; 'original' for the reference itself (a user's program, a workload's host
+    seed); None for a point-less edit."""
     if c.mutation == "original":
         return "original"
     return c.directives.label() if c.directives else None

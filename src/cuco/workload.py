@@ -86,12 +86,16 @@ class Workload:
                             address=address)
 
     def best_of(self, fastest: Candidate) -> Candidate:
-        """The fastest verified candidate is the run's best."""
-        return fastest
+        """Never slower than the host seed: the fastest verified candidate where it beat the seed in its own timed
+        rounds, else the seed itself (cuco.reference_best; it is a candidate of the ABI too)."""
+        from cuco import reference_best
+
+        return reference_best.best_of(fastest, self.seed_code(), self.name, "The host seed")
 
     def provenance(self, best: Candidate) -> dict[str, Any]:
-        """Nothing beyond the point: a workload's candidates are all renderings or edits of its template."""
-        return {}
+        """Whether best/ holds the host seed itself; a workload's other candidates are renderings or edits of its
+        template."""
+        return {"is_original": best.mutation == "original"}
 
 
     def summary(self) -> str:

@@ -62,6 +62,9 @@ class ExportSource:
                 raise ExportError(f"{run} is a run of a program; its best/kernel.cu is a whole program to build and "
                                   "run, not an op")
             candidate_id = info["candidate_id"]
+            if info.get("mutation") == "original":   # nothing beat the host seed: best/ holds it (not in the db)
+                _check_version(run)
+                return cls._original(run, info)
         _check_version(run)
         db_file = run / "candidates.db"
         if not db_file.is_file():
@@ -80,6 +83,20 @@ class ExportSource:
         bench = c.results["bench"].data
         return cls(workload, c.code, workload.parse_shape(str(bench["shape"])), int(bench["world"]), c.id,
                    c.directives.label() if c.directives else None, c.metrics.get("time_ms"))
+
+    @classmethod
+    def _original(cls, run: Path, info: dict) -> "ExportSource":
+        """The host seed that a run's best/ holds when no candidate beat it (cuco.reference_best)."""
+        from cuco import workloads
+
+        if info.get("workload") not in workloads.available():
+            raise ExportError(f"{run}'s best is of {info.get('workload')!r}, not a built-in workload")
+        workload = workloads.get(info["workload"])
+        bench = info.get("bench") or {}
+        if "shape" not in bench or "world" not in bench:
+            raise ExportError(f"{run}/best/best.json names no bench shape and world; run `cuco run` again")
+        return cls(workload, (run / "best" / "kernel.cu").read_text(), workload.parse_shape(str(bench["shape"])),
+                   int(bench["world"]), info["candidate_id"], "original", info.get("metrics", {}).get("time_ms"))
 
     def build(self) -> tuple[Path, Path, Path]:
         """(export library, workload plugin, candidate) shared objects, built or taken from the cache."""

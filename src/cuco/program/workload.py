@@ -8,11 +8,12 @@ from typing import Any, ClassVar
 
 import attrs
 
-from cuco.candidate import Candidate, LevelResult
+from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.errors import CucoError
 from cuco.fastpath.model import Analysis
 from cuco.fastpath.render import prompt_text
+from cuco import reference_best
 from cuco.program import space as program_space
 from cuco.fastpath.verify import BuildOptions
 from cuco.problem import Runner, Say
@@ -86,34 +87,13 @@ class ProgramWorkload:
 
     def best_of(self, fastest: Candidate) -> Candidate:
         """Never slower than the program: the fastest verified rewrite where it beat the program, else the
-        program itself (original())."""
-        return fastest if fastest.metrics.get("speedup", 0.0) > 1.0 else self.original(fastest)
+        program itself (cuco.reference_best)."""
+        return reference_best.best_of(fastest, self.program.text, self.name, "Your program")
 
     def provenance(self, best: Candidate) -> dict[str, Any]:
         """The original's path, whether kernel.cu is the program unchanged, and how it builds."""
         return {"original": str(self.program.path.resolve()), "is_original": best.mutation == "original",
                 "build": BEST_BUILD}
-
-    def original(self, fastest: Candidate) -> Candidate:
-        """The user's program as the run's best when no rewrite beat it: its time is the host time measured in
-        the same timed rounds as `fastest` (the fastest verified rewrite), so its speedup is exactly 1.0."""
-        bench = fastest.results["bench"]
-        host_ms = fastest.metrics["host_ms"]
-        metrics = {"time_ms": host_ms, "host_ms": host_ms, "speedup": 1.0,
-                   "fastest_rewrite_ms": fastest.metrics["time_ms"],
-                   "fastest_rewrite_speedup": fastest.metrics["speedup"]}
-        if "cold_ms" in fastest.metrics:   # the original's own first region, from the same rounds
-            metrics["cold_ms"] = metrics["cold_time_ms"] = fastest.metrics["cold_ms"]
-        data = {**bench.data, "runs_ms": bench.data.get("host_runs_ms", []), "fastest_rewrite": fastest.id,
-                "fastest_rewrite_point": fastest.directives.label() if fastest.directives else fastest.mutation}
-        itself = {"how": "the reference itself (the rounds time it beside every rewrite)"}
-        results = {level: LevelResult(level, True, "", 0.0, itself) for level in ("static", "compile", "verify")}
-        results["bench"] = attrs.evolve(bench, data=data)
-        return Candidate(code=self.program.text, workload=self.name, mutation="original", metrics=metrics,
-                         fitness=1.0, results=results,
-                         feedback=(f"Your program as it is: no verified rewrite was faster (the fastest, "
-                                   f"{data['fastest_rewrite_point']}, took {fastest.metrics['time_ms']:.3f} ms "
-                                   f"against {host_ms:.3f} ms in the same rounds)."))
 
     def fast_path(self, topology: Topology) -> Candidate:
         """The fast path's candidate: the rewrite at the space's conservative point."""

@@ -4,7 +4,8 @@
 #
 #   bash benchmarks/gpu_w.sh W PART [OUT_DIR]
 #
-# PART: env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
+# PART: suite (every GPU test file at world W, one tests-<name> part each, resumable; then
+# benchmarks/results/gpu_tests_w<W>.log, benchmarks/suite_log.py) | env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
 # later parts' results files record) | bench-<workload> (its torch anchor, then its benchmark, back to back, shapes
 # from SHAPES_<workload>, else those of the issue's list its results file still needs (`all`: every one); results
 # merged by shape into benchmarks/results/<workload>_w<W>.*, logs appended) | build (every workload's compute
@@ -121,6 +122,27 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu "$file" --world "$W" -v \
         -p no:cacheprovider --durations=10
       echo "gpu tests: exit $?"; } 2>&1 | tee "$OUT_DIR/gpu_tests_${wl}_w$W.log" ;;
+  suite)
+    # every GPU test file at world W, one tests-<name> part each, in turn; a file whose log already shows this
+    # commit passing is not run again (resumable over device calls); a file is not started with under 60 s left of
+    # SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries
+    start=$SECONDS
+    for f in tests/test_*_gpu.py; do
+      name=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from suite_log import part_name; \
+from pathlib import Path; print(part_name(Path('$f')))")
+      log="$OUT_DIR/gpu_tests_${name}_w$W.log"
+      if [ -n "${CUCO_COMMIT:-}" ] && grep -q "^# commit $CUCO_COMMIT\b" "$log" 2>/dev/null && python3 -c \
+"import sys; sys.path.insert(0, 'benchmarks'); from suite_log import read_log, passed; from pathlib import Path; \
+sys.exit(0 if passed(read_log(Path('$log'))['summary']) else 1)"; then
+        echo "suite: $f passed at $CUCO_COMMIT already"; continue
+      fi
+      left=$(( ${SUITE_S:-540} - (SECONDS - start) ))
+      [ "$left" -lt 60 ] && { echo "suite: $f not started ($left s left)"; continue; }
+      TEST_TIMEOUT=$(( left - 10 < ${TEST_TIMEOUT:-520} ? left - 10 : ${TEST_TIMEOUT:-520} )) \
+        bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" > /dev/null
+      echo "suite: $f: $(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)"
+    done
+    python3 benchmarks/suite_log.py "$W" "$OUT_DIR" "benchmarks/results/gpu_tests_w$W.log" ;;
   sanitize-*)
     wl=${PART#sanitize-}
     { header
@@ -151,6 +173,6 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     tar czf "$OUT_DIR/cache.tgz" -C "$CUCO_CACHE_DIR" . && ls -la "$OUT_DIR/cache.tgz" ;;
   cache-load)
     mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
-  *) echo "unknown part $PART (env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
+  *) echo "unknown part $PART (suite, env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
        "graph-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,80 @@
+"""The whole GPU suite's log at one world size, gathered from the per-file logs that `bash benchmarks/gpu_w.sh W
+suite` writes (one `tests-<name>` part per GPU test file, resumable over device calls):
+
+    python3 benchmarks/suite_log.py W LOG_DIR OUT.log
+
+OUT.log holds, per GPU test file (tests/test_*_gpu.py), its log's device line, commit and pytest summary line, then
+the suite's line: every file passed at one commit, or which files failed, are missing or ran at another commit.
+Exit 0 when every file passed at one commit, else 1."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|error|errors|skipped|deselected)\b.* in [\d.]+s.*) =+$")
+
+
+def part_name(test_file: Path) -> str:
+    """The gpu_w.sh part of a GPU test file: tests/test_workload_<w>_gpu.py -> <w>, tests/test_<n>_gpu.py -> <n>."""
+    stem = test_file.stem.removesuffix("_gpu").removeprefix("test_")
+    return stem.removeprefix("workload_")
+
+
+def read_log(path: Path) -> dict[str, str | None]:
+    """A per-file log's device line, commit and last pytest summary line (None where absent)."""
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    device = next((ln for ln in text.splitlines() if ln.startswith("# device:")), None)
+    commit = next((ln.split()[2] for ln in text.splitlines() if ln.startswith("# commit ") and len(ln.split()) > 2),
+                  None)
+    summaries = [m.group(1) for ln in text.splitlines() if (m := SUMMARY.match(ln.strip()))]
+    return {"device": device, "commit": commit, "summary": summaries[-1] if summaries else None}
+
+
+def passed(summary: str | None) -> bool:
+    """True for a pytest summary with passes and no failure or error."""
+    return bool(summary) and " passed" in f" {summary}" and not re.search(r"\b\d+ (failed|errors?)\b", summary)
+
+
+def gather(world: int, log_dir: Path, test_files: list[Path]) -> tuple[list[str], bool]:
+    """The suite log's lines and whether every file passed at one commit."""
+    lines = [f"# the GPU suite at world {world}: one pytest run per GPU test file (benchmarks/gpu_w.sh {world} suite)"]
+    failed, missing, commits = [], [], set()
+    for f in test_files:
+        name = part_name(f)
+        log = read_log(log_dir / f"gpu_tests_{name}_w{world}.log")
+        lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: {log['summary'] or 'no summary'}"
+                     f"  [{log['commit'] or 'commit ?'}; {(log['device'] or '# device: ?')[2:]}]")
+        if log["summary"] is None:
+            missing.append(name)
+        elif not passed(log["summary"]):
+            failed.append(name)
+        if log["commit"]:
+            commits.add(log["commit"])
+    ok = not failed and not missing and len(commits) == 1
+    if ok:
+        lines.append(f"suite: all {len(test_files)} files passed at commit {commits.pop()}")
+    else:
+        said = [f"failed: {', '.join(failed)}" if failed else "", f"no log: {', '.join(missing)}" if missing else "",
+                f"commits: {', '.join(sorted(commits))}" if len(commits) > 1 else ""]
+        lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
+    return lines, ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("world", type=int)
+    ap.add_argument("log_dir", type=Path)
+    ap.add_argument("out", type=Path)
+    a = ap.parse_args(argv)
+    lines, ok = gather(a.world, a.log_dir, sorted((ROOT / "tests").glob("test_*_gpu.py")))
+    a.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -57,6 +57,50 @@ def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
     return {"anchor_compute_ms": max(per_rank), "anchor_per_rank_ms": per_rank, "torch": torch.__version__}
 
 
+#: The published anchor the exchange alone is set beside (DeepEP's docs/legacy.md, V1 normal kernels).
+DEEPEP_ANCHOR = ("DeepEP V1 intranode normal kernels on H800 (~160 GB/s NVLink maximum), EP 8, 4096 tokens, hidden "
+                 "7168, top-8 experts, FP8 dispatch and BF16 combine: 153 GB/s dispatch and 158 GB/s combine bottleneck "
+                 "bandwidth (0.96 and 0.99 of the link's maximum)")
+
+
+def exchange_alone(name: str, label: str, world: int, iters: int = 20) -> dict[str, Any]:
+    """The best point's exchange by itself (render_exchange_path: the FFN off): dispatch alone (the combine off too),
+    then dispatch and combine; the combine is their difference. GB/s per rank: the payload of the rows a rank
+    receives from the others on average (fp8 or bf16 dispatch, bf16 combine) over the time, max over ranks."""
+    from cuco.design_space import Directives
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.harness.runner import HarnessRequest, run_harness
+    from cuco.workloads import get
+    from cuco.workloads.moe.render import render_exchange_path
+
+    w = get("moe")
+    point = Directives.from_label(label)
+    cascade = Evaluator(w, world=world, bench_shape=name)  # only its build path: libraries, compute library, plugin
+    link = cascade.link()
+    built = cascade.compiler.compile_many([render_exchange_path(point, combine=False), render_exchange_path(point)],
+                                          link.libraries, link.include_dirs, link.extra)
+    bad = [b.log_excerpt for b in built if not b.ok]
+    if bad:
+        raise RuntimeError(f"the exchange alone of {label} did not compile: {bad[0][:500]}")
+    shape = w.parse_shape(name)
+    res = run_harness(HarnessRequest(cascade.plugin(), [b.so_path for b in built], shape.dims, world=world,
+                                     seeds=(ANCHOR_SEED,), verify=False, bench=True, warmup=3, iters=iters,
+                                     timeout_s=300))
+    by_path = {r.path: r for r in res.candidates}
+    runs = [by_path.get(str(b.so_path)) for b in built]
+    ms = [r.timing.max_median_ms if r is not None and r.status == "ok" and r.timing else None for r in runs]
+    t, h, _i, _e, k, _r = shape.dims
+    rows_in = t * k * (world - 1) / world
+    out: dict[str, Any] = {"exchange_point": label, "dispatch_alone_ms": ms[0], "exchange_alone_ms": ms[1],
+                           "exchange_alone_status": [r.status if r is not None else "missing" for r in runs],
+                           "exchange_iters": iters}
+    if ms[0] and ms[1] and ms[1] > ms[0]:
+        out["combine_alone_ms"] = ms[1] - ms[0]
+        out["dispatch_gbps"] = rows_in * h * (1 if point.get("dispatch_dtype") == "fp8" else 2) / (ms[0] * 1e-3) / 1e9
+        out["combine_gbps"] = rows_in * h * 2 / (out["combine_alone_ms"] * 1e-3) / 1e9
+    return out
+
+
 def run_shape(name: str, world: int, evals: int, runs: Path) -> dict[str, Any]:
     """Search one MoE shape: the best point, its bound parts, the fast path and every evaluation."""
     return search_row("moe", name, world, evals, runs)
@@ -138,6 +182,11 @@ def main() -> None:
         except Exception as exc:
             row["anchor_error"] = repr(exc)
         merge_torch(row, anchors.get(name), "torch_layer_ms")
+        if world > 1 and str(row.get("best_point", "")).startswith("lsa/"):
+            try:
+                row.update(exchange_alone(name, row["best_point"], world))
+            except Exception as exc:
+                row["exchange_error"] = repr(exc)[:500]
         put_row(meta, row)
         _write(out, meta)
         if name == a.sweep:  # right after its search, so a cut-off run still has both
@@ -172,6 +221,19 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
                      f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(r.get('overlap_efficiency'), 2)} | "
                      f"{layer} | {fmt(r.get('anchor_compute_ms'))} | "
                      f"{fmt(r.get('anchor_over_compute'), 2)} | `{r.get('best_point', '—')}` |")
+    alone = [r for r in rows if r.get("dispatch_alone_ms") is not None]
+    if alone:
+        p2p = (meta.get("machine") or {}).get("p2p") or {}
+        one_peer = p2p.get("one_peer_median_gbps")
+        lines += ["", f"Exchange alone (the best point with its FFN off; µs, max over ranks; GB/s per rank: the rows a "
+                  f"rank receives from the others, on average, over the time). Measured peer-to-peer here: "
+                  f"{fmt(one_peer, 0)} GB/s one peer at a time. Published anchor: {DEEPEP_ANCHOR}.", "",
+                  "| shape | point | dispatch µs | dispatch GB/s | combine µs | combine GB/s |", "|---|---|---|---|---|---|"]
+        for r in alone:
+            comb = r.get("combine_alone_ms")
+            lines.append(f"| {r['shape']} | `{r['exchange_point']}` | {fmt(r['dispatch_alone_ms'] * 1e3, 1)} | "
+                         f"{fmt(r.get('dispatch_gbps'), 1)} | {fmt(comb * 1e3 if comb else None, 1)} | "
+                         f"{fmt(r.get('combine_gbps'), 1)} |")
     sw = meta.get("sweep")
     if sw:
         best = sw.get("best") or {}

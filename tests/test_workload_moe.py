@@ -84,6 +84,26 @@ def test_render_reflects_the_point():
     assert "stage_copies(st, true, ss)" in ce
 
 
+def test_the_exchange_alone_switches_off_the_ffn_and_then_the_combine():
+    """benchmarks/moe.py times a point's dispatch and combine by themselves: its candidate with the FFN off, and with
+    the combine off too; a candidate as searched keeps both on. Every LSA point renders both ways at W = 2 and 4."""
+    from cuco.workloads.moe.render import COMBINE_ON, FFN_ON, render_exchange_path
+
+    for world in (2, 4):
+        for point in WL.space(Topology(world=world)).points():
+            code = WL.render(point, Topology(world=world))
+            assert code.count(FFN_ON) == 1 and code.count(COMBINE_ON) == 1
+            if point.backend != "lsa":
+                with pytest.raises(ValueError, match="LSA points"):
+                    render_exchange_path(point)
+                continue
+            both = render_exchange_path(point)
+            dispatch = render_exchange_path(point, combine=False)
+            assert "constexpr bool kFfn = false;" in both and COMBINE_ON in both
+            assert "constexpr bool kFfn = false;" in dispatch and "constexpr bool kCombine = false;" in dispatch
+            assert split(both)[1] == split(code)[1]   # the block itself is the point's, unchanged
+
+
 def test_candidates_are_on_the_kit_skeleton():
     """State, needs and the four entry points come from cuco::kit (skeleton.cuh); MoE keeps no copy of them."""
     head, _block, tail = split(WL.render(Directives.from_label("lsa/deferred/world/cta/whole/dispatch_dtype=bf16")))

@@ -46,6 +46,11 @@ using cuco::kit::kPrevLaunch;  // which launch's epoch a wait is for (the epoch 
 using cuco::kit::kThisLaunch;
 using cuco::kit::stream_wait_epoch;
 
+// The exchange alone (benchmarks/moe.py times dispatch and combine by themselves): kFfn = false skips the expert
+// FFN, kCombine = false the combine as well. Such a candidate moves the bytes but computes nothing; it cannot verify.
+constexpr bool kFfn = true;
+constexpr bool kCombine = true;
+
 // What the block asks: of the harness (the kit's Needs; the symmetric flags below are added by the frozen tail),
 // and the CTAs its communication kernels take beside the FFN. Filled by block_needs() inside the EVOLVE block.
 struct Needs : cuco::kit::Needs {
@@ -148,6 +153,7 @@ static int tables(cuco_ctx* ctx, State* st, cudaStream_t s) {
 
 // FFN over `which` groups (0: all rows, 1: own tokens' rows, 2: peers' rows) of the received rows.
 static int ffn(cuco_ctx* ctx, State* st, cuco_moe_ffn* plan, int which, cudaStream_t s) {
+  if (!kFfn) return 0;
   const Geo& g = st->g;
   return cuco_moe_ffn_run(plan, (int)g.El, Pub<char>(st, st->P.recv), ctx->buffers[BUF_W1].ptr,
                           ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
@@ -156,6 +162,7 @@ static int ffn(cuco_ctx* ctx, State* st, cuco_moe_ffn* plan, int which, cudaStre
 }
 
 static int combine(cuco_ctx* ctx, State* st, cudaStream_t s) {
+  if (!kCombine) return 0;
   const Geo& g = st->g;
   const int blocks = (int)(g.T < 4 * ctx->sm_count ? g.T : 4 * ctx->sm_count);
   combine_kernel<<<blocks, 256, 0, s>>>(g, (const int32_t*)ctx->buffers[BUF_EXPERT].ptr,

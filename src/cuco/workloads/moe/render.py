@@ -225,10 +225,10 @@ FUSED = r"""
     chunk_groups_kernel<<<1, 256, 0, cs>>>(g.El, W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
                                            c * chunk_rows(g), (c + 1) * chunk_rows(g), c_rows, c_off);
     if ((rc = launch_ok())) return rc;
-    rc = cuco_moe_ffn_run(st->ffn_part, (int)g.El, Pub<char>(st, st->P.recv), ctx->buffers[BUF_W1].ptr,
-                          ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
-                          Pub<char>(st, st->P.yrows), c_rows, c_off, W<int32_t>(st, st->L.grp_exp), cs);
-    if (rc) return rc;
+    if (kFfn && (rc = cuco_moe_ffn_run(st->ffn_part, (int)g.El, Pub<char>(st, st->P.recv), ctx->buffers[BUF_W1].ptr,
+                                       ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
+                                       Pub<char>(st, st->P.yrows), c_rows, c_off, W<int32_t>(st, st->L.grp_exp), cs)))
+      return rc;
   }"""
 
 SYNC = {
@@ -320,3 +320,21 @@ def render(point: Directives) -> str:
     """CUDA source of the candidate for `point`: frozen head and tail around one EVOLVE block. Pure; the point is not
     checked here: Workload.render checks it against the run's topology first."""
     return assemble(frozen.head(), block(point), frozen.TAIL)
+
+
+FFN_ON = "constexpr bool kFfn = true;"
+COMBINE_ON = "constexpr bool kCombine = true;"
+
+
+def render_exchange_path(point: Directives, combine: bool = True) -> str:
+    """The candidate of an LSA `point` with its expert FFN switched off, and its combine too where combine=False:
+    the dispatch and combine alone, or the dispatch alone, as benchmarks/moe.py times them. It moves the bytes and
+    computes nothing, so it cannot verify. GIN and NVSHMEM points combine with puts the switch does not reach."""
+    if point.backend != "lsa":
+        raise ValueError(f"the exchange alone is rendered for LSA points, not {point.label()}")
+    code = render(point)
+    for on in (FFN_ON,) if combine else (FFN_ON, COMBINE_ON):
+        if code.count(on) != 1:
+            raise AssertionError(f"the frozen head lost its switch {on!r}")
+        code = code.replace(on, on.replace("true", "false"))
+    return code

@@ -182,13 +182,15 @@ def main() -> None:
         except Exception as exc:
             row["anchor_error"] = repr(exc)
         merge_torch(row, anchors.get(name), "torch_layer_ms")
-        if world > 1 and str(row.get("best_point", "")).startswith("lsa/"):
+        put_row(meta, row)
+        _write(out, meta)
+        if world > 1 and str(row.get("best_point", "")).startswith("lsa/"):  # after the row is safe on disk
             try:
                 row.update(exchange_alone(name, row["best_point"], world))
             except Exception as exc:
                 row["exchange_error"] = repr(exc)[:500]
-        put_row(meta, row)
-        _write(out, meta)
+            put_row(meta, row)
+            _write(out, meta)
         if name == a.sweep:  # right after its search, so a cut-off run still has both
             try:
                 truth = sweep(a.sweep, world)

@@ -5,7 +5,8 @@
 #   bash benchmarks/gpu_w.sh W PART [OUT_DIR]
 #
 # PART: suite (every GPU test file at world W, one tests-<name> part each, resumable; then
-# benchmarks/results/gpu_tests_w<W>.log, benchmarks/suite_log.py) | env (device, versions, `nvidia-smi topo -m`, measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
+# benchmarks/results/gpu_tests_w<W>.log, benchmarks/suite_log.py) | env (device, versions, `nvidia-smi topo -m`,
+# measured peer-to-peer GB/s, alone: OUT_DIR/machine.json, which
 # later parts' results files record) | bench-<workload> (its torch anchor, then its benchmark, back to back, shapes
 # from SHAPES_<workload>, else those of the issue's list its results file still needs (`all`: every one); results
 # merged by shape into benchmarks/results/<workload>_w<W>.*, logs appended) | build (every workload's compute

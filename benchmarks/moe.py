@@ -59,8 +59,8 @@ def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
 
 #: The published anchor the exchange alone is set beside (DeepEP's docs/legacy.md, V1 normal kernels).
 DEEPEP_ANCHOR = ("DeepEP V1 intranode normal kernels on H800 (~160 GB/s NVLink maximum), EP 8, 4096 tokens, hidden "
-                 "7168, top-8 experts, FP8 dispatch and BF16 combine: 153 GB/s dispatch and 158 GB/s combine bottleneck "
-                 "bandwidth (0.96 and 0.99 of the link's maximum)")
+                 "7168, top-8 experts, FP8 dispatch and BF16 combine: 153 GB/s dispatch and 158 GB/s combine "
+                 "bottleneck bandwidth (0.96 and 0.99 of the link's maximum)")
 
 
 def exchange_alone(name: str, label: str, world: int, iters: int = 20) -> dict[str, Any]:
@@ -227,10 +227,11 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     if alone:
         p2p = (meta.get("machine") or {}).get("p2p") or {}
         one_peer = p2p.get("one_peer_median_gbps")
-        lines += ["", f"Exchange alone (the best point with its FFN off; µs, max over ranks; GB/s per rank: the rows a "
-                  f"rank receives from the others, on average, over the time). Measured peer-to-peer here: "
+        lines += ["", f"Exchange alone (the best point with its FFN off; µs, max over ranks; GB/s per rank: the rows "
+                  f"a rank receives from the others, on average, over the time). Measured peer-to-peer here: "
                   f"{fmt(one_peer, 0)} GB/s one peer at a time. Published anchor: {DEEPEP_ANCHOR}.", "",
-                  "| shape | point | dispatch µs | dispatch GB/s | combine µs | combine GB/s |", "|---|---|---|---|---|---|"]
+                  "| shape | point | dispatch µs | dispatch GB/s | combine µs | combine GB/s |",
+                  "|---|---|---|---|---|---|"]
         for r in alone:
             comb = r.get("combine_alone_ms")
             lines.append(f"| {r['shape']} | `{r['exchange_point']}` | {fmt(r['dispatch_alone_ms'] * 1e3, 1)} | "

@@ -8,7 +8,8 @@
 // (ncclSend/ncclRecv), as ring-flash-attention does with its communication stream.
 //
 // dims = S, HQ, HKV, D, CAUSAL. Buffers: 0 Q, 1 KV (own block), 2 O, 3 LSE, 4 ring (slot p: rank p's block),
-// 5 work (a partial O, its LSE, the running O: cuco_attn::work_bytes). Layouts and the zigzag schedule: cuco/compute/attention_cp.h.
+// 5 work (a partial O, its LSE, the running O: cuco_attn::work_bytes). Layouts and the zigzag schedule:
+// cuco/compute/attention_cp.h.
 #include <stdint.h>
 
 #include "cuco/abi.h"

@@ -128,21 +128,15 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # commit passing is not run again (resumable over device calls); a file is not started with under 60 s left of
     # SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries
     start=$SECONDS
-    for f in tests/test_*_gpu.py; do
-      name=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from suite_log import part_name; \
-from pathlib import Path; print(part_name(Path('$f')))")
+    python3 benchmarks/suite_log.py "$W" "$OUT_DIR" --todo "${CUCO_COMMIT:-}" > /tmp/suite_todo
+    while read -r f name; do
       log="$OUT_DIR/gpu_tests_${name}_w$W.log"
-      if [ -n "${CUCO_COMMIT:-}" ] && grep -q "^# commit $CUCO_COMMIT\b" "$log" 2>/dev/null && python3 -c \
-"import sys; sys.path.insert(0, 'benchmarks'); from suite_log import read_log, passed; from pathlib import Path; \
-sys.exit(0 if passed(read_log(Path('$log'))['summary']) else 1)"; then
-        echo "suite: $f passed at $CUCO_COMMIT already"; continue
-      fi
       left=$(( ${SUITE_S:-540} - (SECONDS - start) ))
       [ "$left" -lt 60 ] && { echo "suite: $f not started ($left s left)"; continue; }
       TEST_TIMEOUT=$(( left - 10 < ${TEST_TIMEOUT:-520} ? left - 10 : ${TEST_TIMEOUT:-520} )) \
-        bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" > /dev/null
+        bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" < /dev/null > /dev/null
       echo "suite: $f: $(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)"
-    done
+    done < /tmp/suite_todo
     python3 benchmarks/suite_log.py "$W" "$OUT_DIR" "benchmarks/results/gpu_tests_w$W.log" ;;
   sanitize-*)
     wl=${PART#sanitize-}

@@ -2,6 +2,7 @@
 suite` writes (one `tests-<name>` part per GPU test file, resumable over device calls):
 
     python3 benchmarks/suite_log.py W LOG_DIR OUT.log
+    python3 benchmarks/suite_log.py W LOG_DIR --todo COMMIT    # the parts still to run: `FILE PART` per line
 
 OUT.log holds, per GPU test file (tests/test_*_gpu.py), its log's device line, commit and pytest summary line, then
 the suite's line: every file passed at one commit, or which files failed, are missing or ran at another commit.
@@ -64,13 +65,31 @@ def gather(world: int, log_dir: Path, test_files: list[Path]) -> tuple[list[str]
     return lines, ok
 
 
+def todo(world: int, log_dir: Path, commit: str, test_files: list[Path]) -> list[tuple[Path, str]]:
+    """(file, part) of every GPU test file whose log does not show it passed at `commit` (what `suite` runs)."""
+    out = []
+    for f in test_files:
+        log = read_log(log_dir / f"gpu_tests_{part_name(f)}_w{world}.log")
+        if not (commit and log["commit"] == commit and passed(log["summary"])):
+            out.append((f, part_name(f)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("world", type=int)
     ap.add_argument("log_dir", type=Path)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("out", type=Path, nargs="?")
+    ap.add_argument("--todo", metavar="COMMIT", help="print `FILE PART` of each file not yet passed at COMMIT")
     a = ap.parse_args(argv)
-    lines, ok = gather(a.world, a.log_dir, sorted((ROOT / "tests").glob("test_*_gpu.py")))
+    files = sorted((ROOT / "tests").glob("test_*_gpu.py"))
+    if a.todo is not None:
+        for f, part in todo(a.world, a.log_dir, a.todo, files):
+            print(f.relative_to(ROOT), part)
+        return 0
+    if a.out is None:
+        ap.error("OUT.log is needed unless --todo is given")
+    lines, ok = gather(a.world, a.log_dir, files)
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if ok else 1

@@ -47,3 +47,11 @@ def test_the_suite_passes_only_with_every_file_passed_at_one_commit(tmp_path):
     lines, ok = suite_log.gather(2, tmp_path, FILES)
     assert ok and lines[-1] == "suite: all 2 files passed at commit c405229"
     assert "tests/test_workload_moe_gpu.py: 4 passed, 12 skipped in 75.51s (0:01:15)  [c405229; device:" in lines[1]
+
+
+def test_todo_names_the_files_not_yet_passed_at_the_commit(tmp_path):
+    _log(tmp_path, "moe", "c405229", "4 passed, 12 skipped in 75.51s (0:01:15)")
+    _log(tmp_path, "fastpath", "c405229", "1 failed, 4 passed in 100.0s (0:01:40)")
+    assert [p for _f, p in suite_log.todo(2, tmp_path, "c405229", FILES)] == ["fastpath"]
+    assert [p for _f, p in suite_log.todo(2, tmp_path, "d1fb750", FILES)] == ["moe", "fastpath"]
+    assert [p for _f, p in suite_log.todo(2, tmp_path, "", FILES)] == ["moe", "fastpath"]   # no commit: run all

@@ -14,6 +14,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import attrs
 
+from cuco import reference_best
 from cuco.candidate import Candidate
 from cuco.design_space import DesignSpace, Directives, Topology
 from cuco.kit.compute import ComputeLibrary
@@ -88,8 +89,6 @@ class Workload:
     def best_of(self, fastest: Candidate) -> Candidate:
         """Never slower than the host seed: the fastest verified candidate where it beat the seed in its own timed
         rounds, else the seed itself (cuco.reference_best; it is a candidate of the ABI too)."""
-        from cuco import reference_best
-
         return reference_best.best_of(fastest, self.seed_code(), self.name, "The host seed")
 
     def provenance(self, best: Candidate) -> dict[str, Any]:

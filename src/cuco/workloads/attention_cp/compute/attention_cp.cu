@@ -119,7 +119,6 @@ __global__ void finish_f32_kernel(__nv_bfloat16* o, const float* o32, int64_t n8
 
 unsigned grid_for(int64_t n) { return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
 
-
 // The merge of a bf16 partial into a bf16 running output, or (F32) of an fp32 partial into an fp32 one.
 template <int D, bool F32>
 int merge(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,

@@ -126,9 +126,11 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   suite)
     # every GPU test file at world W, one tests-<name> part each, in turn; a file whose log already shows this
     # commit passing is not run again (resumable over device calls); a file is not started with under 60 s left of
-    # SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries
+    # SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries. Suites of two
+    # world sizes may run at once (their logs and lists of pending files are apart)
     start=$SECONDS
-    python3 benchmarks/suite_log.py "$W" "$OUT_DIR" --todo "${CUCO_COMMIT:-}" > /tmp/suite_todo
+    pending=$(mktemp /tmp/suite_todo.XXXX)
+    python3 benchmarks/suite_log.py "$W" "$OUT_DIR" --todo "${CUCO_COMMIT:-}" > "$pending"
     while read -r f name; do
       log="$OUT_DIR/gpu_tests_${name}_w$W.log"
       left=$(( ${SUITE_S:-540} - (SECONDS - start) ))
@@ -136,7 +138,8 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       TEST_TIMEOUT=$(( left - 10 < ${TEST_TIMEOUT:-520} ? left - 10 : ${TEST_TIMEOUT:-520} )) \
         bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" < /dev/null > /dev/null
       echo "suite: $f: $(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)"
-    done < /tmp/suite_todo
+    done < "$pending"
+    rm -f "$pending"
     python3 benchmarks/suite_log.py "$W" "$OUT_DIR" "benchmarks/results/gpu_tests_w$W.log" ;;
   sanitize-*)
     wl=${PART#sanitize-}

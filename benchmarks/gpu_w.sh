@@ -33,6 +33,7 @@ cd "$(dirname "$0")/.."
 OUT_DIR=${3:-benchmarks/results/w$W}
 source benchmarks/gpu_env.sh
 mkdir -p "$OUT_DIR"
+KEEP=/tmp/cuco-kept-logs/$(cd "$OUT_DIR" && pwd | tr / _)
 
 header() {
   device_line
@@ -122,13 +123,21 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     { header
       timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu "$file" --world "$W" -v \
         -p no:cacheprovider --durations=10
-      echo "gpu tests: exit $?"; } 2>&1 | tee "$OUT_DIR/gpu_tests_${wl}_w$W.log" ;;
+      echo "gpu tests: exit $?"; } 2>&1 | tee "$OUT_DIR/gpu_tests_${wl}_w$W.log"
+    # kept outside the tree too: the next device call's copy of the tree replaces OUT_DIR, and `suite` takes back
+    # the logs of its commit from here
+    mkdir -p "$KEEP" && cp "$OUT_DIR/gpu_tests_${wl}_w$W.log" "$KEEP/" ;;
   suite)
     # every GPU test file at world W, one tests-<name> part each, in turn; a file whose log already shows this
-    # commit passing is not run again (resumable over device calls); a file is not started with under 60 s left of
+    # commit passing is not run again (resumable over device calls on one machine: the logs of CUCO_COMMIT kept
+    # outside the tree come back first, since each call's copy of the tree replaces OUT_DIR); a file is not started
+    # with under 60 s left of
     # SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries. Suites of two
     # world sizes may run at once (their logs and lists of pending files are apart)
     start=$SECONDS
+    for kept in "$KEEP"/gpu_tests_*_w"$W".log; do
+      [ -f "$kept" ] && grep -qx "# commit ${CUCO_COMMIT:-none}" "$kept" && cp "$kept" "$OUT_DIR/"
+    done
     pending=$(mktemp /tmp/suite_todo.XXXX)
     python3 benchmarks/suite_log.py "$W" "$OUT_DIR" --todo "${CUCO_COMMIT:-}" > "$pending"
     while read -r f name; do

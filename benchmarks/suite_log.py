@@ -5,14 +5,18 @@ suite` writes (one `tests-<name>` part per GPU test file, resumable over device 
     python3 benchmarks/suite_log.py W LOG_DIR --todo COMMIT    # the parts still to run: `FILE PART` per line
 
 OUT.log holds, per GPU test file (tests/test_*_gpu.py), its log's device line, commit and pytest summary line, then
-the suite's line: every file passed at one commit, or which files failed, are missing or ran at another commit.
-Exit 0 when every file passed at one commit, else 1."""
+the suite's line: every file passed at one version of the library, or which files failed, are missing or ran at
+another. Files passed at several commits count as one version where git shows no change to the library (src/, csrc/)
+between them (a fixed test re-run alone); the line names the commits and the devices. Exit 0 when the suite
+passed, else 1."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,10 +44,27 @@ def passed(summary: str | None) -> bool:
     return bool(summary) and " passed" in f" {summary}" and not re.search(r"\b\d+ (failed|errors?)\b", summary)
 
 
-def gather(world: int, log_dir: Path, test_files: list[Path]) -> tuple[list[str], bool]:
-    """The suite log's lines and whether every file passed at one commit."""
+LIBRARY = ("src", "csrc")
+
+
+def same_library(commits: list[str], repo: Path = ROOT) -> bool:
+    """True when git shows no change to the library (src/, csrc/) between the first commit and each other one;
+    False where git cannot tell (an unknown commit, `+local changes`, no repository)."""
+    for other in commits[1:]:
+        try:
+            diff = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", commits[0], other, "--", *LIBRARY],
+                                  capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        if diff.returncode != 0:   # 1: the library changed; 128: git could not read a commit
+            return False
+    return True
+
+
+def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT) -> tuple[list[str], bool]:
+    """The suite log's lines and whether every file passed at one version of the library (same_library)."""
     lines = [f"# the GPU suite at world {world}: one pytest run per GPU test file (benchmarks/gpu_w.sh {world} suite)"]
-    failed, missing, commits = [], [], set()
+    failed, missing, commits, devices = [], [], set(), Counter()
     for f in test_files:
         name = part_name(f)
         log = read_log(log_dir / f"gpu_tests_{name}_w{world}.log")
@@ -55,12 +76,20 @@ def gather(world: int, log_dir: Path, test_files: list[Path]) -> tuple[list[str]
             failed.append(name)
         if log["commit"]:
             commits.add(log["commit"])
-    ok = not failed and not missing and len(commits) == 1
-    if ok:
-        lines.append(f"suite: all {len(test_files)} files passed at commit {commits.pop()}")
+        if log["device"]:
+            devices[log["device"].split(";")[0].removeprefix("# device: ")] += 1
+    order = sorted(commits)
+    one_version = len(order) == 1 or (len(order) > 1 and same_library(order, repo))
+    ok = not failed and not missing and one_version
+    if ok and len(order) == 1:
+        lines.append(f"suite: all {len(test_files)} files passed at commit {order[0]}")
+    elif ok:
+        on = ", ".join(f"{d} ({n} file{'s' * (n > 1)})" for d, n in devices.most_common())
+        lines.append(f"suite: all {len(test_files)} files passed at commits {', '.join(order)} (no change to "
+                     f"{' or '.join(d + '/' for d in LIBRARY)} between them); devices: {on}")
     else:
         said = [f"failed: {', '.join(failed)}" if failed else "", f"no log: {', '.join(missing)}" if missing else "",
-                f"commits: {', '.join(sorted(commits))}" if len(commits) > 1 else ""]
+                f"commits: {', '.join(order)} (the library differs)" if len(order) > 1 else ""]
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
     return lines, ok
 

@@ -3,6 +3,7 @@ named with its summary, and the suite passed only when every file passed at one 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,3 +56,32 @@ def test_todo_names_the_files_not_yet_passed_at_the_commit(tmp_path):
     assert [p for _f, p in suite_log.todo(2, tmp_path, "c405229", FILES)] == ["fastpath"]
     assert [p for _f, p in suite_log.todo(2, tmp_path, "d1fb750", FILES)] == ["moe", "fastpath"]
     assert [p for _f, p in suite_log.todo(2, tmp_path, "", FILES)] == ["moe", "fastpath"]   # no commit: run all
+
+
+def _commit(repo: Path, path: str, text: str) -> str:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-qm", path], check=True, capture_output=True)
+    return subprocess.run([*git, "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_files_passed_at_commits_that_differ_only_outside_the_library_are_one_suite(tmp_path):
+    repo, logs = tmp_path / "repo", tmp_path / "logs"
+    repo.mkdir(), logs.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    first = _commit(repo, "src/cuco/x.py", "a = 1\n")
+    test_fix = _commit(repo, "tests/test_x_gpu.py", "def test_x(): pass\n")
+    library_change = _commit(repo, "csrc/x.cu", "int x;\n")
+    _log(logs, "moe", first, "4 passed, 12 skipped in 75.51s (0:01:15)")
+    _log(logs, "fastpath", test_fix, "5 passed in 122.95s (0:02:02)")
+    lines, ok = suite_log.gather(2, logs, FILES, repo=repo)
+    assert ok and lines[-1].startswith(f"suite: all 2 files passed at commits {', '.join(sorted([first, test_fix]))}")
+    assert "no change to src/ or csrc/" in lines[-1] and "NVIDIA H100 80GB HBM3, 580.159.04 x4 (2 files)" in lines[-1]
+    _log(logs, "fastpath", library_change, "5 passed in 122.95s (0:02:02)")
+    lines, ok = suite_log.gather(2, logs, FILES, repo=repo)
+    assert not ok and "(the library differs)" in lines[-1]
+    _log(logs, "fastpath", "0000000", "5 passed in 122.95s (0:02:02)")   # a commit git does not know
+    assert not suite_log.gather(2, logs, FILES, repo=repo)[1]

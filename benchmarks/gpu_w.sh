@@ -131,8 +131,8 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # every GPU test file at world W, one tests-<name> part each, in turn; a file whose log already shows this
     # commit passing is not run again (resumable over device calls on one machine: the logs of CUCO_COMMIT kept
     # outside the tree come back first, since each call's copy of the tree replaces OUT_DIR); a file is not started
-    # with under 60 s left of SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries. Suites of two
-    # world sizes may run at once (their logs and lists of pending files are apart)
+    # with under 60 s left of SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files'
+    # summaries. Suites of two world sizes may run at once (their logs and lists of pending files are apart)
     start=$SECONDS
     for kept in "$KEEP"/gpu_tests_*_w"$W".log; do
       [ -f "$kept" ] && grep -qx "# commit ${CUCO_COMMIT:-none}" "$kept" && cp "$kept" "$OUT_DIR/"

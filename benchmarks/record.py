@@ -70,7 +70,7 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     if bad:
         raise RuntimeError(f"re-timing {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
     sos = {k: b.so_path for k, b in zip(labels, built)}
-    with _record_lock() as waited_s:
+    with record_lock() as waited_s:
         start = time.monotonic()
         _say(f"{workload} {shape}: lock held after {waited_s:.1f} s")
         runs = repeat_until_steady(lambda order, verify: _one_run(ev, sos, order, "full", verify, iters), labels,
@@ -121,7 +121,7 @@ def _say(text: str) -> None:
 
 
 @contextlib.contextmanager
-def _record_lock() -> Iterator[float]:
+def record_lock() -> Iterator[float]:
     """Hold the host's re-timing lock; yields the seconds waited for it."""
     t0 = time.monotonic()
     with open(RECORD_LOCK, "a") as f:

@@ -38,3 +38,16 @@ def test_shards_split_the_pending_list_without_overlap_or_loss(tmp_path):
     assert all(set(a).isdisjoint(b) for k, a in enumerate(shards) for b in shards[k + 1:])
     with pytest.raises(SystemExit, match="0 <= i < n"):
         own.programs("pending", None, "2/2")
+
+
+def test_the_table_says_which_rows_hold_figures_of_record():
+    base = {"collectives": ["ncclAllReduce"], "launch_model": "thread-per-gpu", "evaluated": 8, "fastpath_ms": 0.05,
+            "host_ms": 0.03, "best_ms": 0.03, "speedup": 1.0, "cold_ms": 0.2, "cold_best_ms": 0.2, "verified": True}
+    rows = [{**base, "program": "a", "best_point": "original", "record_repeats": 5, "spread": 0.021},
+            {**base, "program": "b", "best_point": "original", "spread": 0.147},
+            {"program": "c", "collectives": [], "launch_model": "?", "error": "ProgramError: no"}]
+    table = own.render(rows).splitlines()
+    header = next(ln for ln in table if ln.startswith("| program"))
+    a, b, c = (next(ln for ln in table if ln.startswith(f"| {n} ")) for n in "abc")
+    assert all(ln.count("|") == header.count("|") for ln in (a, b, c))
+    assert "| 5 | 0.0210 |" in a and "| - | 0.1470 |" in b

@@ -147,3 +147,45 @@ def test_verification_runs_each_region_once_so_a_missing_wait_is_not_hidden_by_e
     delayed = [e for e in launcher.envs if e[2]]
     assert delayed == [("rewrite", "1", True)]
     assert ("reference", "1", False) in launcher.envs   # compared with the original run the same way
+
+
+class ScriptedRoundsLauncher:
+    """A unit-test double of the program harness's runs for re-timing: the original's region takes `host_ms`,
+    the rewrite's the next of `rewrite_ms` (warm instances; the first instance is 10x); the rewrite reads back
+    `rewrite_bytes`. `runs` records the binary names in order."""
+
+    def __init__(self, host_ms, rewrite_ms, rewrite_bytes=b"ok"):
+        self.host_ms, self.rewrite_ms, self.rewrite_bytes, self.runs = host_ms, iter(rewrite_ms), rewrite_bytes, []
+
+    def run(self, binary, group, env, timeout_s, work_dir):
+        self.runs.append(binary.name)
+        ms, data = (self.host_ms, b"ok") if binary.name == "reference" else (next(self.rewrite_ms), self.rewrite_bytes)
+        return Observation({(0, 0): data}, ((0, 0, 0, 10 * ms), (0, 0, 1, ms), (0, 0, 2, ms))), ""
+
+
+def _retiming(tmp_path, launcher):
+    from cuco.evaluate.executor import Executor
+    from cuco.program import evaluator as E
+
+    corpus = Path(__file__).parent / "fixtures" / "host_programs"
+    ev = E.ProgramEvaluator(HostProgram.load(corpus / "rs_grad_shard.cu"), world=1,
+                            executor=Executor(world=1, devices=["0"]), work_dir=tmp_path, launcher=launcher)
+    ev._build = lambda code, name: (tmp_path / ("reference" if name == "reference" else "rewrite"), "")
+    return ev
+
+
+def test_a_rewrite_is_retimed_in_interleaved_rounds_until_its_spread_settles(tmp_path):
+    launcher = ScriptedRoundsLauncher(4.0, [2.0, 2.4, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+    got = _retiming(tmp_path, launcher).retime("rewrite", min_runs=3, max_runs=9)
+    # the second round is 20 % off, so the spread stays above 0.03 over any later rounds: the cap ends it
+    assert len(got.rounds) == 9 and got.best_ms == 2.0 and got.host_ms == 4.0 and got.speedup == 2.0
+    assert got.to_dict()["record_spread_above_limit"] and got.to_dict()["record_cold_ms"] == 40.0
+    assert launcher.runs[2:] == ["reference", "rewrite"] * 9   # after the reference's two checking runs
+
+
+def test_retiming_a_rewrite_that_reads_back_other_bytes_is_an_error(tmp_path):
+    from cuco.program.source import ProgramError
+
+    ev = _retiming(tmp_path, ScriptedRoundsLauncher(4.0, [2.0] * 3, rewrite_bytes=b"no"))
+    with pytest.raises(ProgramError, match="read back other bytes"):
+        ev.retime("rewrite")

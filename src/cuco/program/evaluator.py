@@ -38,6 +38,7 @@ from cuco.program import diagnostics
 from cuco.program import space as program_space
 from cuco.program.launcher import LocalLauncher, ProgramLauncher
 from cuco.program.observation import Observation, compare
+from cuco.program.retime import Retimed, Round, retime
 from cuco.program.source import HostProgram, ProgramError
 
 #: Instances of each region per process (observe.h): the first is cold, the rest are the steady state.
@@ -181,6 +182,37 @@ class ProgramEvaluator(Cascade):
         """L3: `timed_runs` rounds of the reference and every survivor, each a fresh process."""
         reference = self.reference()
         self.executor.run(lambda g: self._bench(batch, alive, _binaries(batch, alive), reference, g), exclusive=True)
+
+    def retime(self, code: str, min_runs: int = 3, max_runs: int = 9) -> Retimed:
+        """The figure of record of the rewrite `code` against the program (cuco.program.retime): interleaved rounds
+        of fresh processes, each rewrite run's read-backs checked against the original's; ProgramError where a
+        run fails or reads back other bytes."""
+        binary, log = self._build(code, "retime")
+        if binary is None:
+            raise ProgramError(f"{self.program.path}: the rewrite to re-time does not compile:\n{log}")
+        reference = self.reference()
+        assert self._reference is not None
+        original = self._reference[0]
+
+        def rounds(group: DeviceGroup) -> Retimed:
+            def one() -> Round:
+                host, why_host = self._run(original, group)
+                best, why_best = self._run(binary, group)
+                for obs, why, who in ((host, why_host, "the program"), (best, why_best, "the rewrite")):
+                    if obs is None or obs.region_ms() is None:
+                        raise ProgramError(f"{self.program.path}: re-timing, {who} failed: "
+                                           f"{why or 'no timed region ran'}")
+                assert host is not None and best is not None
+                same, how = compare(reference, best)
+                if not same:
+                    raise ProgramError(f"{self.program.path}: re-timing, the rewrite read back other bytes than the "
+                                       f"program: {how}")
+                figures = (host.region_ms(), host.cold_ms(), best.region_ms(), best.cold_ms())
+                assert all(f is not None for f in figures)   # a run with regions has both
+                return Round(*figures)  # type: ignore[arg-type]
+            return retime(one, min_runs, max_runs)
+
+        return self.executor.run(rounds, exclusive=True)
 
     def feedback(self, c: Candidate) -> str:
         """The first failure with its reason, or the verdict and the time against the host program."""

@@ -1,0 +1,88 @@
+"""The figure of record of a rewrite against its program (docs/measuring.md): interleaved rounds, each the
+original and then the rewrite as fresh processes, until at least `min_runs` rounds are in and both sides' spread
+is within `spread_limit`, or `max_runs` rounds ran. The search's timed rounds rank candidates; these figures are
+the ones a results file states."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable
+
+import attrs
+
+#: A figure's largest (max - min) / median over its rounds before more rounds stop being run (docs/measuring.md).
+SPREAD_LIMIT = 0.03
+
+
+def spread(runs_ms: tuple[float, ...]) -> float:
+    """(max - min) / median of one side's rounds; 0 for fewer than two."""
+    if len(runs_ms) < 2:
+        return 0.0
+    mid = statistics.median(runs_ms)
+    return (max(runs_ms) - min(runs_ms)) / mid if mid else float("inf")
+
+
+@attrs.frozen
+class Round:
+    """One interleaved round: the original's and the rewrite's region time (warm median) and cold first region."""
+
+    host_ms: float
+    host_cold_ms: float
+    best_ms: float
+    best_cold_ms: float
+
+
+@attrs.frozen
+class Retimed:
+    """The rounds of a figure of record and what a results row reads from them (medians, spread, repeats)."""
+
+    rounds: tuple[Round, ...] = attrs.field(validator=attrs.validators.min_len(1))
+    spread_limit: float = SPREAD_LIMIT
+
+    def _side(self, name: str) -> tuple[float, ...]:
+        return tuple(getattr(r, name) for r in self.rounds)
+
+    @property
+    def host_ms(self) -> float:
+        """The original's median region time over the rounds."""
+        return statistics.median(self._side("host_ms"))
+
+    @property
+    def best_ms(self) -> float:
+        """The rewrite's median region time over the rounds."""
+        return statistics.median(self._side("best_ms"))
+
+    @property
+    def speedup(self) -> float:
+        """host_ms / best_ms: above 1, the rewrite is faster."""
+        return self.host_ms / self.best_ms
+
+    @property
+    def spread(self) -> float:
+        """The larger of the two sides' spreads."""
+        return max(spread(self._side("host_ms")), spread(self._side("best_ms")))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields a results row takes (`record_*`), the rounds included."""
+        return {"record_host_ms": self.host_ms, "record_best_ms": self.best_ms, "record_speedup": self.speedup,
+                "record_cold_ms": statistics.median(self._side("host_cold_ms")),
+                "record_cold_best_ms": statistics.median(self._side("best_cold_ms")),
+                "record_spread": self.spread, "record_repeats": len(self.rounds),
+                "record_spread_above_limit": self.spread > self.spread_limit,
+                "record_host_runs_ms": list(self._side("host_ms")),
+                "record_best_runs_ms": list(self._side("best_ms"))}
+
+
+def retime(one_round: Callable[[], Round], min_runs: int = 3, max_runs: int = 9,
+           spread_limit: float = SPREAD_LIMIT) -> Retimed:
+    """Rounds from `one_round` (which raises where a run fails or reads back wrong bytes) until `min_runs` are in
+    and the spread is within `spread_limit`, or `max_runs` rounds ran."""
+    if not 1 <= min_runs <= max_runs:
+        raise ValueError(f"need 1 <= min_runs <= max_runs, got min_runs={min_runs}, max_runs={max_runs}")
+    rounds: list[Round] = []
+    while len(rounds) < max_runs:
+        rounds.append(one_round())
+        got = Retimed(tuple(rounds), spread_limit)
+        if len(rounds) >= min_runs and got.spread <= spread_limit:
+            return got
+    return Retimed(tuple(rounds), spread_limit)

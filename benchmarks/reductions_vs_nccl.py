@@ -1,5 +1,5 @@
 """Device-initiated reductions against NCCL's, same process model, same timing code: the program
-benchmarks/probes/reductions/allreduce_sweep.cu (NCCL AllReduce, ReduceScatter and Reduce, bf16 sum, 1 MiB to
+benchmarks/probes/reductions/allreduce_sweep.cu (NCCL AllReduce, ReduceScatter and Reduce, bf16 sum, 64 KiB to
 1 GiB) is built as written and as cuco's fast path rewrites it, and the two binaries run alternately. Bus bandwidth
 as nccl-tests defines it (AllReduce: algbw x 2(W-1)/W; ReduceScatter: x (W-1)/W; Reduce: x 1), NVLink multicast
 off. Writes the rows to --out (JSON) and a table beside it (.md).
@@ -21,7 +21,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "probes" / "reductions" / "allreduce_sweep.cu"
-ALGOS = {"auto": 0, "one_shot": 1, "two_shot": 2}   # CUCOFP_ALLREDUCE (cuco.program.space.ALLREDUCE)
+ALGOS = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}   # CUCOFP_ALLREDUCE (cuco.program.space.ALLREDUCE)
 BUS = {"allreduce": lambda w: 2 * (w - 1) / w, "reducescatter": lambda w: (w - 1) / w, "reduce": lambda w: 1.0}
 
 
@@ -94,7 +94,7 @@ def main() -> int:
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--runs", type=int, default=2, help="runs of each binary, alternating (default 2)")
     ap.add_argument("--timeout-s", type=float, default=240)
-    ap.add_argument("--allreduce", default="auto,one_shot,two_shot",
+    ap.add_argument("--allreduce", default="auto,one_shot,two_shot,push",
                     help="AllReduce algorithms of the rewrite to time (the program's allreduce directive)")
     ap.add_argument("--out", default="reductions.json")
     args = ap.parse_args()

@@ -130,3 +130,16 @@ def test_every_reduce_slice_has_one_owner_and_from_three_ranks_the_root_owns_non
         assert owner[(root + 1) % nranks] == 0                           # from the rank after the root, in turn
     else:
         assert parts == nranks and owner == list(range(nranks))
+
+
+@settings(max_examples=60, deadline=None)
+@given(nranks=st.integers(1, 64), ctas=st.integers(1, 32))
+def test_push_flags_and_staged_buffers_are_distinct_aligned_and_inside_their_areas(layout, nranks, ctas):
+    got = layout.ask("push", nranks, ctas)
+    max_bytes, flag_bytes, staging_bytes = got[:3]
+    flags, staged = got[3:3 + 2 * nranks * ctas], got[3 + 2 * nranks * ctas:]
+    assert len(staged) == 2 * nranks
+    assert max_bytes % 256 == 0 and 0 < max_bytes * nranks <= 4 * MiB   # both slots hold 8 MiB whatever W
+    assert len(set(flags)) == len(flags) and all(f % 4 == 0 and 0 <= f < flag_bytes for f in flags)
+    # each staged buffer is max_bytes long, 256-byte aligned, and none overlaps another
+    assert sorted(staged) == [k * max_bytes for k in range(2 * nranks)] and staging_bytes == 2 * nranks * max_bytes

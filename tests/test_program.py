@@ -79,8 +79,8 @@ def test_the_observed_program_times_the_statements_around_every_collective(name)
 
 def _expected_size(kinds: tuple[str, ...]) -> int:
     """placement x comm_ctas, and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
-    with comm_ctas fixed when every collective is a movement one); x 3 AllReduce algorithms with an AllReduce."""
-    algos = 3 if "allreduce" in kinds else 1
+    with comm_ctas fixed when every collective is a movement one); x 4 AllReduce algorithms with an AllReduce."""
+    algos = 4 if "allreduce" in kinds else 1
     if not set(kinds) & set(MOVEMENT):
         return 2 * 3 * algos
     ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 3
@@ -100,7 +100,7 @@ def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(na
         assert f"// cuco design point: {point.label()}" in code
         assert f"#define CUCOFP_CHUNK_BYTES {point.chunk_bytes}  //" in code
         if "allreduce" in w.program.analysis.kinds():
-            assert f"#define CUCOFP_ALLREDUCE {('auto', 'one_shot', 'two_shot').index(point.get('allreduce'))}" in code
+            assert f"#define CUCOFP_ALLREDUCE {('auto', 'one_shot', 'two_shot', 'push').index(point.get('allreduce'))}" in code
         res = check_program(code, parent_code=codes[0])
         assert res.passed, res.reason
         # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements

@@ -16,7 +16,10 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
 - allreduce (extra directive, programs that call AllReduce): `auto` (one shot at W = 2 and up to 256 KiB, else
   two shot), `one_shot` (every rank reduces the whole buffer from every rank's send: two barriers, no gather
   pass; W - 1 buffers read per rank) or `two_shot` (reduce-scatter then all-gather: three barriers, 2 (W - 1) / W
-  buffers read); in-place calls are always two shot (a one-shot rank would overwrite what its peers still read).
+  buffers read); in-place calls are always two shot (a one-shot rank would overwrite what its peers still read);
+  or `push` (each rank stores its buffer into a staging slot of every peer and raises one flag per CTA there; the
+  receiver reduces locally: no barrier, one one-way signal; buffers of up to 4 MiB / W, in place too, larger
+  ones as `auto`).
 
 Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers, and sends/receives on their
 pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and issuer=copy_engine are
@@ -34,11 +37,13 @@ from cuco.fastpath.transform import PRELUDE_BEGIN, transform
 
 COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8"),
                            "CTAs per communication kernel; fewer leave SMs to compute that overlaps it")
-ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot"),
+ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot", "push"),
                             "AllReduce algorithm: one_shot reduces the whole buffer from every rank's send (two "
                             "barriers, more bytes read at W > 2), two_shot reduce-scatters then all-gathers (three "
-                            "barriers); auto: one shot at W = 2 and up to 256 KiB; in-place calls are two shot")
-_ALLREDUCE = {"auto": 0, "one_shot": 1, "two_shot": 2}
+                            "barriers); auto: one shot at W = 2 and up to 256 KiB; in-place calls are two shot; "
+                            "push stores each rank's buffer into every peer and signals once, no barrier (buffers "
+                            "of up to 4 MiB / W, in place too; larger ones as auto)")
+_ALLREDUCE = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}
 #: The collectives whose bytes the copy engines can move and that signals can order.
 MOVEMENT = ("allgather", "alltoall", "broadcast")
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)

@@ -36,11 +36,16 @@ struct Ref { unsigned int win; unsigned long long offset; };   // memory as (win
 struct Windows { ncclWindow_t w[kMaxWindows]; };
 
 // Mailbox layout (symmetric, per rank): collective descriptors [sender][slot], p2p descriptors
-// [sender][slot], p2p acknowledgements [receiver][slot][cta], signal flags (lsa_layout.cuh).
+// [sender][slot], p2p acknowledgements [receiver][slot][cta], signal flags, then allreduce=push's flags and,
+// 256-byte aligned, its staged buffers (lsa_layout.cuh).
 __host__ __device__ inline size_t descBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
 __host__ __device__ inline size_t ackBytes(int nranks) { return (size_t)nranks * kMaxSlots * kCtas * sizeof(unsigned int); }
 __host__ __device__ inline size_t flagsOffset(int nranks) { return 2 * descBytes(nranks) + ackBytes(nranks); }
-__host__ __device__ inline size_t mailboxBytes(int nranks) { return flagsOffset(nranks) + signalFlagBytes(nranks, kCtas); }
+__host__ __device__ inline size_t pushFlagsStart(int nranks) { return flagsOffset(nranks) + signalFlagBytes(nranks, kCtas); }
+__host__ __device__ inline size_t pushStagingStart(int nranks) {
+  return (pushFlagsStart(nranks) + pushFlagBytes(nranks, kCtas) + 255) & ~(size_t)255;
+}
+__host__ __device__ inline size_t mailboxBytes(int nranks) { return pushStagingStart(nranks) + pushStagingBytes(nranks); }
 
 struct Launch {                    // what every kernel gets
   ncclDevComm dc;
@@ -59,6 +64,7 @@ struct Coll {
   void* recv;
   unsigned long long count;        // elements (per rank for AllGather/AlltoAll/ReduceScatter)
   int elemBytes, op, root;
+  int push;                        // AllReduce by allreduce=push: 1 + its staging slot (0 or 1); else 0
 };
 
 struct P2pOp { int peer, slot, isSend; unsigned int seq; unsigned long long bytes; Ref ref; void* recv; };

@@ -47,6 +47,25 @@ __host__ __device__ inline size_t doneFlagOffset(int nranks, int ctas, int reade
 // `a` is sequence number `b` or a later one (wrap-around safe).
 __host__ __device__ inline bool seqReached(unsigned int a, unsigned int b) { return (int)(a - b) >= 0; }
 
+// ---- allreduce=push: staging and flags, after the signal flags ------------------------------------------
+// Each rank stores its whole send buffer into every peer's staging slot [slot][sender] and raises the flag
+// [slot][sender][cta] there; the receiver reduces its own send and the W - 1 staged buffers locally. Consecutive
+// push AllReduces alternate slots, so no barrier guards a slot's reuse (lsa_push.cuh says why that is safe).
+// Both slots together hold 2 x kPushSlotBytes per rank whatever W: a buffer of up to kPushSlotBytes / W is pushed.
+constexpr size_t kPushSlotBytes = (size_t)4 << 20;
+__host__ __device__ inline size_t pushMaxBytes(int nranks) { return kPushSlotBytes / (size_t)nranks / 256 * 256; }
+__host__ __device__ inline size_t pushFlagBytes(int nranks, int ctas) {
+  return 2 * (size_t)nranks * (size_t)ctas * sizeof(unsigned int);
+}
+__host__ __device__ inline size_t pushFlagOffset(int nranks, int ctas, int slot, int sender, int cta) {
+  return (((size_t)slot * nranks + sender) * ctas + cta) * sizeof(unsigned int);
+}
+// Offsets of the staged buffers from the start of the staging area (which starts 256-byte aligned).
+__host__ __device__ inline size_t pushStagingOffset(int nranks, int slot, int sender) {
+  return ((size_t)slot * nranks + sender) * pushMaxBytes(nranks);
+}
+__host__ __device__ inline size_t pushStagingBytes(int nranks) { return 2 * (size_t)nranks * pushMaxBytes(nranks); }
+
 // ---- copy-engine chunks (issuer=copy_engine, chunk_bytes) -----------------------------------------------
 // chunk = 0 is the whole transfer in one copy. Chunk k covers [chunkOffset, chunkOffset + chunkLength).
 __host__ __device__ inline size_t chunkCount(size_t bytes, size_t chunk) {

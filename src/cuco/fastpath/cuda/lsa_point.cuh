@@ -16,9 +16,10 @@
 // CUCOFP_CHUNK_BYTES 0 = whole transfers; else (copy_engine only) each transfer is cut into chunks of this many
 //   bytes, spread over kCopyStreams copy streams so that several copy engines and NVLink peers work at once.
 // CUCOFP_ALLREDUCE 0 = auto (one shot at W = 2 and up to kOneShotMaxBytes, else two shot), 1 = one shot, 2 = two
-//   shot; in-place calls are always two shot.
+//   shot; in-place calls are always two shot. 3 = push (lsa_push.cuh: stores into every peer and one one-way
+//   signal, no barrier) for buffers of up to pushMaxBytes(W), in place too; larger ones as auto.
 #pragma once
-#include "lsa_signal.cuh"
+#include "lsa_push.cuh"
 
 #ifndef CUCOFP_PLACEMENT
 #define CUCOFP_PLACEMENT 0
@@ -47,7 +48,8 @@ static_assert(CUCOFP_SYNC_SCOPE == 0 || CUCOFP_SYNC_SCOPE == 1, "CUCOFP_SYNC_SCO
 static_assert(CUCOFP_ISSUER == 0 || CUCOFP_ISSUER == 1, "CUCOFP_ISSUER is 0 (cta) or 1 (copy_engine)");
 static_assert(CUCOFP_CHUNK_BYTES == 0 || (CUCOFP_ISSUER == 1 && CUCOFP_CHUNK_BYTES >= 4096),
               "CUCOFP_CHUNK_BYTES (>= 4096) chunks copy-engine transfers: it needs CUCOFP_ISSUER 1; use 0 (whole)");
-static_assert(CUCOFP_ALLREDUCE >= 0 && CUCOFP_ALLREDUCE <= 2, "CUCOFP_ALLREDUCE is 0 (auto), 1 (one shot) or 2 (two shot)");
+static_assert(CUCOFP_ALLREDUCE >= 0 && CUCOFP_ALLREDUCE <= 3,
+              "CUCOFP_ALLREDUCE is 0 (auto), 1 (one shot), 2 (two shot) or 3 (push)");
 constexpr int kCommCtas = CUCOFP_COMM_CTAS;
 constexpr int kAllReduceAlgo = CUCOFP_ALLREDUCE;
 constexpr bool kCopyEngine = CUCOFP_ISSUER == 1;

@@ -1,0 +1,61 @@
+// cuco fast path: allreduce=push, the AllReduce of small buffers with one one-way signal and no barrier.
+//
+// Each rank stores its send buffer into staging slot [s][me] of every peer's mailbox (lsa_layout.cuh), and each
+// CTA then raises flag [s][me][cta] there to the collective's sequence number; a rank reduces its own send and
+// the W - 1 staged buffers from its local memory once CTA cta's flags from every peer are up. Chunk ownership is
+// the same on both sides (16-byte chunk c by thread c mod grid, copyBytes and reduceChunks), so CTA cta of the
+// receiver reads exactly what CTA cta of each sender stored before raising its flag. Every rank sums in rank
+// order, so every rank holds the same bits (as the one-shot kernel does).
+//
+// Why no barrier guards a slot's reuse: consecutive push AllReduces of a communicator alternate slots (CommState
+// counts them alike on every rank), and a rank's push k + 2 (slot s again) starts after its push k + 1 ended,
+// which waited for every peer's flag of push k + 1, which each peer raised after its push k ended (kernels of one
+// communicator run in issue order): no peer still reads slot s of push k. The flag of push k is not overwritten
+// before it is read for the same reason.
+#pragma once
+#include "lsa_signal.cuh"
+
+namespace cucofp {
+
+__device__ inline Ref pushRef(const Launch& L, size_t offset) {
+  Ref r = L.mailbox;
+  r.offset += offset;
+  return r;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) pushAllreduceKernel(Launch L, Coll c) {
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank, cta = blockIdx.x, slot = c.push - 1;
+  size_t bytes = c.count * sizeof(T);
+  Ref staging = pushRef(L, pushStagingStart(nr)), flags = pushRef(L, pushFlagsStart(nr));
+  for (int i = 1; i < nr; ++i) {   // the next rank first: no peer's inbound links take every rank's stores at once
+    int p = staggered(i, me, nr);
+    copyBytes(lsaPtr(L, pushRef(L, staging.offset + pushStagingOffset(nr, slot, me)), p), c.sendLocal, bytes);
+  }
+  __syncthreads();   // every thread's stores of this CTA are issued
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    for (int i = 1; i < nr; ++i) {
+      int p = staggered(i, me, nr);
+      *(volatile unsigned int*)lsaPtr(L, pushRef(L, flags.offset + pushFlagOffset(nr, kCtas, slot, me, cta)), p) =
+          L.seq;
+    }
+    for (int i = 1; i < nr; ++i) {
+      int p = staggered(i, me, nr);
+      spinUntil((volatile unsigned int*)lsaPtr(L, pushRef(L, flags.offset + pushFlagOffset(nr, kCtas, slot, p, cta)),
+                                               me), L.seq, "the pushed buffer of collective", me, p);
+    }
+  }
+  __syncthreads();
+  const T* src[64];
+  bool vec = Vectorised<T>::value && aligned16(c.recv) && aligned16(c.sendLocal);
+  for (int p = 0; p < nr; ++p) {
+    src[p] = p == me ? (const T*)c.sendLocal
+                     : (const T*)lsaPtr(L, pushRef(L, staging.offset + pushStagingOffset(nr, slot, p)), me);
+    vec = vec && aligned16(src[p]);
+  }
+  T* out[1] = {(T*)c.recv};
+  reduceChunks<T>(src, nr, vec, out, 1, c.count, c.op);
+}
+
+}  // namespace cucofp

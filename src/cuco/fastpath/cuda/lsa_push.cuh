@@ -17,41 +17,43 @@
 
 namespace cucofp {
 
-__device__ inline Ref pushRef(const Launch& L, size_t offset) {
+// `offset` bytes into `peer`'s mailbox, as this rank maps it.
+__device__ inline void* mailboxAt(const Launch& L, size_t offset, int peer) {
   Ref r = L.mailbox;
   r.offset += offset;
-  return r;
+  return lsaPtr(L, r, peer);
+}
+__device__ inline volatile unsigned int* pushFlag(const Launch& L, int slot, int sender, int owner) {
+  int nr = L.dc.lsaSize;
+  return (volatile unsigned int*)mailboxAt(L, pushFlagsStart(nr) + pushFlagOffset(nr, kCtas, slot, sender, blockIdx.x),
+                                           owner);
+}
+__device__ inline void* pushStaged(const Launch& L, int slot, int sender, int owner) {
+  int nr = L.dc.lsaSize;
+  return mailboxAt(L, pushStagingStart(nr) + pushStagingOffset(nr, slot, sender), owner);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) pushAllreduceKernel(Launch L, Coll c) {
-  int nr = L.dc.lsaSize, me = L.dc.lsaRank, cta = blockIdx.x, slot = c.push - 1;
-  size_t bytes = c.count * sizeof(T);
-  Ref staging = pushRef(L, pushStagingStart(nr)), flags = pushRef(L, pushFlagsStart(nr));
+  int nr = L.dc.lsaSize, me = L.dc.lsaRank, slot = c.push - 1;
   for (int i = 1; i < nr; ++i) {   // the next rank first: no peer's inbound links take every rank's stores at once
     int p = staggered(i, me, nr);
-    copyBytes(lsaPtr(L, pushRef(L, staging.offset + pushStagingOffset(nr, slot, me)), p), c.sendLocal, bytes);
+    copyBytes(pushStaged(L, slot, me, p), c.sendLocal, c.count * sizeof(T));
   }
   __syncthreads();   // every thread's stores of this CTA are issued
   if (threadIdx.x == 0) {
     __threadfence_system();
+    for (int i = 1; i < nr; ++i) *pushFlag(L, slot, me, staggered(i, me, nr)) = L.seq;
     for (int i = 1; i < nr; ++i) {
       int p = staggered(i, me, nr);
-      *(volatile unsigned int*)lsaPtr(L, pushRef(L, flags.offset + pushFlagOffset(nr, kCtas, slot, me, cta)), p) =
-          L.seq;
-    }
-    for (int i = 1; i < nr; ++i) {
-      int p = staggered(i, me, nr);
-      spinUntil((volatile unsigned int*)lsaPtr(L, pushRef(L, flags.offset + pushFlagOffset(nr, kCtas, slot, p, cta)),
-                                               me), L.seq, "the pushed buffer of collective", me, p);
+      spinUntil(pushFlag(L, slot, p, me), L.seq, "the pushed buffer of collective", me, p);
     }
   }
   __syncthreads();
   const T* src[64];
-  bool vec = Vectorised<T>::value && aligned16(c.recv) && aligned16(c.sendLocal);
-  for (int p = 0; p < nr; ++p) {
-    src[p] = p == me ? (const T*)c.sendLocal
-                     : (const T*)lsaPtr(L, pushRef(L, staging.offset + pushStagingOffset(nr, slot, p)), me);
+  bool vec = Vectorised<T>::value && aligned16(c.recv);
+  for (int p = 0; p < nr; ++p) {   // rank order on every rank: every rank holds the same bits
+    src[p] = p == me ? (const T*)c.sendLocal : (const T*)pushStaged(L, slot, p, me);
     vec = vec && aligned16(src[p]);
   }
   T* out[1] = {(T*)c.recv};

@@ -81,6 +81,18 @@ def test_space_with_world_zero_is_a_clear_error(capsys: pytest.CaptureFixture[st
     assert code == 2 and err.strip() == "cuco: error: --world must be >= 1 (ranks, one GPU each), got 0"
 
 
+def test_space_takes_a_host_program_as_run_does_and_lists_the_points_run_try_accepts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    prog = Path(__file__).parent / "fixtures" / "host_programs" / "ar_residual_rmsnorm.cu"
+    code = main(["space", str(prog), "--world", "2", "--list"])
+    out = capsys.readouterr().out
+    assert code == 0
+    labels = [ln for ln in out.splitlines() if ln.startswith("lsa/")]
+    assert "lsa/deferred/world/cta/whole/allreduce=push/comm_ctas=32" in labels and len(labels) == 24
+    code, err = run(["space", "no_such_workload"], capsys)
+    assert code == 2 and "or pass a workload folder or a host CUDA+NCCL program (.cu)" in err
+
+
 _AS_USER = """
 import os, sys
 uid, gid = int(sys.argv[1]), int(sys.argv[2])

@@ -26,10 +26,10 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def _cmd_space(args: argparse.Namespace) -> int:
-    from cuco import workloads
     from cuco.design_space import Topology
+    from cuco.run import resolve
 
-    wl = workloads.get(args.workload)
+    wl = resolve(args.workload)   # a built-in workload, a workload folder or a host program, as `cuco run` takes
     if args.world < 1:
         raise CucoError(f"--world must be >= 1 (ranks, one GPU each), got {args.world}")
     space = wl.space(Topology(world=args.world))
@@ -205,8 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="first trace the host program and the N best candidates on this machine's GPUs (CUPTI)")
     rep.set_defaults(fn=_cmd_report)
 
-    s = sub.add_parser("space", help="print a workload's design space")
-    s.add_argument("workload")
+    s = sub.add_parser("space", help="print the design space of a workload or of a host program (.cu)")
+    s.add_argument("workload", help="a built-in workload, a workload folder or a host CUDA+NCCL program (.cu)")
     s.add_argument("--world", type=int, default=2)
     s.add_argument("--list", action="store_true", help="also list every legal point")
     s.set_defaults(fn=_cmd_space)

@@ -73,10 +73,11 @@ def markdown(meta: dict[str, Any], table: list[dict[str, Any]]) -> str:
     lines = [f"# Device-initiated reductions vs NCCL, W = {meta['world']}", "",
              f"{meta['device']}; NCCL {meta['nccl']}; {meta['date']}; NVLink multicast off. bf16 sum, out of place; "
              "bus bandwidth as nccl-tests defines it; each side the median of its runs (each run: the median of 3 "
-             "repeats of 20 back-to-back calls). The AllReduce algorithm is the program's `allreduce` directive "
-             "(ReduceScatter and Reduce do not depend on it). Ratio = NCCL time / the fastest cuco time (> 1: cuco "
-             "faster).", "",
-             f"Correctness at 1 GiB (elements wrong): NCCL {meta['wrong'].get('nccl')}, "
+             "repeats of 20 back-to-back calls). The AllReduce algorithm is the program's `allreduce` directive; "
+             "the `push` column's ReduceScatter is `reducescatter=push` (buffers past the push limit, 4 MiB / W, "
+             "take the barrier kernels); Reduce depends on neither. Ratio = NCCL time / the fastest cuco time "
+             "(> 1: cuco faster).", "",
+             f"Correctness, every size's last call (elements wrong): NCCL {meta['wrong'].get('nccl')}, "
              + ", ".join(f"cuco {a} {meta['wrong'].get(a)}" for a in algos) + ".", "",
              "| collective | size | NCCL µs | NCCL busbw GB/s | " + " | ".join(f"{a} µs | {a} GB/s" for a in algos)
              + " | ratio |", "|---|---|---|---|" + "---|---|" * len(algos) + "---|"]
@@ -108,8 +109,10 @@ def main() -> int:
     algos = [a for a in args.allreduce.split(",") if a]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / "cuco-reductions"
     sources = {"nccl": text}
-    for algo in algos:  # the directive's macro ahead of the rewrite's prelude, as a point block sets it
-        sources[algo] = f"#define CUCOFP_ALLREDUCE {ALGOS[algo]}  // {algo}\n" + rewrite.code
+    for algo in algos:  # the directive's macro ahead of the rewrite's prelude, as a point block sets it; `push`
+        # sets the ReduceScatter's too (the reducescatter directive), so its column holds both push kernels
+        scatter = "#define CUCOFP_REDUCESCATTER 1  // push\n" if algo == "push" else ""
+        sources[algo] = f"#define CUCOFP_ALLREDUCE {ALGOS[algo]}  // {algo}\n" + scatter + rewrite.code
     binaries = {}
     for side, code in sources.items():
         built = verify.build(code, workdir=work / side, include_dirs=[PROGRAM.parent], name="sweep")

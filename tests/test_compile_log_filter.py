@@ -38,7 +38,7 @@ def test_a_program_candidate_that_includes_a_secret_stores_no_line_of_it(tmp_pat
     from cuco.program.evaluator import ProgramEvaluator
 
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
-    code = w.render(Directives.from_label("lsa/deferred/world/cta/whole/comm_ctas=32"))
+    code = w.render(Directives.from_label("lsa/deferred/world/cta/whole/comm_ctas=32/reducescatter=barrier"))
     at = code.rindex("// EVOLVE-BLOCK-END")
     code = code[:at] + f'#include "{secrets[which]}"\n' + code[at:]
     ev = ProgramEvaluator(w.program, world=1, work_dir=tmp_path / "work")

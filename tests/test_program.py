@@ -79,8 +79,9 @@ def test_the_observed_program_times_the_statements_around_every_collective(name)
 
 def _expected_size(kinds: tuple[str, ...]) -> int:
     """placement x comm_ctas, and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
-    with comm_ctas fixed when every collective is a movement one); x 4 AllReduce algorithms with an AllReduce."""
-    algos = 4 if "allreduce" in kinds else 1
+    with comm_ctas fixed when every collective is a movement one); x 4 AllReduce algorithms with an AllReduce, x 2
+    ReduceScatter algorithms with a ReduceScatter."""
+    algos = (4 if "allreduce" in kinds else 1) * (2 if "reducescatter" in kinds else 1)
     if not set(kinds) & set(MOVEMENT):
         return 2 * 3 * algos
     ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 3
@@ -100,7 +101,10 @@ def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(na
         assert f"// cuco design point: {point.label()}" in code
         assert f"#define CUCOFP_CHUNK_BYTES {point.chunk_bytes}  //" in code
         if "allreduce" in w.program.analysis.kinds():
-            assert f"#define CUCOFP_ALLREDUCE {('auto', 'one_shot', 'two_shot', 'push').index(point.get('allreduce'))}" in code
+            algo = ("auto", "one_shot", "two_shot", "push").index(point.get("allreduce"))
+            assert f"#define CUCOFP_ALLREDUCE {algo}" in code
+        if "reducescatter" in w.program.analysis.kinds():
+            assert f"#define CUCOFP_REDUCESCATTER {('barrier', 'push').index(point.get('reducescatter'))}" in code
         res = check_program(code, parent_code=codes[0])
         assert res.passed, res.reason
         # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements
@@ -111,17 +115,18 @@ def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_wh
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
     space = w.space(Topology(world=1))
     fast = space.conservative()
-    assert fast.label() == "lsa/deferred/world/cta/whole/comm_ctas=32"
+    assert fast.label() == "lsa/deferred/world/cta/whole/comm_ctas=32/reducescatter=barrier"
     block = point_block(fast)
     for macro in ("PLACEMENT 0", "COMM_CTAS 32", "SYNC_SCOPE 0", "ISSUER 0", "CHUNK_BYTES 0"):
         assert f"#define CUCOFP_{macro}" in block          # the defaults of lsa_point.cuh: today's code paths
-    chunked_cta = Directives.from_label("lsa/deferred/world/cta/4MiB/comm_ctas=32")
+    chunked_cta = Directives.from_label("lsa/deferred/world/cta/4MiB/comm_ctas=32/reducescatter=barrier")
     assert "program-chunks-need-copy-engine" in space.check(chunked_cta)
-    ce = Directives.from_label("lsa/stream_overlap/signal/copy_engine/1MiB/comm_ctas=8")
+    ce = Directives.from_label("lsa/stream_overlap/signal/copy_engine/1MiB/comm_ctas=8/reducescatter=push")
     assert space.is_legal(ce)                             # the ReduceScatter still runs on 8 CTAs
     only_movement = ProgramWorkload.load(CORPUS / "moe_alltoall_pool.cu").space(Topology(world=1))
-    assert "program-comm-ctas-unused" in only_movement.check(ce)
-    assert only_movement.is_legal(ce.replace(comm_ctas="32"))
+    plain = Directives.from_label("lsa/stream_overlap/signal/copy_engine/1MiB/comm_ctas=8")
+    assert "program-comm-ctas-unused" in only_movement.check(plain)
+    assert only_movement.is_legal(plain.replace(comm_ctas="32"))
     reductions = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu").space(Topology(world=1))
     assert reductions.values("issuer") == ("cta",) and reductions.values("sync_scope") == ("world",)
     assert reductions.values("chunk_bytes") == (0,)
@@ -130,7 +135,7 @@ def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_wh
 def test_copy_engine_copies_wait_for_their_entry_kernel_and_delayed_arrival_poisons_what_they_fill():
     """What tests/test_program_points_gpu.py removes to show that verification catches a missing entry wait."""
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
-    code = w.render(Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32"))
+    code = w.render(Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32/reducescatter=barrier"))
     wait = "CUCOFP_CUDA(cudaStreamWaitEvent(s->copy[i], s->entered, 0));   // the entry wait"
     assert code.count(wait) == 1
     body = code[code.index("inline ncclResult_t launchCopies("):]
@@ -391,7 +396,8 @@ def test_the_runtimes_own_copies_are_not_recorded_as_the_programs_read_backs(tmp
         pytest.skip("needs nvcc's preprocessor")
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
     src = tmp_path / "program.cu"
-    src.write_text(w.render(Directives.from_label("lsa/stream_overlap/world/copy_engine/1MiB/comm_ctas=16")))
+    src.write_text(w.render(Directives.from_label("lsa/stream_overlap/world/copy_engine/1MiB/comm_ctas=16/"
+                                                  "reducescatter=barrier")))
     tc = host_toolchain()
     out = subprocess.run([str(tc.nvcc), "-E", "-x", "cu", f"-I{CORPUS}", f"-I{csrc_dir() / 'include'}",
                           f"-I{tc.nccl.include}", str(src)], capture_output=True, text=True, timeout=300)

@@ -13,7 +13,7 @@ from cuco.program.fixtures import never_waits
 from cuco.program.workload import ProgramWorkload
 
 CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
-OVERLAP = Directives.from_label("lsa/stream_overlap/world/cta/whole/comm_ctas=16")
+OVERLAP = Directives.from_label("lsa/stream_overlap/world/cta/whole/comm_ctas=16/reducescatter=barrier")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_dropping_every_join_in_the_program_is_refused_by_the_static_check(mlp):
 def test_skips_entry_wait_removes_the_runtime_entry_wait_and_is_judged_by_verification_alone(mlp):
     from cuco.program.fixtures import skips_entry_wait
 
-    point = Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32")
+    point = Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32/reducescatter=barrier")
     good = mlp.render(point, Topology(world=1))
     bad = skips_entry_wait(mlp, point)
     assert "/* no entry wait */" in bad.code and bad.code != good

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 
 CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
 BAD = Path(__file__).parent / "fixtures" / "bad_programs"
-OVERLAP = Directives.from_label("lsa/stream_overlap/world/cta/whole/comm_ctas=16")
+OVERLAP = Directives.from_label("lsa/stream_overlap/world/cta/whole/comm_ctas=16/reducescatter=barrier")
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.gpu
 
 CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
 POINTS = {
-    "sp_mlp_ag_rs": ("lsa/stream_overlap/world/copy_engine/1MiB/comm_ctas=16",
-                     "lsa/deferred/signal/copy_engine/whole/comm_ctas=32",
-                     "lsa/deferred/signal/cta/whole/comm_ctas=32"),
+    "sp_mlp_ag_rs": ("lsa/stream_overlap/world/copy_engine/1MiB/comm_ctas=16/reducescatter=barrier",
+                     "lsa/deferred/signal/copy_engine/whole/comm_ctas=32/reducescatter=push",
+                     "lsa/deferred/signal/cta/whole/comm_ctas=32/reducescatter=push"),
     "moe_alltoall_pool": ("lsa/deferred/world/copy_engine/4MiB/comm_ctas=32",
                           "lsa/stream_overlap/signal/cta/whole/comm_ctas=16"),
 }
@@ -44,7 +44,8 @@ def test_copy_engine_and_signal_points_verify_and_are_timed_against_the_program(
 
 def test_copies_that_skip_the_entry_wait_fail_under_delayed_arrival(world):
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
-    bad = skips_entry_wait(w, Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32"))
+    bad = skips_entry_wait(w, Directives.from_label("lsa/deferred/world/copy_engine/1MiB/comm_ctas=32/"
+                                                    "reducescatter=barrier"))
     # the fixture edits the frozen runtime: judged by verification alone (it is its own frozen text)
     ev = ProgramEvaluator(w.program, world=world, timed_runs=1, parent_code=lambda c: c.code)
     [out] = ev.evaluate([bad])

@@ -21,7 +21,7 @@ HOSTILE_RULES = {"include", "forbidden", "asm", "token-paste", "clock-asm", "ext
 
 def _program() -> str:
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
-    return w.render(Directives.from_label("lsa/deferred/world/cta/whole/comm_ctas=32"))
+    return w.render(Directives.from_label("lsa/deferred/world/cta/whole/comm_ctas=32/reducescatter=barrier"))
 
 
 PROGRAM = _program()

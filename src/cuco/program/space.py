@@ -20,6 +20,9 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
   or `push` (each rank stores its buffer into a staging slot of every peer and raises one flag per CTA there; the
   receiver reduces locally: no barrier, one one-way signal; buffers of up to 4 MiB / W, in place too, larger
   ones as `auto`).
+- reducescatter (extra directive, programs that call ReduceScatter): `barrier` (each rank reduces its slice from
+  every rank's send between two barriers) or `push` (slice p of each rank's send stored into rank p, one flag per
+  CTA, the slice reduced locally; slices of up to 4 MiB / W, larger ones with barriers).
 
 Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers, and sends/receives on their
 pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and issuer=copy_engine are
@@ -44,6 +47,11 @@ ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot", "push")
                             "push stores each rank's buffer into every peer and signals once, no barrier (buffers "
                             "of up to 4 MiB / W, in place too; larger ones as auto)")
 _ALLREDUCE = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}
+REDUCESCATTER = ExtraDirective("reducescatter", ("barrier", "push"),
+                               "ReduceScatter algorithm: barrier reduces each rank's slice from every rank's send "
+                               "between two barriers; push stores slice p of each rank's send into rank p and "
+                               "signals once, no barrier (slices of up to 4 MiB / W; larger ones with barriers)")
+_REDUCESCATTER = {"barrier": 0, "push": 1}
 #: The collectives whose bytes the copy engines can move and that signals can order.
 MOVEMENT = ("allgather", "alltoall", "broadcast")
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
@@ -83,6 +91,11 @@ def program_space(topology: Topology, kinds: tuple[str, ...] = ()) -> DesignSpac
     """The legal points for a program calling collectives of `kinds` (Analysis.kinds()) at `topology` (one
     node: LSA). Without a movement collective the space is placement x comm_ctas."""
     movement = any(k in MOVEMENT for k in kinds)
+    extras = [COMM_CTAS]
+    if "allreduce" in kinds:
+        extras.append(ALLREDUCE)
+    if "reducescatter" in kinds:
+        extras.append(REDUCESCATTER)
     rules = tuple(r for r in DEFAULT_RULES if r.name not in _DROPPED)
     rules += (Rule("program-chunks-need-copy-engine", _chunks_need_copy_engine), _comm_ctas_rule(tuple(kinds)))
     return DesignSpace(backends=("lsa",), placements=tuple(_PLACEMENT),
@@ -90,7 +103,7 @@ def program_space(topology: Topology, kinds: tuple[str, ...] = ()) -> DesignSpac
                        issuers=tuple(_ISSUER) if movement else ("cta",),
                        chunk_sizes=CHUNK_SIZES if movement else (WHOLE,),
                        topology=topology, rules=rules,
-                       extras=(COMM_CTAS, ALLREDUCE) if "allreduce" in kinds else (COMM_CTAS,))
+                       extras=tuple(extras))
 
 
 def point_block(point: Directives) -> str:
@@ -104,6 +117,9 @@ def point_block(point: Directives) -> str:
     algo = dict(point.extra).get("allreduce")
     if algo is not None:
         body += f"#define CUCOFP_ALLREDUCE {_ALLREDUCE[algo]}  // {algo}\n"
+    scatter = dict(point.extra).get("reducescatter")
+    if scatter is not None:
+        body += f"#define CUCOFP_REDUCESCATTER {_REDUCESCATTER[scatter]}  // {scatter}\n"
     return annotate.wrap(body, "point")
 
 

@@ -18,6 +18,8 @@
 // CUCOFP_ALLREDUCE 0 = auto (one shot at W = 2 and up to kOneShotMaxBytes, else two shot), 1 = one shot, 2 = two
 //   shot; in-place calls are always two shot. 3 = push (lsa_push.cuh: stores into every peer and one one-way
 //   signal, no barrier) for buffers of up to pushMaxBytes(W), in place too; larger ones as auto.
+// CUCOFP_REDUCESCATTER 0 = barriers (reducescatterKernel), 1 = push (lsa_push.cuh) where a rank's slice is up to
+//   pushMaxBytes(W); larger ones with barriers.
 #pragma once
 #include "lsa_push.cuh"
 
@@ -39,6 +41,9 @@
 #ifndef CUCOFP_ALLREDUCE
 #define CUCOFP_ALLREDUCE 0
 #endif
+#ifndef CUCOFP_REDUCESCATTER
+#define CUCOFP_REDUCESCATTER 0
+#endif
 
 namespace cucofp {
 
@@ -51,7 +56,9 @@ static_assert(CUCOFP_CHUNK_BYTES == 0 || (CUCOFP_ISSUER == 1 && CUCOFP_CHUNK_BYT
 static_assert(CUCOFP_ALLREDUCE >= 0 && CUCOFP_ALLREDUCE <= 3,
               "CUCOFP_ALLREDUCE is 0 (auto), 1 (one shot), 2 (two shot) or 3 (push)");
 constexpr int kCommCtas = CUCOFP_COMM_CTAS;
+static_assert(CUCOFP_REDUCESCATTER == 0 || CUCOFP_REDUCESCATTER == 1, "CUCOFP_REDUCESCATTER is 0 (barriers) or 1 (push)");
 constexpr int kAllReduceAlgo = CUCOFP_ALLREDUCE;
+constexpr bool kReduceScatterPush = CUCOFP_REDUCESCATTER == 1;
 constexpr bool kCopyEngine = CUCOFP_ISSUER == 1;
 constexpr size_t kChunkBytes = (size_t)CUCOFP_CHUNK_BYTES;
 constexpr int kCopyStreams = 4;   // copy streams per communicator for chunked copy-engine transfers

@@ -38,7 +38,7 @@ struct CommState {
   std::vector<Win> wins;           // index = window id; 0 is the mailbox
   std::vector<void*> registered;   // allocation bases already registered (owned mode)
   unsigned int seq = 0;             // collectives issued (the same on every rank)
-  unsigned int pushes = 0;          // AllReduces issued by allreduce=push (their staging slots alternate)
+  unsigned int pushes = 0;          // reductions issued by push (lsa_push.cuh: their staging slots alternate)
   std::vector<unsigned int> sent, received;   // p2p messages per peer, each direction
   cudaStream_t last = nullptr;
   cudaEvent_t ev = nullptr;
@@ -247,14 +247,16 @@ inline bool allreduceOneShot(int nranks, const Coll& c) {
   return kAllReduceAlgo == 1 || nranks == 2 || c.count * (unsigned long long)c.elemBytes <= kOneShotMaxBytes;
 }
 
-// allreduce=push where the buffer fits its staging slot (lsa_push.cuh); larger buffers go as auto.
-inline bool allreducePush(int nranks, const Coll& c) {
-  return kAllReduceAlgo == 3 && c.count * (unsigned long long)c.elemBytes <= pushMaxBytes(nranks);
+// allreduce=push and reducescatter=push where what each peer is sent fits its staging slot (lsa_push.cuh): the
+// whole buffer (AllReduce) or one rank's slice (ReduceScatter); larger ones take the barrier kernels.
+inline bool reductionPush(int kind, int nranks, const Coll& c) {
+  bool asked = (kind == kAllReduce && kAllReduceAlgo == 3) || (kind == kReduceScatter && kReduceScatterPush);
+  return asked && c.count * (unsigned long long)c.elemBytes <= pushMaxBytes(nranks);
 }
 
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
-  if (kind == kAllReduce && c.push) {
-    pushAllreduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
+  if (c.push) {
+    pushReduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c, kind == kReduceScatter);
   }
   else if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c)) {
     reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);   // on every rank: the one-shot AllReduce
@@ -303,7 +305,7 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   if ((r = commStream(s, callers, &st)) != ncclSuccess) return r;
   if ((r = join(s, s->last ? s->last : st, st)) != ncclSuccess) return r;
   Launch L = makeLaunch(s, true);
-  if (o.kind == kAllReduce && allreducePush(L.dc.lsaSize, c)) c.push = 1 + (int)(s->pushes++ & 1u);
+  if (reductionPush(o.kind, L.dc.lsaSize, c)) c.push = 1 + (int)(s->pushes++ & 1u);
   delayComm(st);
   CUCOFP_TRACE("launch: kind %d, %zu bytes of parameters", o.kind, sizeof(Launch) + sizeof(Coll));
   bool movement = o.kind == kAllGather || o.kind == kAlltoAll || o.kind == kBroadcast;

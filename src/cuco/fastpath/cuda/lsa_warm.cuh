@@ -19,7 +19,7 @@ template <class T> inline size_t warmReduce() {
   cudaFuncAttributes a{};
   size_t most = 0;
   for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reduceRootKernel<T>,
-                        (const void*)reducescatterKernel<T>, (const void*)pushAllreduceKernel<T>})
+                        (const void*)reducescatterKernel<T>, (const void*)pushReduceKernel<T>})
     if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
   return most;
 }

@@ -50,3 +50,20 @@ def test_copies_that_skip_the_entry_wait_fail_under_delayed_arrival(world):
     ev = ProgramEvaluator(w.program, world=world, timed_runs=1, parent_code=lambda c: c.code)
     [out] = ev.evaluate([bad])
     assert out.status == "failed:verify", out.feedback
+
+
+#: The push reductions (lsa_push.cuh) where they matter: bytes crossing links, consecutive calls alternating their
+#: staging slots (buckets back to back, training steps), in place with ncclAvg, and on a side stream.
+PUSH = {"ar_grad_buckets": "lsa/deferred/world/cta/whole/allreduce=push/comm_ctas=32",
+        "ar_residual_rmsnorm": "lsa/stream_overlap/world/cta/whole/allreduce=push/comm_ctas=16",
+        "rs_grad_shard": "lsa/deferred/world/cta/whole/comm_ctas=32/reducescatter=push"}
+
+
+@pytest.mark.parametrize("name", sorted(PUSH))
+def test_push_reductions_verify_under_delayed_arrival(name, world):
+    w = ProgramWorkload.load(CORPUS / f"{name}.cu")
+    point = Directives.from_label(PUSH[name])
+    assert w.space(Topology(world=world)).is_legal(point)
+    [out] = ProgramEvaluator(w.program, world=world, timed_runs=1).evaluate(_candidates(w, (PUSH[name],)))
+    assert out.status == "passed", out.feedback
+    assert out.results["verify"].data["delay_comm_us"] > 0

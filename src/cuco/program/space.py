@@ -18,11 +18,11 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
   pass; W - 1 buffers read per rank) or `two_shot` (reduce-scatter then all-gather: three barriers, 2 (W - 1) / W
   buffers read); in-place calls are always two shot (a one-shot rank would overwrite what its peers still read);
   or `push` (each rank stores its buffer into a staging slot of every peer and raises one flag per CTA there; the
-  receiver reduces locally: no barrier, one one-way signal; buffers of up to 4 MiB / W, in place too, larger
-  ones as `auto`).
+  receiver reduces locally: no barrier, one one-way signal; float, half and bfloat16 buffers of up to 4 MiB / W,
+  in place too; other ones as `auto`).
 - reducescatter (extra directive, programs that call ReduceScatter): `barrier` (each rank reduces its slice from
   every rank's send between two barriers) or `push` (slice p of each rank's send stored into rank p, one flag per
-  CTA, the slice reduced locally; slices of up to 4 MiB / W, larger ones with barriers).
+  CTA, the slice reduced locally; float, half and bfloat16 slices of up to 4 MiB / W, other ones with barriers).
 
 Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers, and sends/receives on their
 pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and issuer=copy_engine are

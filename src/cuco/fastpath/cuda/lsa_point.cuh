@@ -17,9 +17,10 @@
 //   bytes, spread over kCopyStreams copy streams so that several copy engines and NVLink peers work at once.
 // CUCOFP_ALLREDUCE 0 = auto (one shot at W = 2 and up to kOneShotMaxBytes, else two shot), 1 = one shot, 2 = two
 //   shot; in-place calls are always two shot. 3 = push (lsa_push.cuh: stores into every peer and one one-way
-//   signal, no barrier) for buffers of up to pushMaxBytes(W), in place too; larger ones as auto.
-// CUCOFP_REDUCESCATTER 0 = barriers (reducescatterKernel), 1 = push (lsa_push.cuh) where a rank's slice is up to
-//   pushMaxBytes(W); larger ones with barriers.
+//   signal, no barrier) for float, half and bfloat16 buffers of up to pushMaxBytes(W), in place too; other ones
+//   as auto.
+// CUCOFP_REDUCESCATTER 0 = barriers (reducescatterKernel), 1 = push (lsa_push.cuh) for float, half and bfloat16
+//   slices of up to pushMaxBytes(W); other ones with barriers.
 #pragma once
 #include "lsa_push.cuh"
 

@@ -248,17 +248,23 @@ inline bool allreduceOneShot(int nranks, const Coll& c) {
 }
 
 // allreduce=push and reducescatter=push where what each peer is sent fits its staging slot (lsa_push.cuh): the
-// whole buffer (AllReduce) or one rank's slice (ReduceScatter); larger ones take the barrier kernels.
-inline bool reductionPush(int kind, int nranks, const Coll& c) {
+// whole buffer (AllReduce) or one rank's slice (ReduceScatter); larger ones take the barrier kernels, and so do
+// the integer types (the push kernel is compiled for the floating-point ones only: every program compiles the
+// reductions for every type).
+inline bool pushTyped(ncclDataType_t dt) { return dt == ncclFloat32 || dt == ncclFloat16 || dt == ncclBfloat16; }
+inline bool reductionPush(int kind, ncclDataType_t dt, int nranks, const Coll& c) {
   bool asked = (kind == kAllReduce && kAllReduceAlgo == 3) || (kind == kReduceScatter && kReduceScatterPush);
-  return asked && c.count * (unsigned long long)c.elemBytes <= pushMaxBytes(nranks);
+  return asked && pushTyped(dt) && c.count * (unsigned long long)c.elemBytes <= pushMaxBytes(nranks);
 }
 
 template <class T> inline void launchReduce(int kind, const Launch& L, const Coll& c, cudaStream_t st) {
-  if (c.push) {
-    pushReduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c, kind == kReduceScatter);
+  if constexpr (Vectorised<T>::value) {
+    if (c.push) {
+      pushReduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c, kind == kReduceScatter);
+      return;
+    }
   }
-  else if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c)) {
+  if (kind == kAllReduce && allreduceOneShot(L.dc.lsaSize, c)) {
     reduceKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);   // on every rank: the one-shot AllReduce
   }
   else if (kind == kAllReduce) {
@@ -305,7 +311,7 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   if ((r = commStream(s, callers, &st)) != ncclSuccess) return r;
   if ((r = join(s, s->last ? s->last : st, st)) != ncclSuccess) return r;
   Launch L = makeLaunch(s, true);
-  if (reductionPush(o.kind, L.dc.lsaSize, c)) c.push = 1 + (int)(s->pushes++ & 1u);
+  if (reductionPush(o.kind, o.dt, L.dc.lsaSize, c)) c.push = 1 + (int)(s->pushes++ & 1u);
   delayComm(st);
   CUCOFP_TRACE("launch: kind %d, %zu bytes of parameters", o.kind, sizeof(Launch) + sizeof(Coll));
   bool movement = o.kind == kAllGather || o.kind == kAlltoAll || o.kind == kBroadcast;

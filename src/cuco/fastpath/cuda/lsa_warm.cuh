@@ -19,8 +19,12 @@ template <class T> inline size_t warmReduce() {
   cudaFuncAttributes a{};
   size_t most = 0;
   for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reduceRootKernel<T>,
-                        (const void*)reducescatterKernel<T>, (const void*)pushReduceKernel<T>})
+                        (const void*)reducescatterKernel<T>})
     if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
+  if constexpr (Vectorised<T>::value) {   // the push kernel exists for the floating-point types only
+    if (cudaFuncGetAttributes(&a, (const void*)pushReduceKernel<T>) == cudaSuccess && a.localSizeBytes > most)
+      most = a.localSizeBytes;
+  }
   return most;
 }
 inline void warmKernels() {

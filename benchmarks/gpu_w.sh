@@ -149,7 +149,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       echo "suite: $f: $(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)"
     done < "$pending"
     rm -f "$pending"
-    python3 benchmarks/suite_log.py "$W" "$OUT_DIR" "benchmarks/results/gpu_tests_w$W.log" ;;
+    # the committed summary only from the committed folder's logs (a scratch OUT_DIR keeps its own)
+    summary=benchmarks/results/gpu_tests_w$W.log
+    [ "$OUT_DIR" = "benchmarks/results/w$W" ] || summary=$OUT_DIR/gpu_tests_w$W.log
+    python3 benchmarks/suite_log.py "$W" "$OUT_DIR" "$summary" ;;
   sanitize-*)
     wl=${PART#sanitize-}
     { header

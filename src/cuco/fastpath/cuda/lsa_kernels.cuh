@@ -41,11 +41,15 @@ struct Windows { ncclWindow_t w[kMaxWindows]; };
 __host__ __device__ inline size_t descBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
 __host__ __device__ inline size_t ackBytes(int nranks) { return (size_t)nranks * kMaxSlots * kCtas * sizeof(unsigned int); }
 __host__ __device__ inline size_t flagsOffset(int nranks) { return 2 * descBytes(nranks) + ackBytes(nranks); }
-__host__ __device__ inline size_t pushFlagsStart(int nranks) { return flagsOffset(nranks) + signalFlagBytes(nranks, kCtas); }
+__host__ __device__ inline size_t pushFlagsStart(int nranks) {
+  return flagsOffset(nranks) + signalFlagBytes(nranks, kCtas);
+}
 __host__ __device__ inline size_t pushStagingStart(int nranks) {
   return (pushFlagsStart(nranks) + pushFlagBytes(nranks, kCtas) + 255) & ~(size_t)255;
 }
-__host__ __device__ inline size_t mailboxBytes(int nranks) { return pushStagingStart(nranks) + pushStagingBytes(nranks); }
+__host__ __device__ inline size_t mailboxBytes(int nranks) {
+  return pushStagingStart(nranks) + pushStagingBytes(nranks);
+}
 
 struct Launch {                    // what every kernel gets
   ncclDevComm dc;

@@ -57,7 +57,8 @@ static_assert(CUCOFP_CHUNK_BYTES == 0 || (CUCOFP_ISSUER == 1 && CUCOFP_CHUNK_BYT
 static_assert(CUCOFP_ALLREDUCE >= 0 && CUCOFP_ALLREDUCE <= 3,
               "CUCOFP_ALLREDUCE is 0 (auto), 1 (one shot), 2 (two shot) or 3 (push)");
 constexpr int kCommCtas = CUCOFP_COMM_CTAS;
-static_assert(CUCOFP_REDUCESCATTER == 0 || CUCOFP_REDUCESCATTER == 1, "CUCOFP_REDUCESCATTER is 0 (barriers) or 1 (push)");
+static_assert(CUCOFP_REDUCESCATTER == 0 || CUCOFP_REDUCESCATTER == 1,
+              "CUCOFP_REDUCESCATTER is 0 (barriers) or 1 (push)");
 constexpr int kAllReduceAlgo = CUCOFP_ALLREDUCE;
 constexpr bool kReduceScatterPush = CUCOFP_REDUCESCATTER == 1;
 constexpr bool kCopyEngine = CUCOFP_ISSUER == 1;

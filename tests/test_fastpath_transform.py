@@ -121,3 +121,17 @@ def test_the_prelude_is_the_kernels_runtime_and_api_in_order_without_header_guar
         assert order == sorted(order) and "#pragma once" not in text and '#include "lsa_' not in text
         assert ("CUCOFP_PROGRAM_HOOKS 1" in text) == (form == "standalone")
         assert ("ncclResult_t cucoCommInitRank(" in text) == (form == "standalone")   # the harness owns comms there
+
+
+def test_the_rewrite_compiles_reductions_only_for_the_types_the_program_reduces():
+    from cuco.fastpath.transform import ALL_REDUCE_TYPES, REDUCE_TYPE_BITS, reduce_types
+
+    corpus = Path(__file__).parent / "fixtures" / "host_programs"
+    moved_only = analyze((corpus / "ag_tp_matvec.cu").read_text(), "ag_tp_matvec.cu")
+    floats = analyze((corpus / "rs_grad_shard.cu").read_text(), "rs_grad_shard.cu")
+    assert reduce_types(moved_only) == 0 and reduce_types(floats) == 1 << REDUCE_TYPE_BITS["ncclFloat"]
+    text = (corpus / "rs_grad_shard.cu").read_text().replace("shard, ncclFloat, ncclSum", "shard, dtype, ncclSum")
+    text = text.replace('#include "host_util.h"', '#include "host_util.h"\nstatic ncclDataType_t dtype = ncclFloat;')
+    assert reduce_types(analyze(text, "rs_grad_shard.cu")) == ALL_REDUCE_TYPES   # not a literal: every type
+    code = transform(floats, (corpus / "rs_grad_shard.cu").read_text()).code
+    assert f"#define CUCOFP_REDUCE_TYPES {1 << REDUCE_TYPE_BITS['ncclFloat']:#x}" in code

@@ -79,14 +79,35 @@ _KERNEL_FILES = ("lsa_layout.cuh", "lsa_kernels.cuh", "lsa_signal.cuh", "lsa_pus
 _RUNTIME_FILES = ("lsa_point.cuh", "lsa_runtime.cuh", "lsa_warm.cuh", "lsa_copy.cuh")
 
 
-def prelude(form: str) -> str:
-    """The generated code inserted after the program's includes."""
+#: Bit of each NCCL data type in CUCOFP_REDUCE_TYPES (lsa_runtime.cuh: the reductions compiled for it).
+REDUCE_TYPE_BITS = {"ncclInt8": 0, "ncclChar": 0, "ncclUint8": 1, "ncclInt32": 2, "ncclInt": 2, "ncclUint32": 3,
+                    "ncclInt64": 4, "ncclUint64": 5, "ncclFloat16": 6, "ncclHalf": 6, "ncclBfloat16": 7,
+                    "ncclFloat32": 8, "ncclFloat": 8, "ncclFloat64": 9, "ncclDouble": 9}
+ALL_REDUCE_TYPES = 0x3FF
+REDUCTIONS = ("allreduce", "reducescatter", "reduce")
+
+
+def reduce_types(a: Analysis) -> int:
+    """The data types the program's reductions use, as CUCOFP_REDUCE_TYPES bits: each rewritten reduction names
+    its type as an NCCL literal, else (a variable, an expression) every type is compiled; 0 without reductions.
+    Every rewrite compiles the reduction kernels of the types set, so programs without reductions skip them."""
+    bits = 0
+    for c in a.collectives:
+        if c.kind in REDUCTIONS:
+            bit = REDUCE_TYPE_BITS.get(c.args.get("datatype", "").strip())
+            bits |= ALL_REDUCE_TYPES if bit is None else 1 << bit
+    return bits
+
+
+def prelude(form: str, types: int = ALL_REDUCE_TYPES) -> str:
+    """The generated code inserted after the program's includes; `types`: the reductions' data types (reduce_types)."""
     kernels = "\n".join(_cuda_file(n).rstrip() + "\n" for n in _KERNEL_FILES)
     runtime = "\n".join(_cuda_file(n).rstrip() + "\n" for n in _RUNTIME_FILES)
     runtime += "\n" + _cuda_file("lsa_api.cuh").split("\n\n", 1)[1]
     if form == "candidate_abi":  # the harness owns the communicator: drop the standalone lifetime wrappers
         runtime = re.sub(r"// CUCOFP-STANDALONE-BEGIN.*?// CUCOFP-STANDALONE-END\n", "", runtime, flags=re.S)
-    parts = [PRELUDE_BEGIN, annotate.wrap(kernels, "lsa-kernels")]
+    parts = [PRELUDE_BEGIN, f"#define CUCOFP_REDUCE_TYPES {types:#x}  // the reductions' data types (bits)\n",
+             annotate.wrap(kernels, "lsa-kernels")]
     if form != "candidate_abi":  # delayed arrival and tracing for the program harness (cuco.program)
         parts.append(_cuda_file("program_hooks.cuh").rstrip() + "\n")
     parts.append(_UNOBSERVE_BEGIN + runtime.rstrip() + "\n" + _UNOBSERVE_END)
@@ -311,7 +332,7 @@ def transform(a: Analysis, text: str, point_block: str = "") -> Transformed:
         edits += join_edits(src, a)
     for start, end, marker in annotate.line_ranges_to_edits(src.data, ranges):
         edits.append(_Edit(start, end, marker, 1 if "END" in marker else 2))
-    edits.append(_Edit(a.include_end, a.include_end, "\n" + point_block + prelude(a.form), 0))
+    edits.append(_Edit(a.include_end, a.include_end, "\n" + point_block + prelude(a.form, reduce_types(a)), 0))
     code = _apply(src.data, edits).decode("utf-8") + tail
     _self_check(code, a.path)
     return Transformed(code, tuple(applied), a.form)

@@ -42,6 +42,9 @@
 #ifndef CUCOFP_ALLREDUCE
 #define CUCOFP_ALLREDUCE 0
 #endif
+#ifndef CUCOFP_REDUCE_TYPES   // set by the transform (cuco.fastpath.transform.reduce_types); else every type
+#define CUCOFP_REDUCE_TYPES 0x3ff
+#endif
 #ifndef CUCOFP_REDUCESCATTER
 #define CUCOFP_REDUCESCATTER 0
 #endif

@@ -275,21 +275,34 @@ template <class T> inline void launchReduce(int kind, const Launch& L, const Col
   else reducescatterKernel<T><<<kCommCtas, kThreads, 0, st>>>(L, c);
 }
 
+// The reductions of type T are compiled only where the program reduces that type (CUCOFP_REDUCE_TYPES bit `Bit`,
+// set by the transform from each rewritten reduction's data type; every type where it could not tell).
+template <int Bit> constexpr bool kReduces = ((CUCOFP_REDUCE_TYPES >> Bit) & 1) != 0;
+template <int Bit, class T>
+inline ncclResult_t reduceAs(int kind, ncclDataType_t dt, const Launch& L, const Coll& c, cudaStream_t st) {
+  if constexpr (kReduces<Bit>) {
+    launchReduce<T>(kind, L, c, st);
+    return ncclSuccess;
+  } else {
+    CUCOFP_FAIL(ncclInvalidArgument, "a reduction on data type %d, which the rewrite did not compile (the transform "
+                "read other data types in the program's reductions; CUCOFP_REDUCE_TYPES)", (int)dt);
+  }
+}
+
 inline ncclResult_t launchReduceTyped(int kind, ncclDataType_t dt, const Launch& L, const Coll& c, cudaStream_t st) {
   switch (dt) {
-    case ncclInt8: launchReduce<int8_t>(kind, L, c, st); break;
-    case ncclUint8: launchReduce<uint8_t>(kind, L, c, st); break;
-    case ncclInt32: launchReduce<int32_t>(kind, L, c, st); break;
-    case ncclUint32: launchReduce<uint32_t>(kind, L, c, st); break;
-    case ncclInt64: launchReduce<int64_t>(kind, L, c, st); break;
-    case ncclUint64: launchReduce<uint64_t>(kind, L, c, st); break;
-    case ncclFloat16: launchReduce<__half>(kind, L, c, st); break;
-    case ncclBfloat16: launchReduce<__nv_bfloat16>(kind, L, c, st); break;
-    case ncclFloat32: launchReduce<float>(kind, L, c, st); break;
-    case ncclFloat64: launchReduce<double>(kind, L, c, st); break;
+    case ncclInt8: return reduceAs<0, int8_t>(kind, dt, L, c, st);
+    case ncclUint8: return reduceAs<1, uint8_t>(kind, dt, L, c, st);
+    case ncclInt32: return reduceAs<2, int32_t>(kind, dt, L, c, st);
+    case ncclUint32: return reduceAs<3, uint32_t>(kind, dt, L, c, st);
+    case ncclInt64: return reduceAs<4, int64_t>(kind, dt, L, c, st);
+    case ncclUint64: return reduceAs<5, uint64_t>(kind, dt, L, c, st);
+    case ncclFloat16: return reduceAs<6, __half>(kind, dt, L, c, st);
+    case ncclBfloat16: return reduceAs<7, __nv_bfloat16>(kind, dt, L, c, st);
+    case ncclFloat32: return reduceAs<8, float>(kind, dt, L, c, st);
+    case ncclFloat64: return reduceAs<9, double>(kind, dt, L, c, st);
     default: CUCOFP_FAIL(ncclInvalidArgument, "reduction on data type %d is not supported by the fast path", (int)dt);
   }
-  return ncclSuccess;
 }
 
 inline ncclResult_t launchCollective(CommState* s, const Pending& o) {

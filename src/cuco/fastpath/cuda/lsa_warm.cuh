@@ -15,15 +15,17 @@ __global__ void touchStackKernel() {
   local[threadIdx.x % 2048] = 0;
   (void)local[0];
 }
-template <class T> inline size_t warmReduce() {
-  cudaFuncAttributes a{};
+template <int Bit, class T> inline size_t warmReduce() {
   size_t most = 0;
-  for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>, (const void*)reduceRootKernel<T>,
-                        (const void*)reducescatterKernel<T>})
-    if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
-  if constexpr (Vectorised<T>::value) {   // the push kernel exists for the floating-point types only
-    if (cudaFuncGetAttributes(&a, (const void*)pushReduceKernel<T>) == cudaSuccess && a.localSizeBytes > most)
-      most = a.localSizeBytes;
+  if constexpr (kReduces<Bit>) {   // compiled for this type (CUCOFP_REDUCE_TYPES)
+    cudaFuncAttributes a{};
+    for (const void* k : {(const void*)allreduceKernel<T>, (const void*)reduceKernel<T>,
+                          (const void*)reduceRootKernel<T>, (const void*)reducescatterKernel<T>})
+      if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
+    if constexpr (Vectorised<T>::value) {   // the push kernel exists for the floating-point types only
+      if (cudaFuncGetAttributes(&a, (const void*)pushReduceKernel<T>) == cudaSuccess && a.localSizeBytes > most)
+        most = a.localSizeBytes;
+    }
   }
   return most;
 }
@@ -33,9 +35,10 @@ inline void warmKernels() {
   for (const void* k : {(const void*)allgatherKernel<MoveSync>, (const void*)alltoallKernel<MoveSync>,
                         (const void*)broadcastKernel<MoveSync>, (const void*)p2pKernel})
     if (cudaFuncGetAttributes(&a, k) == cudaSuccess && a.localSizeBytes > most) most = a.localSizeBytes;
-  for (size_t m : {warmReduce<int8_t>(), warmReduce<uint8_t>(), warmReduce<int32_t>(), warmReduce<uint32_t>(),
-                   warmReduce<int64_t>(), warmReduce<uint64_t>(), warmReduce<__half>(), warmReduce<__nv_bfloat16>(),
-                   warmReduce<float>(), warmReduce<double>()})
+  for (size_t m : {warmReduce<0, int8_t>(), warmReduce<1, uint8_t>(), warmReduce<2, int32_t>(),
+                   warmReduce<3, uint32_t>(), warmReduce<4, int64_t>(), warmReduce<5, uint64_t>(),
+                   warmReduce<6, __half>(), warmReduce<7, __nv_bfloat16>(), warmReduce<8, float>(),
+                   warmReduce<9, double>()})
     most = m > most ? m : most;
   size_t stack = 0;
   if (cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess && stack < most)

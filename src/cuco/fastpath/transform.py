@@ -100,7 +100,8 @@ def reduce_types(a: Analysis) -> int:
 
 
 def prelude(form: str, types: int = ALL_REDUCE_TYPES) -> str:
-    """The generated code inserted after the program's includes; `types`: the reductions' data types (reduce_types)."""
+    """The generated code inserted after the program's includes; `types`: the reductions' data types
+    (reduce_types)."""
     kernels = "\n".join(_cuda_file(n).rstrip() + "\n" for n in _KERNEL_FILES)
     runtime = "\n".join(_cuda_file(n).rstrip() + "\n" for n in _RUNTIME_FILES)
     runtime += "\n" + _cuda_file("lsa_api.cuh").split("\n\n", 1)[1]

@@ -24,10 +24,11 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
   every rank's send between two barriers) or `push` (slice p of each rank's send stored into rank p, one flag per
   CTA, the slice reduced locally; float, half and bfloat16 slices of up to 4 MiB / W, other ones with barriers).
 
-Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers, and sends/receives on their
-pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and issuer=copy_engine are
-offered only to programs that call AllGather, AlltoAll or Broadcast, and a program whose every collective is one
-of those keeps comm_ctas at its first value under copy_engine (no CTA kernel of it would change). Backend lsa.
+Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers (or the push kernel's flags), and
+sends/receives on their pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and
+issuer=copy_engine are offered only to programs that call AllGather, AlltoAll or Broadcast, and a program whose
+every collective is one of those keeps comm_ctas at its first value under copy_engine (no CTA kernel of it would
+change). Backend lsa.
 """
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot", "push")
                             "AllReduce algorithm: one_shot reduces the whole buffer from every rank's send (two "
                             "barriers, more bytes read at W > 2), two_shot reduce-scatters then all-gathers (three "
                             "barriers); auto: one shot at W = 2 and up to 256 KiB; in-place calls are two shot; "
-                            "push stores each rank's buffer into every peer and signals once, no barrier (buffers "
-                            "of up to 4 MiB / W, in place too; larger ones as auto)")
+                            "push stores each rank's buffer into every peer and signals once, no barrier (float, "
+                            "half and bfloat16 buffers of up to 4 MiB / W, in place too; other ones as auto)")
 _ALLREDUCE = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}
 REDUCESCATTER = ExtraDirective("reducescatter", ("barrier", "push"),
                                "ReduceScatter algorithm: barrier reduces each rank's slice from every rank's send "
                                "between two barriers; push stores slice p of each rank's send into rank p and "
-                               "signals once, no barrier (slices of up to 4 MiB / W; larger ones with barriers)")
+                               "signals once, no barrier (float, half and bfloat16 slices of up to 4 MiB / W; "
+                               "other ones with barriers)")
 _REDUCESCATTER = {"barrier": 0, "push": 1}
 #: The collectives whose bytes the copy engines can move and that signals can order.
 MOVEMENT = ("allgather", "alltoall", "broadcast")

@@ -38,7 +38,7 @@ from cuco.program import diagnostics
 from cuco.program import space as program_space
 from cuco.program.launcher import LocalLauncher, ProgramLauncher
 from cuco.program.observation import Observation, compare
-from cuco.program.retime import Retimed, Round, retime
+from cuco.program.retime import Retimed, Round, retime, spread
 from cuco.program.source import HostProgram, ProgramError
 
 #: Instances of each region per process (observe.h): the first is cold, the rest are the steady state.
@@ -297,7 +297,7 @@ class ProgramEvaluator(Cascade):
                 batch.record(cid, LevelResult("bench", False, failed[cid], 0.0, context))
                 continue
             t = statistics.median(times[cid])
-            metrics: dict[str, float] = {"time_ms": t, "spread": (max(times[cid]) - min(times[cid])) / t if t else 0.0,
+            metrics: dict[str, float] = {"time_ms": t, "spread": spread(tuple(times[cid])),
                                          "cold_time_ms": statistics.median(cold[cid])}
             if host_ms is not None:
                 metrics["host_ms"] = host_ms

@@ -15,11 +15,11 @@ SPREAD_LIMIT = 0.03
 
 
 def spread(runs_ms: tuple[float, ...]) -> float:
-    """(max - min) / median of one side's rounds; 0 for fewer than two."""
+    """(max - min) / median of one side's rounds; 0 for fewer than two or a zero median."""
     if len(runs_ms) < 2:
         return 0.0
     mid = statistics.median(runs_ms)
-    return (max(runs_ms) - min(runs_ms)) / mid if mid else float("inf")
+    return (max(runs_ms) - min(runs_ms)) / mid if mid else 0.0
 
 
 @attrs.frozen

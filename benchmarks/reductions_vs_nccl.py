@@ -109,9 +109,10 @@ def main() -> int:
     algos = [a for a in args.allreduce.split(",") if a]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / "cuco-reductions"
     sources = {"nccl": text}
-    for algo in algos:  # the directive's macro ahead of the rewrite's prelude, as a point block sets it; `push`
-        # sets the ReduceScatter's too (the reducescatter directive), so its column holds both push kernels
-        scatter = "#define CUCOFP_REDUCESCATTER 1  // push\n" if algo == "push" else ""
+    for algo in algos:  # the directive's macro ahead of the rewrite's prelude, as a point block sets it; the
+        # ReduceScatter's (the reducescatter directive) goes with it: auto with auto, push with push, else barrier
+        scatter = {"auto": "0  // auto", "push": "2  // push"}.get(algo, "1  // barrier")
+        scatter = f"#define CUCOFP_REDUCESCATTER {scatter}\n"
         sources[algo] = f"#define CUCOFP_ALLREDUCE {ALGOS[algo]}  // {algo}\n" + scatter + rewrite.code
     binaries = {}
     for side, code in sources.items():

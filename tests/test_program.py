@@ -79,9 +79,9 @@ def test_the_observed_program_times_the_statements_around_every_collective(name)
 
 def _expected_size(kinds: tuple[str, ...]) -> int:
     """placement x comm_ctas, and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
-    with comm_ctas fixed when every collective is a movement one); x 4 AllReduce algorithms with an AllReduce, x 2
+    with comm_ctas fixed when every collective is a movement one); x 4 AllReduce algorithms with an AllReduce, x 3
     ReduceScatter algorithms with a ReduceScatter."""
-    algos = (4 if "allreduce" in kinds else 1) * (2 if "reducescatter" in kinds else 1)
+    algos = (4 if "allreduce" in kinds else 1) * (3 if "reducescatter" in kinds else 1)
     if not set(kinds) & set(MOVEMENT):
         return 2 * 3 * algos
     ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 3
@@ -104,7 +104,7 @@ def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(na
             algo = ("auto", "one_shot", "two_shot", "push").index(point.get("allreduce"))
             assert f"#define CUCOFP_ALLREDUCE {algo}" in code
         if "reducescatter" in w.program.analysis.kinds():
-            assert f"#define CUCOFP_REDUCESCATTER {('barrier', 'push').index(point.get('reducescatter'))}" in code
+            assert f"#define CUCOFP_REDUCESCATTER {('auto', 'barrier', 'push').index(point.get('reducescatter'))}" in code
         res = check_program(code, parent_code=codes[0])
         assert res.passed, res.reason
         # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements
@@ -115,7 +115,7 @@ def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_wh
     w = ProgramWorkload.load(CORPUS / "sp_mlp_ag_rs.cu")
     space = w.space(Topology(world=1))
     fast = space.conservative()
-    assert fast.label() == "lsa/deferred/world/cta/whole/comm_ctas=32/reducescatter=barrier"
+    assert fast.label() == "lsa/deferred/world/cta/whole/comm_ctas=32/reducescatter=auto"
     block = point_block(fast)
     for macro in ("PLACEMENT 0", "COMM_CTAS 32", "SYNC_SCOPE 0", "ISSUER 0", "CHUNK_BYTES 0"):
         assert f"#define CUCOFP_{macro}" in block          # the defaults of lsa_point.cuh: today's code paths

@@ -13,16 +13,18 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
 - chunk_bytes: `whole` or, with issuer=copy_engine only, 4 MiB / 1 MiB: each copy is cut into chunks spread over
   4 copy streams, so several copy engines and NVLink peers work at once (the CTA kernels move whole buffers);
 - comm_ctas (extra directive): CTAs per communication kernel; fewer leave SMs to overlapping compute;
-- allreduce (extra directive, programs that call AllReduce): `auto` (one shot at W = 2 and up to 256 KiB, else
-  two shot), `one_shot` (every rank reduces the whole buffer from every rank's send: two barriers, no gather
-  pass; W - 1 buffers read per rank) or `two_shot` (reduce-scatter then all-gather: three barriers, 2 (W - 1) / W
-  buffers read); in-place calls are always two shot (a one-shot rank would overwrite what its peers still read);
-  or `push` (each rank stores its buffer into a staging slot of every peer and raises one flag per CTA there; the
-  receiver reduces locally: no barrier, one one-way signal; float, half and bfloat16 buffers of up to 4 MiB / W,
-  in place too; other ones as `auto`).
-- reducescatter (extra directive, programs that call ReduceScatter): `barrier` (each rank reduces its slice from
-  every rank's send between two barriers) or `push` (slice p of each rank's send stored into rank p, one flag per
-  CTA, the slice reduced locally; float, half and bfloat16 slices of up to 4 MiB / W, other ones with barriers).
+- allreduce (extra directive, programs that call AllReduce): `auto` (`push` where it applies, else one shot up to
+  8 MiB at W = 2 and 256 KiB above, else two shot: the fastest measured kernel at every size), `one_shot` (every
+  rank reduces the whole buffer from every rank's send: two barriers, no gather pass; W - 1 buffers read per rank)
+  or `two_shot` (reduce-scatter then all-gather: three barriers, 2 (W - 1) / W buffers read); in-place calls are
+  two shot unless pushed (a one-shot rank would overwrite what its peers still read); or `push` (each rank stores
+  its buffer into a staging slot of every peer and raises one flag per CTA there; the receiver reduces locally:
+  no barrier, one one-way signal; float, half and bfloat16 buffers of up to 4 MiB / W, in place too; other ones
+  as `auto`).
+- reducescatter (extra directive, programs that call ReduceScatter): `auto` (`push` where it applies, else
+  `barrier`), `barrier` (each rank reduces its slice from every rank's send between two barriers) or `push`
+  (slice p of each rank's send stored into rank p, one flag per CTA, the slice reduced locally; float, half and
+  bfloat16 slices of up to 4 MiB / W, other ones with barriers).
 
 Reductions (AllReduce, Reduce, ReduceScatter) stay on SM kernels with barriers (or the push kernel's flags), and
 sends/receives on their pairwise mailbox kernel, under every issuer and sync scope. So sync_scope=signal and
@@ -44,16 +46,17 @@ COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8"),
 ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot", "push"),
                             "AllReduce algorithm: one_shot reduces the whole buffer from every rank's send (two "
                             "barriers, more bytes read at W > 2), two_shot reduce-scatters then all-gathers (three "
-                            "barriers); auto: one shot at W = 2 and up to 256 KiB; in-place calls are two shot; "
+                            "barriers); auto: push where it applies, else one shot up to 8 MiB at W = 2 and 256 KiB "
+                            "above, else two shot; in-place calls are two shot unless pushed; "
                             "push stores each rank's buffer into every peer and signals once, no barrier (float, "
                             "half and bfloat16 buffers of up to 4 MiB / W, in place too; other ones as auto)")
 _ALLREDUCE = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}
-REDUCESCATTER = ExtraDirective("reducescatter", ("barrier", "push"),
-                               "ReduceScatter algorithm: barrier reduces each rank's slice from every rank's send "
-                               "between two barriers; push stores slice p of each rank's send into rank p and "
+REDUCESCATTER = ExtraDirective("reducescatter", ("auto", "barrier", "push"),
+                               "ReduceScatter algorithm: auto pushes where push applies, else barrier; barrier "
+                               "reduces each rank's slice from every rank's send between two barriers; push stores slice p of each rank's send into rank p and "
                                "signals once, no barrier (float, half and bfloat16 slices of up to 4 MiB / W; "
                                "other ones with barriers)")
-_REDUCESCATTER = {"barrier": 0, "push": 1}
+_REDUCESCATTER = {"auto": 0, "barrier": 1, "push": 2}
 #: The collectives whose bytes the copy engines can move and that signals can order.
 MOVEMENT = ("allgather", "alltoall", "broadcast")
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)

@@ -15,12 +15,13 @@
 //   data; reductions and sends/receives stay on SM kernels).
 // CUCOFP_CHUNK_BYTES 0 = whole transfers; else (copy_engine only) each transfer is cut into chunks of this many
 //   bytes, spread over kCopyStreams copy streams so that several copy engines and NVLink peers work at once.
-// CUCOFP_ALLREDUCE 0 = auto (one shot at W = 2 and up to kOneShotMaxBytes, else two shot), 1 = one shot, 2 = two
-//   shot; in-place calls are always two shot. 3 = push (lsa_push.cuh: stores into every peer and one one-way
-//   signal, no barrier) for float, half and bfloat16 buffers of up to pushMaxBytes(W), in place too; other ones
-//   as auto.
-// CUCOFP_REDUCESCATTER 0 = barriers (reducescatterKernel), 1 = push (lsa_push.cuh) for float, half and bfloat16
-//   slices of up to pushMaxBytes(W); other ones with barriers.
+// CUCOFP_ALLREDUCE 0 = auto (push where it applies, else one shot up to oneShotMaxBytes(W), else two shot: the
+//   reductions sweeps' fastest at every measured size, lsa_runtime.cuh), 1 = one shot, 2 = two shot; in-place
+//   calls are two shot unless pushed. 3 = push (lsa_push.cuh: stores into every peer and one one-way signal, no
+//   barrier) for float, half and bfloat16 buffers of up to pushMaxBytes(W), in place too; other ones as auto.
+// CUCOFP_REDUCESCATTER 0 = auto (push where it applies, else barriers), 1 = barriers (reducescatterKernel),
+//   2 = push (lsa_push.cuh) for float, half and bfloat16 slices of up to pushMaxBytes(W); other ones with
+//   barriers.
 #pragma once
 #include "lsa_push.cuh"
 
@@ -60,10 +61,10 @@ static_assert(CUCOFP_CHUNK_BYTES == 0 || (CUCOFP_ISSUER == 1 && CUCOFP_CHUNK_BYT
 static_assert(CUCOFP_ALLREDUCE >= 0 && CUCOFP_ALLREDUCE <= 3,
               "CUCOFP_ALLREDUCE is 0 (auto), 1 (one shot), 2 (two shot) or 3 (push)");
 constexpr int kCommCtas = CUCOFP_COMM_CTAS;
-static_assert(CUCOFP_REDUCESCATTER == 0 || CUCOFP_REDUCESCATTER == 1,
-              "CUCOFP_REDUCESCATTER is 0 (barriers) or 1 (push)");
+static_assert(CUCOFP_REDUCESCATTER >= 0 && CUCOFP_REDUCESCATTER <= 2,
+              "CUCOFP_REDUCESCATTER is 0 (auto), 1 (barriers) or 2 (push)");
 constexpr int kAllReduceAlgo = CUCOFP_ALLREDUCE;
-constexpr bool kReduceScatterPush = CUCOFP_REDUCESCATTER == 1;
+constexpr int kReduceScatterAlgo = CUCOFP_REDUCESCATTER;
 constexpr bool kCopyEngine = CUCOFP_ISSUER == 1;
 constexpr size_t kChunkBytes = (size_t)CUCOFP_CHUNK_BYTES;
 constexpr int kCopyStreams = 4;   // copy streams per communicator for chunked copy-engine transfers

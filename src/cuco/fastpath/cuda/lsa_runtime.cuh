@@ -232,11 +232,14 @@ inline ncclResult_t afterComm(CommState* s, const std::vector<cudaStream_t>& cal
   return ncclSuccess;
 }
 
-// AllReduce in one shot (reduceKernel on every rank) as the point's allreduce directive says (CUCOFP_ALLREDUCE); auto:
-// where it moves no more bytes than the two-shot kernel (W = 2) or where the buffer is small enough that a barrier
-// costs more than the extra reads. Out of place only (a rank reducing into its own send buffer would change what
-// its peers are still reading).
-constexpr unsigned long long kOneShotMaxBytes = 256ull << 10;
+// auto's choices, from the reductions sweeps at W = 2 and 4 (benchmarks/results/reductions/w2_push.*, w4_push.*,
+// bf16, 64 KiB to 1 GiB): push wherever it applies, for AllReduce and ReduceScatter (as fast as the fastest barrier
+// kernel or faster at every size it takes: W = 2 AllReduce 64 KiB 9.7 us against 16.1, ReduceScatter 4 MiB 21.2
+// against 24.4; W = 4 AllReduce 256 KiB 17.4 against 23.6); then the one-shot AllReduce up to oneShotMaxBytes(W)
+// and two shot above (at W = 2 one shot was faster up to 4 MiB and two shot from 16 MiB: 79 against 85 us, and
+// 3.73 against 4.28 ms at 1 GiB; at W = 4 one shot reads three buffers and loses from 1 MiB). Out of place only
+// (a one-shot rank reducing into its own send buffer would change what its peers are still reading).
+inline unsigned long long oneShotMaxBytes(int nranks) { return nranks == 2 ? 8ull << 20 : 256ull << 10; }
 
 // The two-shot kernel stores its sums into every rank's recv in one pass, except from three ranks and
 // kTwoShotGatherMinBytes on, where it gathers the slices by loads after a barrier (allreduceKernel says why).
@@ -244,16 +247,16 @@ constexpr unsigned long long kTwoShotGatherMinBytes = 32ull << 20;
 
 inline bool allreduceOneShot(int nranks, const Coll& c) {
   if (c.sendLocal == c.recv || kAllReduceAlgo == 2) return false;
-  return kAllReduceAlgo == 1 || nranks == 2 || c.count * (unsigned long long)c.elemBytes <= kOneShotMaxBytes;
+  return kAllReduceAlgo == 1 || c.count * (unsigned long long)c.elemBytes <= oneShotMaxBytes(nranks);
 }
 
-// allreduce=push and reducescatter=push where what each peer is sent fits its staging slot (lsa_push.cuh): the
-// whole buffer (AllReduce) or one rank's slice (ReduceScatter); larger ones take the barrier kernels, and so do
-// the integer types (the push kernel is compiled for the floating-point ones only: every program compiles the
-// reductions for every type).
+// allreduce=push and reducescatter=push (and auto for both) where what each peer is sent fits its staging slot
+// (lsa_push.cuh): the whole buffer (AllReduce) or one rank's slice (ReduceScatter); larger ones take the barrier
+// kernels, and so do the integer types (the push kernel is compiled for the floating-point ones only).
 inline bool pushTyped(ncclDataType_t dt) { return dt == ncclFloat32 || dt == ncclFloat16 || dt == ncclBfloat16; }
 inline bool reductionPush(int kind, ncclDataType_t dt, int nranks, const Coll& c) {
-  bool asked = (kind == kAllReduce && kAllReduceAlgo == 3) || (kind == kReduceScatter && kReduceScatterPush);
+  bool asked = (kind == kAllReduce && (kAllReduceAlgo == 3 || kAllReduceAlgo == 0)) ||
+               (kind == kReduceScatter && (kReduceScatterAlgo == 2 || kReduceScatterAlgo == 0));
   return asked && pushTyped(dt) && c.count * (unsigned long long)c.elemBytes <= pushMaxBytes(nranks);
 }
 

@@ -70,7 +70,8 @@ def record(row: dict[str, Any], s: Any, path: Path, world: int) -> None:
     """The row's figures of record (docs/measuring.md): the rewrite the search found fastest re-timed against the
     program in interleaved rounds until the spread is within 0.03 (cuco.program.retime); the search's own
     figures stay as `search_*`. Never slower: the best point is the rewrite only where these rounds show it
-    faster, else the program itself (speedup exactly 1.0)."""
+    faster (Retimed.faster: a median speedup above 1, with the spread within its limit or a sign test over the
+    paired rounds), else the program itself (speedup exactly 1.0)."""
     from cuco.db import CandidateDB
     from cuco.program.evaluator import ProgramEvaluator
     from cuco.program.workload import ProgramWorkload
@@ -99,7 +100,7 @@ def record(row: dict[str, Any], s: Any, path: Path, world: int) -> None:
         ev.close()
     row.update(got.to_dict(), record_point=rewrite.directives.label() if rewrite.directives else rewrite.mutation,
                record_lock_wait_s=round(waited_s, 1))
-    faster = got.speedup > 1.0
+    faster = got.faster
     row.update(best_point=row["record_point"] if faster else "original", host_ms=got.host_ms,
                best_ms=got.best_ms if faster else got.host_ms, speedup=got.speedup if faster else 1.0,
                cold_ms=row["record_cold_ms"], cold_best_ms=row["record_cold_best_ms"] if faster else
@@ -122,14 +123,16 @@ def render(rows: list[dict[str, Any]]) -> str:
            "Rows with `repeats` hold figures of record: the search's fastest rewrite re-timed against the program "
            "in interleaved rounds of fresh processes (at least 3, until the spread is within 0.03, at most 9; "
            "cuco.program.retime), its read-backs checked each round; the best point is the rewrite only where "
-           "those rounds show it faster. Rows without hold the search's own timed rounds.",
+           "those rounds show it faster: a median speedup above 1 with the spread within 0.03 or, where it is not, "
+           "the rewrite faster in enough paired rounds (one-sided sign test, p <= 0.05; `faster rounds`). "
+           "Rows without hold the search's own timed rounds.",
            "", "| program | collectives | launch model | evaluated | fast path ms | best point | host ms | best ms "
-           "| speedup | host cold ms | best cold ms | repeats | spread | verified | LLM calls |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| speedup | host cold ms | best cold ms | repeats | spread | faster rounds | verified | LLM calls |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['program']} | {', '.join(r['collectives'])} | {r['launch_model']} | - | - | "
-                       f"error: {r['error'][:120]} | - | - | - | - | - | - | - | no | 0 |")
+                       f"error: {r['error'][:120]} | - | - | - | - | - | - | - | - | no | 0 |")
             continue
 
         def f(x: Any) -> str:
@@ -139,9 +142,20 @@ def render(rows: list[dict[str, Any]]) -> str:
                    f"{f(r.get('fastpath_ms'))} | `{r.get('best_point', '-')}` | {f(r.get('host_ms'))} | "
                    f"{f(r.get('best_ms'))} | {f(r.get('speedup'))} | {f(r.get('cold_ms'))} | "
                    f"{f(r.get('cold_best_ms'))} | {r.get('record_repeats', '-')} | {f(r.get('spread'))} | "
+                   f"{faster_rounds(r)} | "
                    f"{'yes' if r.get('verified') else 'no'} | "
                    f"{r.get('llm_calls', 0)} |")
     return "\n".join(out) + "\n"
+
+
+def faster_rounds(row: dict[str, Any]) -> str:
+    """`k/n (p = …)`: the re-timed rounds in which the rewrite was faster, and the sign test's p; `-` without."""
+    if "record_host_runs_ms" not in row:
+        return "-"
+    pairs = list(zip(row["record_host_runs_ms"], row["record_best_runs_ms"]))
+    wins = sum(b < h for h, b in pairs)
+    from cuco.program.retime import sign_p
+    return f"{wins}/{len(pairs)} (p = {sign_p(wins, len(pairs)):.3f})"
 
 
 def _rows(data: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from cuco.program.retime import SPREAD_LIMIT, Retimed, Round, retime, spread
+from cuco.program.retime import SPREAD_LIMIT, Retimed, Round, retime, sign_p, spread
 
 
 def fake_rounds(times: list[tuple[float, float]]):
@@ -62,3 +62,39 @@ def test_rounds_run_never_exceed_the_cap_nor_stop_before_the_minimum(times, min_
     got = retime(fake_rounds(times), min_runs, max_runs)
     assert min_runs <= len(got.rounds) <= max_runs
     assert len(got.rounds) == max_runs or got.spread <= SPREAD_LIMIT
+
+
+def test_the_sign_test_has_its_textbook_values():
+    assert sign_p(0, 9) == 1.0
+    assert sign_p(9, 9) == pytest.approx(1 / 512)
+    assert sign_p(8, 9) == pytest.approx(10 / 512)     # 0.0195: significant at 0.05
+    assert sign_p(7, 9) == pytest.approx(46 / 512)     # 0.0898: not
+    assert sign_p(3, 3) == 0.125
+    with pytest.raises(ValueError, match="wins <= rounds"):
+        sign_p(4, 3)
+
+
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n - 1))))
+def test_the_sign_test_falls_as_wins_grow_and_stays_a_probability(n_k):
+    n, k = n_k
+    assert 0.0 < sign_p(k + 1, n) < sign_p(k, n) <= 1.0
+
+
+def test_noisy_rounds_count_as_faster_only_where_most_pairs_agree():
+    # 9 rounds, both sides 20 % noisy (spread far above the limit), rewrite faster in 8 of 9: faster (p = 0.020)
+    host = [1.0, 1.2, 0.9, 1.1, 1.0, 1.15, 0.95, 1.05, 1.1]
+    best = [0.9, 1.1, 0.95, 1.0, 0.92, 1.0, 0.9, 0.97, 1.0]
+    got = retime(fake_rounds(list(zip(host, best))), min_runs=3, max_runs=9)
+    assert got.spread > SPREAD_LIMIT and got.rounds_faster == 8 and got.speedup > 1.0 and got.faster
+    assert got.to_dict()["record_faster"] and got.to_dict()["record_sign_p"] == pytest.approx(10 / 512)
+    # a median speedup above 1 still, but the rewrite faster in only 5 of 9 rounds: not shown faster (p = 0.5)
+    best_mixed = [0.9, 1.25, 0.95, 1.15, 0.92, 1.0, 0.9, 0.97, 1.2]
+    mixed = retime(fake_rounds(list(zip(host, best_mixed))), min_runs=3, max_runs=9)
+    assert mixed.speedup > 1.0 and mixed.rounds_faster == 5 and not mixed.faster
+
+
+def test_steady_rounds_need_no_sign_test_and_a_slower_rewrite_is_never_faster():
+    steady = retime(fake_rounds([(1.0, 0.98)] * 3), min_runs=3, max_runs=9)
+    assert steady.spread == 0.0 and steady.faster                    # 3 of 3 alone would be p = 0.125
+    slower = retime(fake_rounds([(1.0, 1.2), (1.0, 0.5), (1.0, 1.3)]), min_runs=3, max_runs=3)
+    assert slower.speedup < 1.0 and not slower.faster

@@ -5,6 +5,7 @@ the ones a results file states."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Callable
 
@@ -12,6 +13,17 @@ import attrs
 
 #: A figure's largest (max - min) / median over its rounds before more rounds stop being run (docs/measuring.md).
 SPREAD_LIMIT = 0.03
+#: The largest one-sided sign-test p-value at which rounds whose spread stays above SPREAD_LIMIT still show the
+#: rewrite faster (e.g. 8 of 9 rounds: p = 0.020; 7 of 9: p = 0.090, not enough).
+SIGN_P_LIMIT = 0.05
+
+
+def sign_p(wins: int, rounds: int) -> float:
+    """P(at least `wins` of `rounds` fair coin flips): the one-sided sign test of a side being faster in `wins`
+    of `rounds` paired rounds, where either side is as likely to win each."""
+    if not 0 <= wins <= rounds:
+        raise ValueError(f"need 0 <= wins <= rounds, got wins={wins}, rounds={rounds}")
+    return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds
 
 
 def spread(runs_ms: tuple[float, ...]) -> float:
@@ -62,6 +74,20 @@ class Retimed:
         """The larger of the two sides' spreads."""
         return max(spread(self._side("host_ms")), spread(self._side("best_ms")))
 
+    @property
+    def rounds_faster(self) -> int:
+        """The rounds in which the rewrite's region was faster than the original's (the pair run side by side)."""
+        return sum(r.best_ms < r.host_ms for r in self.rounds)
+
+    @property
+    def faster(self) -> bool:
+        """Whether these rounds show the rewrite faster: a median speedup above 1 with both sides' spreads within
+        the limit, or, where they are not, the rewrite faster in enough paired rounds that chance alone would
+        give that seldom (sign test, p <= SIGN_P_LIMIT): noise between processes moves both sides of a round."""
+        if self.speedup <= 1.0:
+            return False
+        return self.spread <= self.spread_limit or sign_p(self.rounds_faster, len(self.rounds)) <= SIGN_P_LIMIT
+
     def to_dict(self) -> dict[str, Any]:
         """The fields a results row takes (`record_*`), the rounds included."""
         return {"record_host_ms": self.host_ms, "record_best_ms": self.best_ms, "record_speedup": self.speedup,
@@ -69,6 +95,8 @@ class Retimed:
                 "record_cold_best_ms": statistics.median(self._side("best_cold_ms")),
                 "record_spread": self.spread, "record_repeats": len(self.rounds),
                 "record_spread_above_limit": self.spread > self.spread_limit,
+                "record_rounds_faster": self.rounds_faster,
+                "record_sign_p": sign_p(self.rounds_faster, len(self.rounds)), "record_faster": self.faster,
                 "record_host_runs_ms": list(self._side("host_ms")),
                 "record_best_runs_ms": list(self._side("best_ms"))}
 

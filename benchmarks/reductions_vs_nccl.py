@@ -25,16 +25,17 @@ ALGOS = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}   # CUCOFP_ALLREDUC
 BUS = {"allreduce": lambda w: 2 * (w - 1) / w, "reducescatter": lambda w: (w - 1) / w, "reduce": lambda w: 1.0}
 
 
-def parse(out: str) -> tuple[dict[tuple[str, int], float], dict[str, int]]:
-    """({(collective, bytes): ms}, {collective: wrong elements}) from the program's lines."""
-    times, wrong = {}, {}
+def parse(out: str) -> tuple[dict[tuple[str, int], float], dict[str, int], dict[tuple[str, int], float]]:
+    """({(collective, bytes): ms}, {collective: wrong elements}, {(collective, bytes): host ms to enqueue one
+    call}) from the program's lines."""
+    times, wrong, host = {}, {}, {}
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[0] == "time":
-            times[(parts[1], int(parts[2]))] = float(parts[3])
+        if len(parts) == 4 and parts[0] in ("time", "host"):
+            (times if parts[0] == "time" else host)[(parts[1], int(parts[2]))] = float(parts[3])
         elif len(parts) == 3 and parts[0] == "wrong":
             wrong[parts[1]] = int(parts[2])
-    return times, wrong
+    return times, wrong, host
 
 
 def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict[str, Any]]:
@@ -48,6 +49,9 @@ def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict
         row: dict[str, Any] = {"collective": coll, "bytes": nbytes, "world": world, "nccl_ms": n_ms,
                                "nccl_busbw_gbps": nbytes / n_ms / 1e6 * BUS[coll](world), "runs_nccl_ms": n_runs}
         spreads = [(max(n_runs) - min(n_runs)) / n_ms] if len(n_runs) > 1 else []
+        n_host = [r[2][key] for r in nccl if len(r) > 2 and key in r[2]]
+        if n_host:
+            row["nccl_host_ms"] = statistics.median(n_host)
         for algo, runs in cuco.items():
             c_runs = [r[0][key] for r in runs if key in r[0]]
             if not c_runs:
@@ -55,6 +59,9 @@ def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict
             c_ms = statistics.median(c_runs)
             row[algo] = {"ms": c_ms, "busbw_gbps": nbytes / c_ms / 1e6 * BUS[coll](world), "ratio": n_ms / c_ms,
                          "runs_ms": c_runs}
+            c_host = [r[2][key] for r in runs if len(r) > 2 and key in r[2]]
+            if c_host:
+                row[algo]["host_ms"] = statistics.median(c_host)
             if len(c_runs) > 1:
                 spreads.append((max(c_runs) - min(c_runs)) / c_ms)
         best = min((a for a in cuco if a in row), key=lambda a: row[a]["ms"], default=None)
@@ -74,20 +81,37 @@ def markdown(meta: dict[str, Any], table: list[dict[str, Any]]) -> str:
              f"{meta['device']}; NCCL {meta['nccl']}; {meta['date']}; NVLink multicast off. bf16 sum, out of place; "
              "bus bandwidth as nccl-tests defines it; each side the median of its runs (each run: the median of 3 "
              "repeats of 20 back-to-back calls). The AllReduce algorithm is the program's `allreduce` directive; "
-             "the `push` column's ReduceScatter is `reducescatter=push` (buffers past the push limit, 4 MiB / W, "
-             "take the barrier kernels); Reduce depends on neither. Ratio = NCCL time / the fastest cuco time "
-             "(> 1: cuco faster).", "",
+             "the ReduceScatter's (`reducescatter`) goes with it: `auto` in the auto column, `push` in the push "
+             "column (buffers past the push limit, 4 MiB / W, take the barrier kernels), `barrier` in the others; "
+             "Reduce depends on neither. Ratio = NCCL time / the fastest cuco time (> 1: cuco faster).", "",
              f"Correctness, every size's last call (elements wrong): NCCL {meta['wrong'].get('nccl')}, "
              + ", ".join(f"cuco {a} {meta['wrong'].get(a)}" for a in algos) + ".", "",
              "| collective | size | NCCL µs | NCCL busbw GB/s | " + " | ".join(f"{a} µs | {a} GB/s" for a in algos)
              + " | ratio |", "|---|---|---|---|" + "---|---|" * len(algos) + "---|"]
     for r in table:
-        size = f"{r['bytes'] >> 20} MiB" if r["bytes"] < 1 << 30 else f"{r['bytes'] >> 30} GiB"
+        size = size_label(r["bytes"])
         cells = [f"{r[a]['ms'] * 1e3:.1f} | {r[a]['busbw_gbps']:.1f}" if a in r else "- | -" for a in algos]
         ratio = f"{r['ratio']:.3f}" if "ratio" in r else "-"
         lines.append(f"| {r['collective']} | {size} | {r['nccl_ms'] * 1e3:.1f} | {r['nccl_busbw_gbps']:.1f} | "
                      + " | ".join(cells) + f" | {ratio} |")
+    small = [r for r in table if r["bytes"] <= 4 << 20 and "nccl_host_ms" in r]
+    if small:
+        lines += ["", "Host time to enqueue one call, µs (the slowest rank's median over the repeats; where it is "
+                  "close to the call's time above, the GPU waited for the host):", "",
+                  "| collective | size | NCCL | " + " | ".join(algos) + " |", "|---|---|---|" + "---|" * len(algos)]
+        for r in small:
+            cells = [f"{r[a]['host_ms'] * 1e3:.1f}" if a in r and "host_ms" in r[a] else "-" for a in algos]
+            lines.append(f"| {r['collective']} | {size_label(r['bytes'])} | {r['nccl_host_ms'] * 1e3:.1f} | "
+                         + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def size_label(nbytes: int) -> str:
+    """64 KiB, 1 MiB, 1 GiB."""
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes >> 10} KiB"
 
 
 def main() -> int:

@@ -40,6 +40,24 @@ def test_bus_bandwidth_follows_nccl_tests_and_the_ratio_is_nccl_time_over_the_fa
     assert "| allreduce | 1 MiB | 11.0 |" in md and "| reduce | 1 MiB | 8.0 | 131.1 | - | - | - | - | - |" in md
 
 
-def test_parse_reads_times_and_wrong_counts(bench):
-    times, wrong = bench.parse("time allreduce 1048576 0.0123\nwrong allreduce 0\nworld 2\nnoise\n")
+def test_parse_reads_times_host_times_and_wrong_counts(bench):
+    times, wrong, host = bench.parse("time allreduce 1048576 0.0123\nhost allreduce 1048576 0.0101\n"
+                                     "wrong allreduce 0\nworld 2\nnoise\n")
     assert times == {("allreduce", 1048576): 0.0123} and wrong == {"allreduce": 0}
+    assert host == {("allreduce", 1048576): 0.0101}
+
+
+def test_host_enqueue_times_reach_the_rows_and_a_table_of_their_own(bench):
+    key = ("allreduce", 64 << 10)
+    nccl = [({key: 0.011}, {}, {key: 0.004}), ({key: 0.012}, {}, {key: 0.006})]
+    cuco = {"push": [({key: 0.018}, {}, {key: 0.017})]}
+    (row,) = bench.rows(4, nccl, cuco)
+    assert row["nccl_host_ms"] == pytest.approx(0.005) and row["push"]["host_ms"] == pytest.approx(0.017)
+    md = bench.markdown({"world": 4, "device": "X", "nccl": "2.28.9", "date": "d", "algos": ["push"],
+                         "wrong": {"nccl": [0], "push": [0]}}, [row])
+    assert "| allreduce | 64 KiB | 11.5 |" in md and "| allreduce | 64 KiB | 5.0 | 17.0 |" in md
+
+
+def test_sizes_are_labelled_in_their_largest_whole_unit(bench):
+    assert [bench.size_label(b) for b in (64 << 10, 256 << 10, 1 << 20, 256 << 20, 1 << 30)] == \
+        ["64 KiB", "256 KiB", "1 MiB", "256 MiB", "1 GiB"]

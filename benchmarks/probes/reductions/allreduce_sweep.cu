@@ -1,13 +1,16 @@
 // NCCL AllReduce, ReduceScatter and Reduce (bf16 sum, out of place) from 64 KiB to 1 GiB, one host thread per GPU,
 // timed with CUDA events as nccl-tests does: 5 warm-up calls, then per repeat `kIters` calls back to back between
-// two events (every rank's GPU aligned before), the median of 3 repeats. benchmarks/reductions_vs_nccl.py runs this program as written and the fast path's rewrite of it (the same
-// source through cuco's transform), so both sides are timed by the same code. Prints one line per (collective,
-// size) from rank 0 with the slowest rank's time, and a correctness line per collective: the elements wrong over
-// every size, each size's last call checked (inputs are small integers, exact in bf16 sums up to W = 8).
+// two events (every rank's GPU aligned before), the median of 3 repeats. benchmarks/reductions_vs_nccl.py runs this
+// program as written and the fast path's rewrite of it (the same source through cuco's transform), so both sides
+// are timed by the same code. Prints one line per (collective, size) from rank 0 with the slowest rank's time, one
+// with the slowest rank's host time to enqueue a call (the same repeats: where it is close to the call's time, the
+// GPU waited for the host), and a correctness line per collective: the elements wrong over every size, each
+// size's last call checked (inputs are small integers, exact in bf16 sums up to W = 8).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -39,6 +42,7 @@ __global__ void check(const __nv_bfloat16* y, size_t n, size_t offset, int world
 struct Shared {
   std::mutex m;
   std::vector<float> ms;        // per rank, the last size's median
+  std::vector<float> host_ms;   // per rank, the last size's median host time to enqueue one call
   std::vector<unsigned long long> wrong;
 };
 
@@ -89,12 +93,15 @@ static void worker(int rank, int world, ncclUniqueId id, Shared* shared, HostBar
         else NCCLCHECK(ncclReduce(send, recv, n, ncclBfloat16, ncclSum, 0, comm, s));
       };
       for (int it = 0; it < 5; ++it) call();
-      std::vector<float> times;
+      std::vector<float> times, host;
       for (int rep = 0; rep < kRepeats; ++rep) {   // kIters calls back to back per repeat, as nccl-tests times
         barrier->wait();
         NCCLCHECK(ncclAllReduce(tiny, tiny, 1, ncclFloat, ncclSum, comm, s));   // the GPUs aligned
         CUDACHECK(cudaEventRecord(a, s));
+        auto t0 = std::chrono::steady_clock::now();
         for (int it = 0; it < kIters; ++it) call();
+        std::chrono::duration<float, std::milli> enqueued = std::chrono::steady_clock::now() - t0;
+        host.push_back(enqueued.count() / kIters);
         CUDACHECK(cudaEventRecord(b, s));
         CUDACHECK(cudaEventSynchronize(b));
         float ms = 0;
@@ -102,14 +109,18 @@ static void worker(int rank, int world, ncclUniqueId id, Shared* shared, HostBar
         times.push_back(ms / kIters);
       }
       std::sort(times.begin(), times.end());
+      std::sort(host.begin(), host.end());
       {
         std::lock_guard<std::mutex> lock(shared->m);
         shared->ms[rank] = times[times.size() / 2];
+        shared->host_ms[rank] = host[host.size() / 2];
       }
       barrier->wait();
       if (rank == 0) {
         float slowest = *std::max_element(shared->ms.begin(), shared->ms.end());
         printf("time %s %zu %.6f\n", names[coll], bytes, slowest);
+        float host_slowest = *std::max_element(shared->host_ms.begin(), shared->host_ms.end());
+        printf("host %s %zu %.6f\n", names[coll], bytes, host_slowest);
         fflush(stdout);
       }
       barrier->wait();
@@ -150,6 +161,7 @@ int main() {
   NCCLCHECK(ncclGetUniqueId(&id));
   Shared shared;
   shared.ms.assign(world, 0.f);
+  shared.host_ms.assign(world, 0.f);
   shared.wrong.assign(world, 0);
   HostBarrier barrier(world);
   std::vector<std::thread> threads;

@@ -134,21 +134,33 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # commit passing is not run again (resumable over device calls on one machine: the logs of CUCO_COMMIT kept
     # outside the tree come back first, since each call's copy of the tree replaces OUT_DIR); a file is not started
     # with under 60 s left of SUITE_S (default 540); then benchmarks/results/gpu_tests_w<W>.log gathers the files'
-    # summaries. Suites of two world sizes may run at once (their logs and lists of pending files are apart)
+    # summaries. Suites of two world sizes may run at once (their logs and lists of pending files are apart);
+    # LANES (e.g. "0,1 2,3") shares the files out over GPU sets, each running its share in turn
     start=$SECONDS
     for kept in "$KEEP"/gpu_tests_*_w"$W".log; do
       [ -f "$kept" ] && grep -qx "# commit ${CUCO_COMMIT:-none}" "$kept" && cp "$kept" "$OUT_DIR/"
     done
     pending=$(mktemp /tmp/suite_todo.XXXX)
     python3 benchmarks/suite_log.py "$W" "$OUT_DIR" --todo "${CUCO_COMMIT:-}" > "$pending"
-    while read -r f name; do
-      log="$OUT_DIR/gpu_tests_${name}_w$W.log"
-      left=$(( ${SUITE_S:-540} - (SECONDS - start) ))
-      [ "$left" -lt 60 ] && { echo "suite: $f not started ($left s left)"; continue; }
-      TEST_TIMEOUT=$(( left - 10 < ${TEST_TIMEOUT:-520} ? left - 10 : ${TEST_TIMEOUT:-520} )) \
-        bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" < /dev/null > /dev/null
-      echo "suite: $f: $(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)"
-    done < "$pending"
+    run_files() {   # the pending files of lines $1 (every $2-th from the first) on the visible GPUs
+      awk -v i="$1" -v n="$2" '(NR - 1) % n == i' "$pending" | while read -r f name; do
+        log="$OUT_DIR/gpu_tests_${name}_w$W.log"
+        left=$(( ${SUITE_S:-540} - (SECONDS - start) ))
+        [ "$left" -lt 60 ] && { echo "suite: $f not started ($left s left)"; continue; }
+        TEST_TIMEOUT=$(( left - 10 < ${TEST_TIMEOUT:-520} ? left - 10 : ${TEST_TIMEOUT:-520} )) \
+          bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" < /dev/null > /dev/null
+        gpus=${CUDA_VISIBLE_DEVICES:+ (GPUs $CUDA_VISIBLE_DEVICES)}
+        echo "suite: $f$gpus: $(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)"
+      done
+    }
+    # LANES="0,1 2,3": the files shared out over GPU sets that run side by side (W = 2 on a 4-GPU machine)
+    read -r -a lanes <<< "${LANES:-}"
+    if [ "${#lanes[@]}" -gt 1 ]; then
+      for i in "${!lanes[@]}"; do (export CUDA_VISIBLE_DEVICES=${lanes[$i]}; run_files "$i" "${#lanes[@]}") & done
+      wait
+    else
+      run_files 0 1
+    fi
     rm -f "$pending"
     # the committed summary only from the committed folder's logs (a scratch OUT_DIR keeps its own)
     summary=benchmarks/results/gpu_tests_w$W.log

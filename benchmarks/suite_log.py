@@ -94,14 +94,21 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
     return lines, ok
 
 
+def seconds(summary: str | None) -> float:
+    """The run time a pytest summary line states (`... in 132.14s (0:02:12)`), 0 where there is none."""
+    m = re.search(r" in ([\d.]+)s", summary or "")
+    return float(m.group(1)) if m else 0.0
+
+
 def todo(world: int, log_dir: Path, commit: str, test_files: list[Path]) -> list[tuple[Path, str]]:
-    """(file, part) of every GPU test file whose log does not show it passed at `commit` (what `suite` runs)."""
+    """(file, part) of every GPU test file whose log does not show it passed at `commit` (what `suite` runs),
+    the longest first by its last log's run time (shared out round-robin over lanes, that keeps them even)."""
     out = []
     for f in test_files:
         log = read_log(log_dir / f"gpu_tests_{part_name(f)}_w{world}.log")
         if not (commit and log["commit"] == commit and passed(log["summary"])):
-            out.append((f, part_name(f)))
-    return out
+            out.append((seconds(log["summary"]), f, part_name(f)))
+    return [(f, part) for _s, f, part in sorted(out, key=lambda t: -t[0])]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,12 +50,16 @@ def test_the_suite_passes_only_with_every_file_passed_at_one_commit(tmp_path):
     assert "tests/test_workload_moe_gpu.py: 4 passed, 12 skipped in 75.51s (0:01:15)  [c405229; device:" in lines[1]
 
 
-def test_todo_names_the_files_not_yet_passed_at_the_commit(tmp_path):
+def test_todo_names_the_files_not_yet_passed_at_the_commit_the_longest_first(tmp_path):
     _log(tmp_path, "moe", "c405229", "4 passed, 12 skipped in 75.51s (0:01:15)")
     _log(tmp_path, "fastpath", "c405229", "1 failed, 4 passed in 100.0s (0:01:40)")
     assert [p for _f, p in suite_log.todo(2, tmp_path, "c405229", FILES)] == ["fastpath"]
+    # by the last log's run time, so that lanes taking every n-th file get even shares
+    assert [p for _f, p in suite_log.todo(2, tmp_path, "d1fb750", FILES)] == ["fastpath", "moe"]
+    assert [p for _f, p in suite_log.todo(2, tmp_path, "", FILES)] == ["fastpath", "moe"]   # no commit: run all
+    (tmp_path / "gpu_tests_fastpath_w2.log").unlink()                                        # no log: last
     assert [p for _f, p in suite_log.todo(2, tmp_path, "d1fb750", FILES)] == ["moe", "fastpath"]
-    assert [p for _f, p in suite_log.todo(2, tmp_path, "", FILES)] == ["moe", "fastpath"]   # no commit: run all
+    assert suite_log.seconds("9 passed, 6 skipped in 93.12s (0:01:33)") == 93.12 and suite_log.seconds(None) == 0.0
 
 
 def _commit(repo: Path, path: str, text: str) -> str:

@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuco import atomic
-
 GRACE_S = 15.0
 
 
@@ -104,7 +102,9 @@ def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
         results = [_load(rendezvous / f"rank{r}.json") for r in range(world)]
         chosen = choose_result(results, first_failed)
         if chosen is not None:
-            atomic.write_text(out, json.dumps(results[chosen]))
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text(json.dumps(results[chosen]))
+            os.replace(tmp, out)
     finally:
         for p in procs:  # this launcher interrupted: take the ranks with it
             if p.poll() is None:

@@ -102,7 +102,7 @@ def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
         results = [_load(rendezvous / f"rank{r}.json") for r in range(world)]
         chosen = choose_result(results, first_failed)
         if chosen is not None:
-            tmp = out.with_name(out.name + ".tmp")
+            tmp = out.with_name(out.name + ".tmp")   # not cuco.atomic: this script runs without PYTHONPATH
             tmp.write_text(json.dumps(results[chosen]))
             os.replace(tmp, out)
     finally:

@@ -11,7 +11,11 @@ static cudaError_t cucoSymAlloc(T** ptr, size_t bytes) {
   if (r != ncclSuccess) { fprintf(stderr, "cuco fast path: ncclMemAlloc(%zu) failed: %s\n", bytes, ncclGetErrorString(r)); return cudaErrorMemoryAllocation; }
   int dev = 0;
   cudaGetDevice(&dev);
-  { std::lock_guard<std::mutex> lock(cucofp::registry().mu); cucofp::registry().allocs.push_back(cucofp::Alloc{p, bytes, dev}); }
+  {
+    std::lock_guard<std::mutex> lock(cucofp::registry().mu);
+    cucofp::registry().allocs.push_back(cucofp::Alloc{p, bytes, dev});
+    ++cucofp::registry().generation;
+  }
   *ptr = (T*)p;
   return cudaSuccess;
 }

@@ -5,6 +5,7 @@
 // (the same on every rank of an SPMD program) and creates the device communicator.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 #include "lsa_point.cuh"
@@ -37,6 +38,7 @@ struct CommState {
   size_t mailboxOffset = 0;
   std::vector<Win> wins;           // index = window id; 0 is the mailbox
   std::vector<void*> registered;   // allocation bases already registered (owned mode)
+  unsigned long long allocsSeen = ~0ull;   // Registry::generation when its windows were last brought up to date
   unsigned int seq = 0;             // collectives issued (the same on every rank)
   unsigned int pushes = 0;          // reductions issued by push (lsa_push.cuh: their staging slots alternate)
   std::vector<unsigned int> sent, received;   // p2p messages per peer, each direction
@@ -59,6 +61,9 @@ struct Registry {
   std::mutex mu;
   std::vector<Alloc> allocs;
   std::vector<CommState*> comms;
+  // Bumped, under `mu`, whenever `allocs` changes: a flush whose communicators have seen the current generation
+  // has nothing to register and skips prepare() without the lock (the per-call host path of small collectives).
+  std::atomic<unsigned long long> generation{0};
 };
 inline Registry& registry() { static Registry r; return r; }
 inline std::vector<Pending>& pending() { thread_local std::vector<Pending> p; return p; }
@@ -115,8 +120,17 @@ inline ncclResult_t checkLsa(CommState* s) {
 // the registry lock (other threads' ranks must reach the same collective calls); a communicator's state
 // is only touched by the thread that issues on it, as NCCL requires.
 inline ncclResult_t prepare(std::vector<CommState*>& states) {
+  bool current = true;
+  for (CommState* s : states)
+    current = current && s->owned && s->ready && s->mailbox && s->allocsSeen == registry().generation.load();
+  if (current) return ncclSuccess;   // every window registered and every device communicator made already
   std::vector<Alloc> allocs;
-  { std::lock_guard<std::mutex> lock(registry().mu); allocs = registry().allocs; }
+  unsigned long long generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    allocs = registry().allocs;
+    generation = registry().generation.load();
+  }
   for (CommState* s : states) {
     if (!s->owned || s->mailbox) continue;
     CUCOFP_CUDA(cudaSetDevice(s->device));
@@ -176,6 +190,7 @@ inline ncclResult_t prepare(std::vector<CommState*>& states) {
     ncclResult_t r = kCopyEngine && s->ready ? resolvePeers(s) : ncclSuccess;
     if (r != ncclSuccess) return r;
   }
+  for (CommState* s : states) s->allocsSeen = generation;
   return ncclSuccess;
 }
 
@@ -392,9 +407,11 @@ inline ncclResult_t flush() {
   CUCOFP_TRACE("flush: %zu operation(s)", ops.size());
   if ((r = prepare(states)) != ncclSuccess) return r;
   CUCOFP_TRACE("flush: prepared");
+  int dev = dev0;
+  CUCOFP_CUDA(cudaGetDevice(&dev));   // prepare() may have left another device current
   for (CommState* s : states) {
     if (!s->ready) CUCOFP_FAIL(ncclInvalidUsage, "communicator %p has no device communicator (candidate not bound)", (void*)s->comm);
-    CUCOFP_CUDA(cudaSetDevice(s->device));
+    if (s->device != dev) CUCOFP_CUDA(cudaSetDevice(dev = s->device));
     std::vector<Pending> p2p;
     for (const Pending& o : ops) if (o.comm == s->comm && o.kind < 0) p2p.push_back(o);
     bool p2pDone = false;
@@ -405,7 +422,7 @@ inline ncclResult_t flush() {
       if (r != ncclSuccess) return r;
     }
   }
-  CUCOFP_CUDA(cudaSetDevice(dev0));
+  if (dev != dev0) CUCOFP_CUDA(cudaSetDevice(dev0));
   CUCOFP_TRACE("flush: launched");
   return ncclSuccess;
 }
@@ -434,7 +451,8 @@ inline ncclResult_t freeSym(void* base) {
     std::lock_guard<std::mutex> lock(registry().mu);
     Registry& R = registry();
     for (Alloc& a : R.allocs)
-      if (a.base == base && windowed(base)) { a.device = -1; return ncclSuccess; }   // -1: freed by the program
+      if (a.base == base && windowed(base)) { a.device = -1; ++R.generation; return ncclSuccess; }   // -1: freed
+    ++R.generation;
     R.allocs.erase(std::remove_if(R.allocs.begin(), R.allocs.end(), [&](const Alloc& a) { return a.base == base; }), R.allocs.end());
   }
   return ncclMemFree(base);
@@ -470,6 +488,7 @@ inline ncclResult_t release(ncclComm_t comm) {
       for (const Alloc& a : R.allocs) if (a.device == -1 && !windowed(a.base)) dead.push_back(a.base);
       R.allocs.erase(std::remove_if(R.allocs.begin(), R.allocs.end(), [&](const Alloc& a) {
         return std::find(dead.begin(), dead.end(), a.base) != dead.end(); }), R.allocs.end());
+      ++R.generation;
     }
     for (void* p : dead) CUCOFP_NCCL(ncclMemFree(p));
   }

@@ -121,7 +121,8 @@ def render(rows: list[dict[str, Any]]) -> str:
            "speedup 1) when no rewrite beats it. Verified = "
            "the candidate's read-backs equal the original program's under delayed arrival and in every timed run.",
            "Rows with `repeats` hold figures of record: the search's fastest rewrite re-timed against the program "
-           "in interleaved rounds of fresh processes (at least 3, until the spread is within 0.03, at most 9; "
+           "in interleaved rounds of fresh processes (at least 3, until the spread is within 0.03 or, after 6, "
+           "every round agrees on the faster side, at most 9; "
            "cuco.program.retime), its read-backs checked each round; the best point is the rewrite only where "
            "those rounds show it faster: a median speedup above 1 with the spread within 0.03 or, where it is not, "
            "the rewrite faster in enough paired rounds (one-sided sign test, p <= 0.05; `faster rounds`). "

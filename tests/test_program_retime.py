@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from cuco.program.retime import SPREAD_LIMIT, Retimed, Round, retime, sign_p, spread
+from cuco.program.retime import SPREAD_LIMIT, UNANIMOUS_RUNS, Retimed, Round, retime, sign_p, spread
 
 
 def fake_rounds(times: list[tuple[float, float]]):
@@ -61,7 +61,8 @@ def test_rounds_run_never_exceed_the_cap_nor_stop_before_the_minimum(times, min_
         return
     got = retime(fake_rounds(times), min_runs, max_runs)
     assert min_runs <= len(got.rounds) <= max_runs
-    assert len(got.rounds) == max_runs or got.spread <= SPREAD_LIMIT
+    unanimous = len(got.rounds) >= UNANIMOUS_RUNS and got.rounds_faster in (0, len(got.rounds))
+    assert len(got.rounds) == max_runs or got.spread <= SPREAD_LIMIT or unanimous
 
 
 def test_the_sign_test_has_its_textbook_values():
@@ -98,3 +99,12 @@ def test_steady_rounds_need_no_sign_test_and_a_slower_rewrite_is_never_faster():
     assert steady.spread == 0.0 and steady.faster                    # 3 of 3 alone would be p = 0.125
     slower = retime(fake_rounds([(1.0, 1.2), (1.0, 0.5), (1.0, 1.3)]), min_runs=3, max_runs=3)
     assert slower.speedup < 1.0 and not slower.faster
+
+
+def test_noisy_rounds_that_all_agree_stop_after_six():
+    # 20 % noise on both sides, the rewrite faster in every round: settled after 6 rounds (p = 1/64), not 9
+    host = [1.0, 1.2, 0.9, 1.1, 1.0, 1.15, 0.95, 1.05, 1.1]
+    got = retime(fake_rounds([(h, 0.8 * h) for h in host]), min_runs=3, max_runs=9)
+    assert len(got.rounds) == UNANIMOUS_RUNS == 6 and got.spread > SPREAD_LIMIT and got.faster
+    slower = retime(fake_rounds([(h, 1.25 * h) for h in host]), min_runs=3, max_runs=9)
+    assert len(slower.rounds) == 6 and slower.rounds_faster == 0 and not slower.faster

@@ -1,6 +1,7 @@
 """The figure of record of a rewrite against its program (docs/measuring.md): interleaved rounds, each the
 original and then the rewrite as fresh processes, until at least `min_runs` rounds are in and both sides' spread
-is within `spread_limit`, or `max_runs` rounds ran. The search's timed rounds rank candidates; these figures are
+is within `spread_limit`, or every one of at least UNANIMOUS_RUNS rounds agrees on the faster side, or `max_runs`
+rounds ran. The search's timed rounds rank candidates; these figures are
 the ones a results file states."""
 
 from __future__ import annotations
@@ -101,10 +102,16 @@ class Retimed:
                 "record_best_runs_ms": list(self._side("best_ms"))}
 
 
+#: Rounds after which noisy rounds that all agree (the rewrite faster in every one, or in none) settle the figure:
+#: a unanimous 6 of 6 would come by chance with p = 2 * 2**-6 = 0.031 either way.
+UNANIMOUS_RUNS = 6
+
+
 def retime(one_round: Callable[[], Round], min_runs: int = 3, max_runs: int = 9,
            spread_limit: float = SPREAD_LIMIT) -> Retimed:
     """Rounds from `one_round` (which raises where a run fails or reads back wrong bytes) until `min_runs` are in
-    and the spread is within `spread_limit`, or `max_runs` rounds ran."""
+    and the spread is within `spread_limit`, or, past UNANIMOUS_RUNS rounds, every round agrees on which side is
+    faster, or `max_runs` rounds ran."""
     if not 1 <= min_runs <= max_runs:
         raise ValueError(f"need 1 <= min_runs <= max_runs, got min_runs={min_runs}, max_runs={max_runs}")
     rounds: list[Round] = []
@@ -112,5 +119,7 @@ def retime(one_round: Callable[[], Round], min_runs: int = 3, max_runs: int = 9,
         rounds.append(one_round())
         got = Retimed(tuple(rounds), spread_limit)
         if len(rounds) >= min_runs and got.spread <= spread_limit:
+            return got
+        if len(rounds) >= max(min_runs, UNANIMOUS_RUNS) and got.rounds_faster in (0, len(rounds)):
             return got
     return Retimed(tuple(rounds), spread_limit)

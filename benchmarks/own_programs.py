@@ -153,10 +153,10 @@ def faster_rounds(row: dict[str, Any]) -> str:
     """`k/n (p = …)`: the re-timed rounds in which the rewrite was faster, and the sign test's p; `-` without."""
     if "record_host_runs_ms" not in row:
         return "-"
-    pairs = list(zip(row["record_host_runs_ms"], row["record_best_runs_ms"]))
-    wins = sum(b < h for h, b in pairs)
-    from cuco.program.retime import sign_p
-    return f"{wins}/{len(pairs)} (p = {sign_p(wins, len(pairs)):.3f})"
+    from cuco.program.retime import Retimed, Round, sign_p
+
+    got = Retimed(tuple(Round(h, 0.0, b, 0.0) for h, b in zip(row["record_host_runs_ms"], row["record_best_runs_ms"])))
+    return f"{got.rounds_faster}/{len(got.rounds)} (p = {sign_p(got.rounds_faster, len(got.rounds)):.3f})"
 
 
 def _rows(data: Any) -> list[dict[str, Any]]:

@@ -38,9 +38,9 @@ def parse(out: str) -> tuple[dict[tuple[str, int], float], dict[str, int], dict[
     return times, wrong, host
 
 
-def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict[str, Any]]:
-    """One row per (collective, bytes): each side's median over its runs, bus bandwidths and NCCL time / side time;
-    `cuco` holds the runs of each AllReduce algorithm (`auto`, `one_shot`, `two_shot`)."""
+def rows(world: int, nccl: list[tuple], cuco: dict[str, list[tuple]]) -> list[dict[str, Any]]:
+    """One row per (collective, bytes): each side's median over its runs (each run parse()'s triple), bus
+    bandwidths, host enqueue times and NCCL time / side time; `cuco` holds the runs of each AllReduce algorithm."""
     out = []
     for key in sorted(nccl[0][0], key=lambda k: (list(BUS).index(k[0]), k[1])):
         coll, nbytes = key
@@ -49,7 +49,7 @@ def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict
         row: dict[str, Any] = {"collective": coll, "bytes": nbytes, "world": world, "nccl_ms": n_ms,
                                "nccl_busbw_gbps": nbytes / n_ms / 1e6 * BUS[coll](world), "runs_nccl_ms": n_runs}
         spreads = [(max(n_runs) - min(n_runs)) / n_ms] if len(n_runs) > 1 else []
-        n_host = [r[2][key] for r in nccl if len(r) > 2 and key in r[2]]
+        n_host = [r[2][key] for r in nccl if key in r[2]]
         if n_host:
             row["nccl_host_ms"] = statistics.median(n_host)
         for algo, runs in cuco.items():
@@ -59,7 +59,7 @@ def rows(world: int, nccl: list[dict], cuco: dict[str, list[dict]]) -> list[dict
             c_ms = statistics.median(c_runs)
             row[algo] = {"ms": c_ms, "busbw_gbps": nbytes / c_ms / 1e6 * BUS[coll](world), "ratio": n_ms / c_ms,
                          "runs_ms": c_runs}
-            c_host = [r[2][key] for r in runs if len(r) > 2 and key in r[2]]
+            c_host = [r[2][key] for r in runs if key in r[2]]
             if c_host:
                 row[algo]["host_ms"] = statistics.median(c_host)
             if len(c_runs) > 1:

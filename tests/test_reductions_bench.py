@@ -24,10 +24,10 @@ def test_the_fast_path_rewrites_every_reduction_of_the_sweep(bench):
 
 
 def test_bus_bandwidth_follows_nccl_tests_and_the_ratio_is_nccl_time_over_the_fastest_cuco_time(bench):
-    nccl = [({("allreduce", 1 << 20): 0.010, ("reduce", 1 << 20): 0.008}, {"allreduce": 0}),
-            ({("allreduce", 1 << 20): 0.012, ("reduce", 1 << 20): 0.008}, {"allreduce": 0})]
-    cuco = {"one_shot": [({("allreduce", 1 << 20): 0.011}, {}), ({("allreduce", 1 << 20): 0.011}, {})],
-            "two_shot": [({("allreduce", 1 << 20): 0.022}, {}), ({("allreduce", 1 << 20): 0.022}, {})]}
+    nccl = [({("allreduce", 1 << 20): 0.010, ("reduce", 1 << 20): 0.008}, {"allreduce": 0}, {}),
+            ({("allreduce", 1 << 20): 0.012, ("reduce", 1 << 20): 0.008}, {"allreduce": 0}, {})]
+    cuco = {"one_shot": [({("allreduce", 1 << 20): 0.011}, {}, {}), ({("allreduce", 1 << 20): 0.011}, {}, {})],
+            "two_shot": [({("allreduce", 1 << 20): 0.022}, {}, {}), ({("allreduce", 1 << 20): 0.022}, {}, {})]}
     table = bench.rows(4, nccl, cuco)
     ar, red = table
     assert ar["collective"] == "allreduce" and ar["nccl_ms"] == pytest.approx(0.011)

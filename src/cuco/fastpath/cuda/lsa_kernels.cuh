@@ -36,8 +36,8 @@ struct Ref { unsigned int win; unsigned long long offset; };   // memory as (win
 struct Windows { ncclWindow_t w[kMaxWindows]; };
 
 // Mailbox layout (symmetric, per rank): collective descriptors [sender][slot], p2p descriptors
-// [sender][slot], p2p acknowledgements [receiver][slot][cta], signal flags, then allreduce=push's flags and,
-// 256-byte aligned, its staged buffers (lsa_layout.cuh).
+// [sender][slot], p2p acknowledgements [receiver][slot][cta], signal flags, then the push reductions' flags and,
+// 256-byte aligned, their staged buffers (lsa_layout.cuh).
 __host__ __device__ inline size_t descBytes(int nranks) { return (size_t)nranks * kMaxSlots * sizeof(Desc); }
 __host__ __device__ inline size_t ackBytes(int nranks) { return (size_t)nranks * kMaxSlots * kCtas * sizeof(unsigned int); }
 __host__ __device__ inline size_t flagsOffset(int nranks) { return 2 * descBytes(nranks) + ackBytes(nranks); }
@@ -68,7 +68,7 @@ struct Coll {
   void* recv;
   unsigned long long count;        // elements (per rank for AllGather/AlltoAll/ReduceScatter)
   int elemBytes, op, root;
-  int push;                        // AllReduce by allreduce=push: 1 + its staging slot (0 or 1); else 0
+  int push;                        // a pushed AllReduce or ReduceScatter (lsa_push.cuh): 1 + its staging slot; else 0
 };
 
 struct P2pOp { int peer, slot, isSend; unsigned int seq; unsigned long long bytes; Ref ref; void* recv; };

@@ -47,10 +47,10 @@ __host__ __device__ inline size_t doneFlagOffset(int nranks, int ctas, int reade
 // `a` is sequence number `b` or a later one (wrap-around safe).
 __host__ __device__ inline bool seqReached(unsigned int a, unsigned int b) { return (int)(a - b) >= 0; }
 
-// ---- allreduce=push: staging and flags, after the signal flags ------------------------------------------
-// Each rank stores its whole send buffer into every peer's staging slot [slot][sender] and raises the flag
-// [slot][sender][cta] there; the receiver reduces its own send and the W - 1 staged buffers locally. Consecutive
-// push AllReduces alternate slots, so no barrier guards a slot's reuse (lsa_push.cuh says why that is safe).
+// ---- push reductions (AllReduce, ReduceScatter): staging and flags, after the signal flags ---------------
+// Each rank stores its send buffer (or the receiver's slice) into every peer's staging slot [slot][sender] and
+// raises the flag [slot][sender][cta] there; the receiver reduces its own and the W - 1 staged ones locally.
+// Consecutive pushes alternate slots, so no barrier guards a slot's reuse (lsa_push.cuh says why that is safe).
 // Both slots together hold 2 x kPushSlotBytes per rank whatever W: a buffer of up to kPushSlotBytes / W is pushed.
 constexpr size_t kPushSlotBytes = (size_t)4 << 20;
 __host__ __device__ inline size_t pushMaxBytes(int nranks) { return kPushSlotBytes / (size_t)nranks / 256 * 256; }

@@ -124,6 +124,8 @@ inline ncclResult_t prepare(std::vector<CommState*>& states) {
   for (CommState* s : states)
     current = current && s->owned && s->ready && s->mailbox && s->allocsSeen == registry().generation.load();
   if (current) return ncclSuccess;   // every window registered and every device communicator made already
+  int entry = 0;   // the slow path switches devices; the caller's comes back at its end
+  CUCOFP_CUDA(cudaGetDevice(&entry));
   std::vector<Alloc> allocs;
   unsigned long long generation = 0;
   {
@@ -191,6 +193,7 @@ inline ncclResult_t prepare(std::vector<CommState*>& states) {
     if (r != ncclSuccess) return r;
   }
   for (CommState* s : states) s->allocsSeen = generation;
+  CUCOFP_CUDA(cudaSetDevice(entry));
   return ncclSuccess;
 }
 
@@ -407,8 +410,7 @@ inline ncclResult_t flush() {
   CUCOFP_TRACE("flush: %zu operation(s)", ops.size());
   if ((r = prepare(states)) != ncclSuccess) return r;
   CUCOFP_TRACE("flush: prepared");
-  int dev = dev0;
-  CUCOFP_CUDA(cudaGetDevice(&dev));   // prepare() may have left another device current
+  int dev = dev0;   // prepare() leaves the device it found
   for (CommState* s : states) {
     if (!s->ready) CUCOFP_FAIL(ncclInvalidUsage, "communicator %p has no device communicator (candidate not bound)", (void*)s->comm);
     if (s->device != dev) CUCOFP_CUDA(cudaSetDevice(dev = s->device));

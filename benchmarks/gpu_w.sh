@@ -122,6 +122,12 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # a workload's GPU tests, or tests/test_<name>_gpu.py (tests-fastpath, tests-program, tests-program_points)
     file=tests/test_workload_${wl}_gpu.py
     [ -f "$file" ] || file=tests/test_${wl}_gpu.py
+    # a failed run at this commit is kept beside the log before a re-run replaces it (suite_log.py names it)
+    log="$OUT_DIR/gpu_tests_${wl}_w$W.log"
+    if [ -f "$log" ] && grep -qx "# commit ${CUCO_COMMIT:-none}" "$log" && ! grep -qx "gpu tests: exit 0" "$log"; then
+      n=1; while [ -e "$OUT_DIR/gpu_tests_${wl}_w$W.failed-$n.log" ]; do n=$((n + 1)); done
+      mkdir -p "$KEEP" && cp "$log" "$OUT_DIR/gpu_tests_${wl}_w$W.failed-$n.log" && cp "$log" "$KEEP/${log##*/}.failed-$n"
+    fi
     { header
       timeout "${TEST_TIMEOUT:-520}" python3 -m pytest -m gpu "$file" --world "$W" -v \
         -p no:cacheprovider --durations=10
@@ -139,6 +145,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     start=$SECONDS
     for kept in "$KEEP"/gpu_tests_*_w"$W".log; do
       [ -f "$kept" ] && grep -qx "# commit ${CUCO_COMMIT:-none}" "$kept" && cp "$kept" "$OUT_DIR/"
+    done
+    for kept in "$KEEP"/gpu_tests_*_w"$W".log.failed-*; do   # the failed runs before them too
+      [ -f "$kept" ] && grep -qx "# commit ${CUCO_COMMIT:-none}" "$kept" \
+        && cp "$kept" "$OUT_DIR/$(basename "${kept%.log.failed-*}").failed-${kept##*.failed-}.log"
     done
     pending=$(mktemp /tmp/suite_todo.XXXX)
     python3 benchmarks/suite_log.py "$W" "$OUT_DIR" --todo "${CUCO_COMMIT:-}" > "$pending"

@@ -7,8 +7,9 @@ suite` writes (one `tests-<name>` part per GPU test file, resumable over device 
 OUT.log holds, per GPU test file (tests/test_*_gpu.py), its log's device line, commit and pytest summary line, then
 the suite's line: every file passed at one version of the library, or which files failed, are missing or ran at
 another. Files passed at several commits count as one version where git shows no change to the library (src/, csrc/)
-between them (a fixed test re-run alone); the line names the commits and the devices. Exit 0 when the suite
-passed, else 1."""
+between them (a fixed test re-run alone); the line names the commits and the devices. A run that failed before the
+file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh) and the suite line names it:
+a pass on a re-run never hides the failure before it. Exit 0 when the suite passed, else 1."""
 
 from __future__ import annotations
 
@@ -61,15 +62,26 @@ def same_library(commits: list[str], repo: Path = ROOT) -> bool:
     return True
 
 
+def failed_runs(world: int, log_dir: Path, name: str, commit: str | None) -> list[Path]:
+    """The kept logs of runs of part `name` at `commit` that did not pass (gpu_w.sh keeps them before a re-run)."""
+    kept = sorted(log_dir.glob(f"gpu_tests_{name}_w{world}.failed-*.log"))
+    return [p for p in kept if commit and read_log(p)["commit"] == commit and not passed(read_log(p)["summary"])]
+
+
 def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT) -> tuple[list[str], bool]:
     """The suite log's lines and whether every file passed at one version of the library (same_library)."""
     lines = [f"# the GPU suite at world {world}: one pytest run per GPU test file (benchmarks/gpu_w.sh {world} suite)"]
     failed, missing, commits, devices = [], [], set(), Counter()
+    earlier: list[str] = []
     for f in test_files:
         name = part_name(f)
         log = read_log(log_dir / f"gpu_tests_{name}_w{world}.log")
         lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: {log['summary'] or 'no summary'}"
                      f"  [{log['commit'] or 'commit ?'}; {(log['device'] or '# device: ?')[2:]}]")
+        for kept in failed_runs(world, log_dir, name, log["commit"]):
+            lines.append(f"  an earlier run at {log['commit']}: {read_log(kept)['summary'] or 'no summary'}"
+                         f"  [{kept.name}]")
+            earlier.append(f"{name} ({kept.name})")
         if log["summary"] is None:
             missing.append(name)
         elif not passed(log["summary"]):
@@ -91,6 +103,8 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         said = [f"failed: {', '.join(failed)}" if failed else "", f"no log: {', '.join(missing)}" if missing else "",
                 f"commits: {', '.join(order)} (the library differs)" if len(order) > 1 else ""]
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
+    if earlier:
+        lines[-1] += f"; a run failed before passing: {', '.join(earlier)}"
     return lines, ok
 
 

@@ -89,3 +89,20 @@ def test_files_passed_at_commits_that_differ_only_outside_the_library_are_one_su
     assert not ok and "(the library differs)" in lines[-1]
     _log(logs, "fastpath", "0000000", "5 passed in 122.95s (0:02:02)")   # a commit git does not know
     assert not suite_log.gather(2, logs, FILES, repo=repo)[1]
+
+
+def test_a_failed_run_before_the_pass_is_named_in_the_suite_line(tmp_path):
+    _log(tmp_path, "moe", "c405229", "4 passed, 12 skipped in 75.51s (0:01:15)")
+    _log(tmp_path, "fastpath", "c405229", "5 passed in 27.45s")
+    (tmp_path / "gpu_tests_fastpath_w2.log").rename(tmp_path / "passed.tmp")
+    _log(tmp_path, "fastpath", "c405229", "1 failed, 4 passed in 58.21s")
+    (tmp_path / "gpu_tests_fastpath_w2.log").rename(tmp_path / "gpu_tests_fastpath_w2.failed-1.log")
+    _log(tmp_path, "fastpath", "0000000", "1 failed, 4 passed in 50.0s")   # another commit's failure: not this suite's
+    (tmp_path / "gpu_tests_fastpath_w2.log").rename(tmp_path / "gpu_tests_fastpath_w2.failed-2.log")
+    (tmp_path / "passed.tmp").rename(tmp_path / "gpu_tests_fastpath_w2.log")
+    lines, ok = suite_log.gather(2, tmp_path, FILES)
+    assert ok
+    assert lines[-1] == ("suite: all 2 files passed at commit c405229; a run failed before passing: "
+                         "fastpath (gpu_tests_fastpath_w2.failed-1.log)")
+    assert any("an earlier run at c405229: 1 failed, 4 passed in 58.21s" in ln for ln in lines)
+    assert not any("failed-2" in ln for ln in lines)

@@ -34,8 +34,13 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
     row: dict[str, Any] = {"program": name, "collectives": manifest.get("collectives", []),
                            "launch_model": manifest.get("launch_model", "?"), "world": world}
     try:
+        # each of the run's messages in the log as it comes, with the seconds since the program started: a program
+        # that does not end within its part still says where its time went
+        def said(message: str) -> None:
+            print(f"  {name} +{time.time() - t0:.0f}s: {message}", flush=True)
+
         s = run_workload(RunOptions(workload=str(path), world=world, evaluations=evals, batch_size=SEARCH_BATCH,
-                                    run_dir=str(runs_dir / name), progress=False), on_event=lambda _m: None)
+                                    run_dir=str(runs_dir / name), progress=False), on_event=said)
     except Exception as exc:  # a row says why, the next program still runs
         row.update(error=f"{type(exc).__name__}: {exc}", seconds=round(time.time() - t0, 1))
         return row

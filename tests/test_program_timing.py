@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cuco.fastpath.analyze import analyze
 from cuco.program.observation import Observation
@@ -190,3 +192,39 @@ def test_retiming_a_rewrite_that_reads_back_other_bytes_is_an_error(tmp_path):
     ev = _retiming(tmp_path, ScriptedRoundsLauncher(4.0, [2.0] * 3, rewrite_bytes=b"no"))
     with pytest.raises(ProgramError, match="read back other bytes"):
         ev.retime("rewrite")
+
+
+class TimeoutRecordingLauncher(ScriptedRoundsLauncher):
+    """The re-timing double that also records the time limit each run was given, by binary name."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limits = []
+
+    def run(self, binary, group, env, timeout_s, work_dir):
+        self.limits.append((binary.name, timeout_s))
+        return super().run(binary, group, env, timeout_s, work_dir)
+
+
+def test_a_rewrite_run_is_called_hung_long_before_the_whole_limit_and_the_original_keeps_it(tmp_path):
+    from cuco.program import evaluator as E
+
+    launcher = TimeoutRecordingLauncher(4.0, [2.0] * 9)
+    ev = _retiming(tmp_path, launcher)
+    ev.timeout_s = 120.0
+    ev.retime("rewrite")
+    # the scripted runs take no time, so the rewrite's limit is the floor; the original's runs keep the evaluator's
+    assert {lim for name, lim in launcher.limits if name == "rewrite"} == {E.HANG_FLOOR_S}
+    assert {lim for name, lim in launcher.limits if name == "reference"} == {120.0}
+
+
+@given(wall=st.floats(0, 1e4), ceiling=st.floats(1, 1e4))
+def test_the_hang_limit_is_the_original_s_time_times_the_factor_within_the_floor_and_the_ceiling(wall, ceiling):
+    from cuco.program.evaluator import HANG_FACTOR, HANG_FLOOR_S, hang_limit_s
+
+    limit = hang_limit_s(wall, ceiling)
+    assert limit <= ceiling
+    assert limit >= min(HANG_FLOOR_S, ceiling)
+    if HANG_FLOOR_S <= HANG_FACTOR * wall <= ceiling:
+        assert limit == pytest.approx(HANG_FACTOR * wall)
+    assert hang_limit_s(wall * 2, ceiling) >= limit

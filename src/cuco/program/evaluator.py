@@ -12,6 +12,7 @@ program, with the program harness (observe.h) in place of the plugin harness.
   both alike; every timed run is verified too. Every run repeats each region REGION_REPEATS times in its
   process: its time is the warm instances' median (Observation.region_ms), its cold time the first instance
   (Observation.cold_ms); the figures are medians over runs. Fitness = host time / candidate time.
+- A rewrite's run that takes HANG_FACTOR times the original's (at least HANG_FLOOR_S) is killed as hung.
 """
 
 from __future__ import annotations
@@ -47,11 +48,21 @@ REGION_REPEATS = 8
 #: load eagerly. Each run also says how many times each region runs (`_run`): REGION_REPEATS in the timed runs,
 #: once in verification, the original and the rewrite alike so read-backs compare like with like.
 RUN_ENV = {"NCCL_RUNTIME_CONNECT": "0", "CUDA_MODULE_LOADING": "EAGER"}
+#: A rewrite's run counts as hung after HANG_FACTOR times the original's slower checking run, never sooner than
+#: HANG_FLOOR_S (a rewrite's process also sets up the LSA windows the original does not) nor later than the
+#: evaluator's `timeout_s`: a rewrite that deadlocks costs seconds, not the whole limit, in each level that runs it.
+HANG_FACTOR = 8.0
+HANG_FLOOR_S = 30.0
 TIMING = (f"each region run {REGION_REPEATS} times in one process, every rank's GPUs synchronised and the ranks "
           "aligned (a one-element AllReduce) before each instance; host wall time between device synchronisations "
           "(launch overhead included); per run the median of the warm instances (all but the first) of each "
           "region, summed over regions, the slowest rank's; the median over runs. The first instance is reported "
           "apart as the cold time")
+
+
+def hang_limit_s(reference_wall_s: float, ceiling_s: float) -> float:
+    """How long a rewrite's run may take before it counts as hung, from the original's run time (HANG_FACTOR)."""
+    return min(ceiling_s, max(HANG_FLOOR_S, HANG_FACTOR * reference_wall_s))
 
 
 class ProgramEvaluator(Cascade):
@@ -77,6 +88,7 @@ class ProgramEvaluator(Cascade):
         self._verify_reference: Observation | None = None
         self._frozen_reference: str | None = None
         self._original: Path | None = None
+        self._hang_s: float | None = None   # hang_limit_s, once the original's checking runs are timed
 
     def check_original(self, measured: bool) -> None:
         """The original compiled first (its errors are then the whole answer) and, where candidates are
@@ -122,20 +134,29 @@ class ProgramEvaluator(Cascade):
         return self._original
 
     def _run(self, binary: Path, group: DeviceGroup, delay_us: float = 0.0,
-             repeats: int = REGION_REPEATS) -> tuple[Observation | None, str]:
-        """Run once, observed (with arrival delayed by `delay_us`, each region run `repeats` times); (observation,
-        '') or (None, why it failed)."""
+             repeats: int = REGION_REPEATS, rewrite: bool = False) -> tuple[Observation | None, str]:
+        """Run once, observed (with arrival delayed by `delay_us`, each region run `repeats` times; a `rewrite`
+        within the hang limit the original's runs set); (observation, '') or (None, why it failed)."""
         env = {**RUN_ENV, "WORLD_SIZE": str(self.world), "CUCO_REGION_REPEATS": str(repeats)}
         if delay_us > 0:
             env["CUCO_DELAY_COMM_US"] = f"{delay_us:g}"
-        return self.launcher.run(binary, group, env, self.timeout_s, self.work_dir)
+        limit = self._hang_s if rewrite and self._hang_s is not None else self.timeout_s
+        return self.launcher.run(binary, group, env, limit, self.work_dir)
 
     def reference(self) -> Observation:
         """The reference's observation (built and run twice on first use); ProgramError for a program cuco cannot
         compare against."""
         if self._reference is None:
             binary = self.compile_original()
-            first, second = self.executor.run(lambda g: (self._run(binary, g), self._run(binary, g)), exclusive=True)
+
+            def twice(g: DeviceGroup) -> list[tuple[tuple[Observation | None, str], float]]:
+                out = []
+                for _ in range(2):
+                    t0 = time.monotonic()
+                    out.append((self._run(binary, g), time.monotonic() - t0))
+                return out
+
+            (first, first_s), (second, second_s) = self.executor.run(twice, exclusive=True)
             for obs, why in (first, second):
                 if obs is None:
                     raise ProgramError(f"{self.program.path}: the program fails when run by cuco (WORLD_SIZE="
@@ -151,6 +172,7 @@ class ProgramEvaluator(Cascade):
                                    f"inputs ({how}); cuco verifies against the program itself, so make its results "
                                    "deterministic (fixed seeds, no unordered atomics) first")
             self._reference = (binary, a)
+            self._hang_s = hang_limit_s(max(first_s, second_s), self.timeout_s)
         return self._reference[1]
 
     def verify_reference(self, group: DeviceGroup) -> Observation:
@@ -197,7 +219,7 @@ class ProgramEvaluator(Cascade):
         def rounds(group: DeviceGroup) -> Retimed:
             def one() -> Round:
                 host, why_host = self._run(original, group)
-                best, why_best = self._run(binary, group)
+                best, why_best = self._run(binary, group, rewrite=True)
                 for obs, why, who in ((host, why_host, "the program"), (best, why_best, "the rewrite")):
                     if obs is None or obs.region_ms() is None:
                         raise ProgramError(f"{self.program.path}: re-timing, {who} failed: "
@@ -249,7 +271,7 @@ class ProgramEvaluator(Cascade):
                 group: DeviceGroup) -> list[str]:
         ok = []
         for cid in alive:
-            obs, why = self._run(binaries[cid], group, self.verify_delay_us, repeats=1)
+            obs, why = self._run(binaries[cid], group, self.verify_delay_us, repeats=1, rewrite=True)
             same = False
             if obs is not None:
                 same, why = compare(reference, obs)
@@ -276,7 +298,7 @@ class ProgramEvaluator(Cascade):
             for cid in alive:
                 if cid in failed:
                     continue
-                obs, why = self._run(binaries[cid], group)
+                obs, why = self._run(binaries[cid], group, rewrite=True)
                 if obs is not None:
                     same, how = compare(reference, obs)
                     if not same:

@@ -35,7 +35,7 @@ cd "$(dirname "$0")/.."
 OUT_DIR=${3:-benchmarks/results/w$W}
 source benchmarks/gpu_env.sh
 mkdir -p "$OUT_DIR"
-KEEP=/tmp/cuco-kept-logs/$(cd "$OUT_DIR" && pwd | tr / _)
+KEEP=${KEEP_DIR:-/tmp/cuco-kept-logs/$(cd "$OUT_DIR" && pwd | tr / _)}   # logs kept across device calls
 
 header() {
   device_line

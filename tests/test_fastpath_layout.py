@@ -143,3 +143,14 @@ def test_push_flags_and_staged_buffers_are_distinct_aligned_and_inside_their_are
     assert len(set(flags)) == len(flags) and all(f % 4 == 0 and 0 <= f < flag_bytes for f in flags)
     # each staged buffer is max_bytes long, 256-byte aligned, and none overlaps another
     assert sorted(staged) == [k * max_bytes for k in range(2 * nranks)] and staging_bytes == 2 * nranks * max_bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(from_=st.integers(0, 1 << 40), nth=st.integers(1, 600))
+def test_a_loop_tail_starts_at_the_first_chunk_each_thread_owns(layout, from_, nth):
+    # chunk c belongs to thread c mod nth: the tail after the vector groups starts, per thread, at its first chunk
+    # at or after the groups' end, so every chunk from there on is handled once and by its owner
+    starts = layout.ask("owned", from_, nth)
+    assert len(starts) == nth
+    for tid, c in enumerate(starts):
+        assert from_ <= c < from_ + nth and c % nth == tid

@@ -15,6 +15,14 @@
 
 namespace cucofp {
 
+// ---- which 16-byte chunks a thread of a grid-strided loop owns --------------------------------------------
+// Chunk c belongs to thread c mod nth (nth: the grid's threads), in every copy and reduction, so a kernel's phases
+// and the per-CTA flags between ranks agree on who wrote what. The first chunk at or after `from` that thread
+// `tid` owns (where a loop's predicated vector groups end, its tail begins).
+__host__ __device__ inline size_t firstOwnedFrom(size_t from, size_t tid, size_t nth) {
+  return from + (tid + nth - from % nth) % nth;
+}
+
 // ---- who reads whom in a movement collective (AllGather, AlltoAll, Broadcast) ----------------------------
 // Bit p of a mask is rank p (communicators hold at most 64 ranks). A rank counts as its own source and reader
 // in AllGather and AlltoAll: its own descriptor goes through its mailbox like a peer's. In a Broadcast

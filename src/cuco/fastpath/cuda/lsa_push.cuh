@@ -41,9 +41,15 @@ __global__ void __launch_bounds__(kThreads) pushReduceKernel(Launch L, Coll c, b
   int nr = L.dc.lsaSize, me = L.dc.lsaRank, slot = c.push - 1;
   size_t bytes = c.count * sizeof(T);
   const char* send = (const char*)c.sendLocal;
-  for (int i = 1; i < nr; ++i) {   // the next rank first: no peer's inbound links take every rank's stores at once
-    int p = staggered(i, me, nr);
-    copyBytes(pushStaged(L, slot, me, p), send + (scatter ? (size_t)p * bytes : 0), bytes);
+  if (scatter) {
+    for (int i = 1; i < nr; ++i) {   // the next rank first: no peer's inbound links take every rank's stores at once
+      int p = staggered(i, me, nr);
+      copyBytes(pushStaged(L, slot, me, p), send + (size_t)p * bytes, bytes);
+    }
+  } else {   // one buffer to every peer: each chunk loaded once and stored W - 1 times, the next rank first
+    void* dst[64];
+    for (int i = 1; i < nr; ++i) dst[i - 1] = pushStaged(L, slot, me, staggered(i, me, nr));
+    copyBytesTo(dst, nr - 1, send, bytes);
   }
   __syncthreads();   // every thread's stores of this CTA are issued
   if (threadIdx.x == 0) {

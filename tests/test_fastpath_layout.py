@@ -1,6 +1,7 @@
 """Index arithmetic of the fast path's design-point paths (cuco/fastpath/cuda/lsa_layout.cuh), compiled with g++
 and queried with hypothesis: copy-engine chunks tile a transfer and spread over the copy streams, signal flags
-are distinct and inside their area, and who reads whom agrees from both ends."""
+are distinct and inside their area, and who reads whom agrees from both ends; and the kernels' byte copy
+(lsa_copy_bytes.cuh), run thread by thread: every byte copied once, by the thread that owns its chunk."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 DRIVER = Path(__file__).parent / "fixtures" / "fastpath" / "layout_cli.cpp"
+COPY_DRIVER = Path(__file__).parent / "fixtures" / "fastpath" / "copy_bytes_cli.cpp"
 MiB = 1 << 20
 
 
@@ -30,19 +32,28 @@ class Layout:
         return [int(x) for x in self.proc.stdout.readline().split()]
 
 
-@pytest.fixture(scope="module")
-def layout(tmp_path_factory):
+def _driver(tmp_path_factory, source: Path):
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++) on PATH")
-    exe = tmp_path_factory.mktemp("layout") / "layout_cli"
+    exe = tmp_path_factory.mktemp("layout") / source.stem
     headers = resources.files("cuco.fastpath").joinpath("cuda")
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{headers}", str(DRIVER), "-o", str(exe)], check=True,
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{headers}", str(source), "-o", str(exe)], check=True,
                    capture_output=True, text=True, timeout=300)
     lay = Layout(exe)
     yield lay
     lay.proc.kill()
     lay.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    yield from _driver(tmp_path_factory, DRIVER)
+
+
+@pytest.fixture(scope="module")
+def copier(tmp_path_factory):
+    yield from _driver(tmp_path_factory, COPY_DRIVER)
 
 
 @settings(max_examples=300, deadline=None)
@@ -154,3 +165,19 @@ def test_a_loop_tail_starts_at_the_first_chunk_each_thread_owns(layout, from_, n
     assert len(starts) == nth
     for tid, c in enumerate(starts):
         assert from_ <= c < from_ + nth and c % nth == tid
+
+
+@settings(max_examples=150, deadline=None)
+@given(blocks=st.integers(1, 3), threads=st.sampled_from([1, 4, 32]), ndst=st.integers(1, 3),
+       shifts=st.sampled_from([(0, 0), (0, 8), (4, 4), (12, 0)]), data=st.data())
+def test_the_byte_copy_writes_every_byte_once_from_the_thread_that_owns_its_chunk(copier, blocks, threads, ndst,
+                                                                                  shifts, data):
+    # sizes across whole groups of 8 chunks per thread, a last partial group and a ragged end; aligned buffers take
+    # the vector groups, misaligned ones the byte loop: either way chunk c is thread c mod the grid's threads
+    nth = blocks * threads
+    bytes_ = data.draw(st.integers(0, 16 * nth * 8 * 2 + 40))
+    proc = copier.proc
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(f"copy {bytes_} {ndst} {blocks} {threads} {shifts[0]} {shifts[1]}\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "ok"

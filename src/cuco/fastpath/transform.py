@@ -75,7 +75,7 @@ _UNOBSERVE_BEGIN = "".join(f'#pragma push_macro("{n}")\n#undef {n}\n' for n in _
 _UNOBSERVE_END = "".join(f'#pragma pop_macro("{n}")\n' for n in reversed(_UNOBSERVED))
 
 #: The prelude's device code (an EVOLVE block) and host runtime, each file after the ones it includes.
-_KERNEL_FILES = ("lsa_layout.cuh", "lsa_kernels.cuh", "lsa_signal.cuh", "lsa_push.cuh")
+_KERNEL_FILES = ("lsa_layout.cuh", "lsa_copy_bytes.cuh", "lsa_kernels.cuh", "lsa_signal.cuh", "lsa_push.cuh")
 _RUNTIME_FILES = ("lsa_point.cuh", "lsa_runtime.cuh", "lsa_warm.cuh", "lsa_copy.cuh")
 
 

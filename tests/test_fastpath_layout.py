@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 DRIVER = Path(__file__).parent / "fixtures" / "fastpath" / "layout_cli.cpp"
-COPY_DRIVER = Path(__file__).parent / "fixtures" / "fastpath" / "copy_bytes_cli.cpp"
 MiB = 1 << 20
 
 
@@ -32,28 +31,19 @@ class Layout:
         return [int(x) for x in self.proc.stdout.readline().split()]
 
 
-def _driver(tmp_path_factory, source: Path):
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++) on PATH")
-    exe = tmp_path_factory.mktemp("layout") / source.stem
+    exe = tmp_path_factory.mktemp("layout") / "layout_cli"
     headers = resources.files("cuco.fastpath").joinpath("cuda")
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{headers}", str(source), "-o", str(exe)], check=True,
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{headers}", str(DRIVER), "-o", str(exe)], check=True,
                    capture_output=True, text=True, timeout=300)
     lay = Layout(exe)
     yield lay
     lay.proc.kill()
     lay.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def layout(tmp_path_factory):
-    yield from _driver(tmp_path_factory, DRIVER)
-
-
-@pytest.fixture(scope="module")
-def copier(tmp_path_factory):
-    yield from _driver(tmp_path_factory, COPY_DRIVER)
 
 
 @settings(max_examples=300, deadline=None)
@@ -170,13 +160,13 @@ def test_a_loop_tail_starts_at_the_first_chunk_each_thread_owns(layout, from_, n
 @settings(max_examples=150, deadline=None)
 @given(blocks=st.integers(1, 3), threads=st.sampled_from([1, 4, 32]), ndst=st.integers(1, 3),
        shifts=st.sampled_from([(0, 0), (0, 8), (4, 4), (12, 0)]), data=st.data())
-def test_the_byte_copy_writes_every_byte_once_from_the_thread_that_owns_its_chunk(copier, blocks, threads, ndst,
+def test_the_byte_copy_writes_every_byte_once_from_the_thread_that_owns_its_chunk(layout, blocks, threads, ndst,
                                                                                   shifts, data):
     # sizes across whole groups of 8 chunks per thread, a last partial group and a ragged end; aligned buffers take
     # the vector groups, misaligned ones the byte loop: either way chunk c is thread c mod the grid's threads
     nth = blocks * threads
     bytes_ = data.draw(st.integers(0, 16 * nth * 8 * 2 + 40))
-    proc = copier.proc
+    proc = layout.proc
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(f"copy {bytes_} {ndst} {blocks} {threads} {shifts[0]} {shifts[1]}\n")
     proc.stdin.flush()

@@ -103,8 +103,8 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         said = [f"failed: {', '.join(failed)}" if failed else "", f"no log: {', '.join(missing)}" if missing else "",
                 f"commits: {', '.join(order)} (the library differs)" if len(order) > 1 else ""]
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
-    if earlier:
-        lines[-1] += f"; a run failed before passing: {', '.join(earlier)}"
+    if earlier:   # named whether or not the file passed since
+        lines[-1] += f"; {'a run failed before passing' if ok else 'earlier failed runs'}: {', '.join(earlier)}"
     return lines, ok
 
 

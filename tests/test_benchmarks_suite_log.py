@@ -106,3 +106,13 @@ def test_a_failed_run_before_the_pass_is_named_in_the_suite_line(tmp_path):
                          "fastpath (gpu_tests_fastpath_w2.failed-1.log)")
     assert any("an earlier run at c405229: 1 failed, 4 passed in 58.21s" in ln for ln in lines)
     assert not any("failed-2" in ln for ln in lines)
+
+
+def test_an_earlier_failed_run_is_named_in_a_suite_that_did_not_pass_either(tmp_path):
+    _log(tmp_path, "moe", "c405229", "1 failed, 3 passed in 75.51s (0:01:15)")
+    (tmp_path / "gpu_tests_moe_w2.log").rename(tmp_path / "gpu_tests_moe_w2.failed-1.log")
+    _log(tmp_path, "moe", "c405229", "1 failed, 3 passed in 70.0s")
+    _log(tmp_path, "fastpath", "c405229", "5 passed in 27.45s")
+    lines, ok = suite_log.gather(2, tmp_path, FILES)
+    assert not ok
+    assert lines[-1] == ("suite: not passed (failed: moe); earlier failed runs: moe (gpu_tests_moe_w2.failed-1.log)")

@@ -62,10 +62,15 @@ def same_library(commits: list[str], repo: Path = ROOT) -> bool:
     return True
 
 
-def failed_runs(world: int, log_dir: Path, name: str, commit: str | None) -> list[Path]:
-    """The kept logs of runs of part `name` at `commit` that did not pass (gpu_w.sh keeps them before a re-run)."""
-    kept = sorted(log_dir.glob(f"gpu_tests_{name}_w{world}.failed-*.log"))
-    return [p for p in kept if commit and read_log(p)["commit"] == commit and not passed(read_log(p)["summary"])]
+def failed_runs(world: int, log_dir: Path, name: str, commit: str | None) -> list[tuple[Path, str | None]]:
+    """(kept log, its summary) of each run of part `name` at `commit` that did not pass (gpu_w.sh keeps them before
+    a re-run)."""
+    out = []
+    for path in sorted(log_dir.glob(f"gpu_tests_{name}_w{world}.failed-*.log")):
+        log = read_log(path)
+        if commit and log["commit"] == commit and not passed(log["summary"]):
+            out.append((path, log["summary"]))
+    return out
 
 
 def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT) -> tuple[list[str], bool]:
@@ -78,8 +83,8 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         log = read_log(log_dir / f"gpu_tests_{name}_w{world}.log")
         lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: {log['summary'] or 'no summary'}"
                      f"  [{log['commit'] or 'commit ?'}; {(log['device'] or '# device: ?')[2:]}]")
-        for kept in failed_runs(world, log_dir, name, log["commit"]):
-            lines.append(f"  an earlier run at {log['commit']}: {read_log(kept)['summary'] or 'no summary'}"
+        for kept, summary in failed_runs(world, log_dir, name, log["commit"]):
+            lines.append(f"  an earlier run at {log['commit']}: {summary or 'no summary'}"
                          f"  [{kept.name}]")
             earlier.append(f"{name} ({kept.name})")
         if log["summary"] is None:

@@ -9,7 +9,9 @@ the suite's line: every file passed at one version of the library, or which file
 another. Files passed at several commits count as one version where git shows no change to the library (src/, csrc/)
 between them (a fixed test re-run alone); the line names the commits and the devices. A run that failed before the
 file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh) and the suite line names it:
-a pass on a re-run never hides the failure before it. Exit 0 when the suite passed, else 1."""
+a pass on a re-run never hides the failure before it. A kept run of the same commit that is dated after the log it
+sits beside (a later device call that did not finish the file) is named as a later run. Exit 0 when the suite
+passed, else 1."""
 
 from __future__ import annotations
 
@@ -37,7 +39,9 @@ def read_log(path: Path) -> dict[str, str | None]:
     commit = next((ln.split()[2] for ln in text.splitlines() if ln.startswith("# commit ") and len(ln.split()) > 2),
                   None)
     summaries = [m.group(1) for ln in text.splitlines() if (m := SUMMARY.match(ln.strip()))]
-    return {"device": device, "commit": commit, "summary": summaries[-1] if summaries else None}
+    date = re.search(r"; date: (\S+)", device or "")
+    return {"device": device, "commit": commit, "summary": summaries[-1] if summaries else None,
+            "date": date.group(1) if date else None}
 
 
 def passed(summary: str | None) -> bool:
@@ -62,15 +66,20 @@ def same_library(commits: list[str], repo: Path = ROOT) -> bool:
     return True
 
 
-def failed_runs(world: int, log_dir: Path, name: str, commit: str | None) -> list[tuple[Path, str | None]]:
-    """(kept log, its summary) of each run of part `name` at `commit` that did not pass (gpu_w.sh keeps them before
-    a re-run)."""
+def failed_runs(world: int, log_dir: Path, name: str, commit: str | None) -> list[tuple[Path, dict]]:
+    """(kept log, what read_log read from it) of each run of part `name` at `commit` that did not pass (gpu_w.sh
+    keeps them before a re-run)."""
     out = []
     for path in sorted(log_dir.glob(f"gpu_tests_{name}_w{world}.failed-*.log")):
         log = read_log(path)
         if commit and log["commit"] == commit and not passed(log["summary"]):
-            out.append((path, log["summary"]))
+            out.append((path, log))
     return out
+
+
+def later(kept: dict, log: dict) -> bool:
+    """True when a kept run is dated after the log it sits beside (ISO dates of the device lines compare as text)."""
+    return bool(kept["date"] and log["date"] and kept["date"] > log["date"])
 
 
 def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT) -> tuple[list[str], bool]:
@@ -78,15 +87,16 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
     lines = [f"# the GPU suite at world {world}: one pytest run per GPU test file (benchmarks/gpu_w.sh {world} suite)"]
     failed, missing, commits, devices = [], [], set(), Counter()
     earlier: list[str] = []
+    after: list[str] = []
     for f in test_files:
         name = part_name(f)
         log = read_log(log_dir / f"gpu_tests_{name}_w{world}.log")
         lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: {log['summary'] or 'no summary'}"
                      f"  [{log['commit'] or 'commit ?'}; {(log['device'] or '# device: ?')[2:]}]")
-        for kept, summary in failed_runs(world, log_dir, name, log["commit"]):
-            lines.append(f"  an earlier run at {log['commit']}: {summary or 'no summary'}"
-                         f"  [{kept.name}]")
-            earlier.append(f"{name} ({kept.name})")
+        for kept, run in failed_runs(world, log_dir, name, log["commit"]):
+            when = "a later" if later(run, log) else "an earlier"
+            lines.append(f"  {when} run at {log['commit']}: {run['summary'] or 'no summary'}  [{kept.name}]")
+            (after if later(run, log) else earlier).append(f"{name} ({kept.name})")
         if log["summary"] is None:
             missing.append(name)
         elif not passed(log["summary"]):
@@ -110,6 +120,8 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
     if earlier:   # named whether or not the file passed since
         lines[-1] += f"; {'a run failed before passing' if ok else 'earlier failed runs'}: {', '.join(earlier)}"
+    if after:
+        lines[-1] += f"; later runs that did not pass: {', '.join(after)}"
     return lines, ok
 
 

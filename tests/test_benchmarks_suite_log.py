@@ -16,10 +16,11 @@ import suite_log  # noqa: E402
 FILES = [ROOT / "tests" / "test_workload_moe_gpu.py", ROOT / "tests" / "test_fastpath_gpu.py"]
 
 
-def _log(folder: Path, name: str, commit: str, summary: str) -> None:
+def _log(folder: Path, name: str, commit: str, summary: str | None, date: str = "2026-11-27T07:37:01Z") -> None:
+    end = f"{'=' * 10} {summary} {'=' * 10}\ngpu tests: exit 0\n" if summary else "gpu tests: exit 124\n"
     (folder / f"gpu_tests_{name}_w2.log").write_text(
-        f"# device: NVIDIA H100 80GB HBM3, 580.159.04 x4; date: 2026-11-27T07:37:01Z\n# Build cuda\n# commit {commit}\n"
-        f"tests/x.py::test_a PASSED\n{'=' * 10} {summary} {'=' * 10}\ngpu tests: exit 0\n")
+        f"# device: NVIDIA H100 80GB HBM3, 580.159.04 x4; date: {date}\n# Build cuda\n# commit {commit}\n"
+        f"tests/x.py::test_a PASSED\n{end}")
 
 
 def test_part_names_follow_the_test_files():
@@ -116,3 +117,17 @@ def test_an_earlier_failed_run_is_named_in_a_suite_that_did_not_pass_either(tmp_
     lines, ok = suite_log.gather(2, tmp_path, FILES)
     assert not ok
     assert lines[-1] == ("suite: not passed (failed: moe); earlier failed runs: moe (gpu_tests_moe_w2.failed-1.log)")
+
+
+def test_a_kept_run_dated_after_the_pass_is_named_as_a_later_run(tmp_path):
+    # a later device call ran the file again at the same commit and was cut off: it is named, and not as a failure
+    # that came before the pass
+    _log(tmp_path, "moe", "c405229", "4 passed, 12 skipped in 75.51s (0:01:15)")
+    _log(tmp_path, "fastpath", "c405229", None, date="2026-11-27T18:16:23Z")
+    (tmp_path / "gpu_tests_fastpath_w2.log").rename(tmp_path / "gpu_tests_fastpath_w2.failed-1.log")
+    _log(tmp_path, "fastpath", "c405229", "5 passed in 27.45s", date="2026-11-27T18:06:21Z")
+    lines, ok = suite_log.gather(2, tmp_path, FILES)
+    assert ok
+    assert lines[-1] == ("suite: all 2 files passed at commit c405229; later runs that did not pass: "
+                         "fastpath (gpu_tests_fastpath_w2.failed-1.log)")
+    assert any(ln.startswith("  a later run at c405229: no summary") for ln in lines)

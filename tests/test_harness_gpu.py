@@ -170,6 +170,10 @@ def test_harness_timing_matches_an_independent_nccl_loop(big_runs: list[HarnessR
     spec = importlib.util.spec_from_file_location("harness_timing", REPO / "benchmarks" / "harness_timing.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    loop = bench.independent_allgather_ms(BIG * 2, world=2, warmup=5, iters=30)
+    # the independent loop is a measurement too: one of its runs on the 4-GPU machine had per-rank medians of 0.407
+    # and 0.387 ms against its own back-to-back 0.296 ms (the harness: 0.306), so its figure is the median of three
+    # runs, each its own process
+    loops = [bench.independent_allgather_ms(BIG * 2, world=2, warmup=5, iters=30) for _ in range(3)]
+    loop_ms = float(np.median([loop["max_median_ms"] for loop in loops]))
     harness_ms = float(np.mean([r.candidates[0].time_ms for r in big_runs]))
-    assert abs(harness_ms - loop["max_median_ms"]) / loop["max_median_ms"] < 0.05, (harness_ms, loop)
+    assert abs(harness_ms - loop_ms) / loop_ms < 0.05, (harness_ms, loops)

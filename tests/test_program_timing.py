@@ -73,6 +73,44 @@ def test_the_region_repeats_by_jumping_back_so_its_declarations_stay_in_scope():
     assert not any(ln.strip() in ("{", "}") for ln in lines[begin:end + 1])   # no new block around the range
 
 
+RAII_SCOPE = KERNEL + """struct Buf {
+  explicit Buf(int n) { cudaMalloc(&p, n * sizeof(float)); }
+  ~Buf() { cudaFree(p); }
+  float* data() { return p; }
+  float* p = nullptr;
+};
+static void step(Buf& b, cudaStream_t s) { k<<<1, 256, 0, s>>>(b.data()); }
+int main() {
+  int r0 = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE")); ncclUniqueId id;
+  read_id_from_file(&id);
+  ncclComm_t comm; ncclCommInitRank(&comm, n, id, r0); cudaStream_t s; cudaStreamCreate(&s);
+  {
+    Buf grad(256);
+    step(grad, s);
+    ncclAllReduce(grad.data(), grad.data(), 256, ncclFloat, ncclSum, comm, s);
+    k<<<1, 256, 0, s>>>(grad.data());
+    float h[256];
+    cudaMemcpyAsync(h, grad.data(), 1024, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+  }
+  return 0;
+}
+"""
+
+
+def test_a_region_inside_an_raii_scope_times_the_device_work_only():
+    """Collectives in a bare { } block whose objects allocate, and which reads back and waits: the region lies inside
+    the block, from the helper that launches the feeding kernel to the consuming kernel, so no instance times the
+    objects' allocation and free (for a rewrite: a symmetric allocation and window registration each time) or the
+    read-back."""
+    lines = HostProgram.from_text(RAII_SCOPE, Path("p.cu")).observed.splitlines()
+    begin = next(i for i, ln in enumerate(lines) if "cuco_region_begin(" in ln)
+    end = next(i for i, ln in enumerate(lines) if "cuco_region_end(" in ln)
+    timed = [ln.strip() for ln in lines[begin + 1:end]]
+    assert timed == ["step(grad, s);", "ncclAllReduce(grad.data(), grad.data(), 256, ncclFloat, ncclSum, comm, s);",
+                     "k<<<1, 256, 0, s>>>(grad.data());"], timed
+
+
 def _obs(samples: dict[int, list[float]]) -> Observation:
     """Regions of site 0: device -> its instances' times, in order."""
     return Observation({}, tuple((0, dev, i, ms) for dev, times in samples.items() for i, ms in enumerate(times)))

@@ -4,6 +4,13 @@ export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAS
 export NVSHMEM_REMOTE_TRANSPORT=${NVSHMEM_REMOTE_TRANSPORT:-none}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
+# A fresh machine (the last one was given back between two calls) gets the carried compute libraries at once, not
+# only through `gpu_w.sh W cache-load`: without them a GPU test file spends its minutes compiling. Entries are keyed by
+# sources, toolchain and paths, so a stale one is never used.
+if [ -f .devcache/cache.tgz ] && [ ! -d "$CUCO_CACHE_DIR/compute" ]; then
+  mkdir -p "$CUCO_CACHE_DIR" && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR" \
+    && echo "# compile cache: .devcache/cache.tgz unpacked into $CUCO_CACHE_DIR" >&2
+fi
 
 device_line() {
   echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)" \

@@ -39,8 +39,10 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
         def said(message: str) -> None:
             print(f"  {name} +{time.time() - t0:.0f}s: {message}", flush=True)
 
+        # progress: a plain line per evaluated candidate (the log is a pipe), so a search that does not end in its
+        # part still shows how far it got (tp_mlp_cublas's log went silent for 280 s after its fast path)
         s = run_workload(RunOptions(workload=str(path), world=world, evaluations=evals, batch_size=SEARCH_BATCH,
-                                    run_dir=str(runs_dir / name), progress=False), on_event=said)
+                                    run_dir=str(runs_dir / name), progress=True), on_event=said)
     except Exception as exc:  # a row says why, the next program still runs
         row.update(error=f"{type(exc).__name__}: {exc}", seconds=round(time.time() - t0, 1))
         return row

@@ -3,7 +3,7 @@
 The harness cannot own a whole program's allocations the way it owns a workload plugin's, so it observes the
 program instead (csrc/include/cuco/program/observe.h): the *observed* text is the program with that header
 included first and region markers around each pipeline range (the statements from the first kernel that feeds
-a collective to the last that consumes one, cuco.fastpath.transform.pipeline_ranges). The observed original is
+a collective to the last that consumes one, cuco.fastpath.pipeline.pipeline_ranges). The observed original is
 the reference; every candidate is the same observed text rewritten, so both are timed over the same statements
 and compared on the same read-backs.
 """
@@ -19,7 +19,8 @@ from cuco.errors import CucoError
 from cuco.fastpath import parse as P
 from cuco.fastpath.analyze import analyze
 from cuco.fastpath.model import Analysis
-from cuco.fastpath.transform import pipeline_ranges, plan
+from cuco.fastpath.pipeline import pipeline_ranges
+from cuco.fastpath.transform import plan
 from cuco.fastpath.verify import BuildOptions
 from cuco.program import diagnostics
 

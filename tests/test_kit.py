@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,42 @@ def test_compute_library_errors_name_the_fix(toolchain, tmp_path, monkeypatch):
     with pytest.raises(ComputeBuildError, match="compute library failed"):
         build_compute(_workload(broken, ComputeLibrary(sources=("compute/bad.cu",), header="compute/bad.h")),
                       toolchain)
+
+
+SHIFT = """#include "scale.h"
+__global__ void shift_kernel(float* y, float b, int64_t n) { if (threadIdx.x < n) y[threadIdx.x] += b; }
+extern "C" int kit_shift(float* y, float b, int64_t n, cudaStream_t s) {
+  shift_kernel<<<1, 256, 0, s>>>(y, b, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+"""
+
+
+def _two_sources(tmp_path: Path, second: str) -> Workload:
+    folder = tmp_path / "wl"
+    (folder / "compute").mkdir(parents=True)
+    for name in ("scale.cu", "scale.h"):
+        (folder / "compute" / name).write_text((FIXTURES / "compute" / name).read_text())
+    (folder / "compute" / "shift.cu").write_text(second)
+    return _workload(folder, ComputeLibrary(sources=("compute/scale.cu", "compute/shift.cu"),
+                                            header="compute/scale.h"))
+
+
+def test_a_library_of_several_sources_compiles_them_at_once_and_links_one_library(toolchain, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
+    built = build_compute(_two_sources(tmp_path, SHIFT), toolchain)
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(built.library)], capture_output=True, text=True,
+                              check=True).stdout.split()
+    assert "kit_scale" in exported and "kit_shift" in exported
+    assert not list(built.library.parent.glob(".objects-*"))   # the objects are gone
+
+
+def test_a_failed_source_of_several_is_the_build_s_error_and_leaves_nothing(toolchain, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ComputeBuildError, match="compute library failed") as err:
+        build_compute(_two_sources(tmp_path, "this is not C++;\n"), toolchain)
+    assert "shift.cu" in str(err.value)
+    assert not list((tmp_path / "cache").rglob("*.so")) and not list((tmp_path / "cache").rglob(".objects-*"))
 
 
 def test_compute_key_follows_the_workload_files_and_the_shared_kernels(toolchain, tmp_path, monkeypatch):

@@ -10,7 +10,11 @@ kernels cost to build.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -153,8 +157,11 @@ def build_compute(workload: CompiledWorkload, toolchain: Toolchain, timeout_s: f
         # said before and after, so a run's console and RUN_DIR/events.log show where the minutes went
         BUILD_LOG.info(f"cuco: building {workload.name}'s compute library {library.name} (once per toolchain; "
                        f"minutes with an empty cache) ...")
-        return tc.compile([workload.folder / s for s in spec.sources], output, shared=True, include_dirs=incs,
-                          libraries=spec.libraries, extra=spec.flags, timeout_s=timeout_s)
+        sources = [workload.folder / s for s in spec.sources]
+        if len(sources) == 1:
+            return tc.compile(sources, output, shared=True, include_dirs=incs, libraries=spec.libraries,
+                              extra=spec.flags, timeout_s=timeout_s)
+        return _compile_sources_at_once(tc, sources, output, incs, spec, timeout_s)
 
     result = build(out_dir, library.name, make)
     if not is_cached(result):
@@ -164,6 +171,32 @@ def build_compute(workload: CompiledWorkload, toolchain: Toolchain, timeout_s: f
         raise ComputeBuildError(f"building {workload.name}'s compute library failed:\n{failure_text(result)}",
                                 result.log)
     return BuiltCompute(library, include, time.monotonic() - start, is_cached(result))
+
+
+def _compile_sources_at_once(tc: Toolchain, sources: Sequence[Path], output: Path, include_dirs: Sequence[Path],
+                             spec: ComputeLibrary, timeout_s: float) -> CompileResult:
+    """A library of several sources: each compiled to an object at the same time (nvcc takes the sources of one
+    command one after another), then linked. The first failed compile is the result; the objects are removed."""
+    start = time.monotonic()
+    objects = Path(tempfile.mkdtemp(prefix=".objects-", dir=output.parent))
+    try:
+        targets = [objects / f"{i}_{src.stem}.o" for i, src in enumerate(sources)]
+
+        def one(src: Path, obj: Path) -> CompileResult:
+            return tc.compile([src], obj, shared=False, include_dirs=include_dirs, libraries=spec.libraries,
+                              extra=[*spec.flags, "-c"], timeout_s=timeout_s)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+            compiled = list(pool.map(one, sources, targets))
+        failed = next((r for r in compiled if not r.ok), None)
+        if failed is not None:
+            return failed
+        linked = tc.compile(targets, output, shared=True, libraries=spec.libraries, extra=spec.flags,
+                            timeout_s=timeout_s)
+        log = "".join(r.log for r in (*compiled, linked))
+        return attrs.evolve(linked, log=log, seconds=time.monotonic() - start)
+    finally:
+        shutil.rmtree(objects, ignore_errors=True)
 
 
 def link_options(workload: CompiledWorkload, toolchain: Toolchain) -> LinkOptions:

@@ -4,13 +4,16 @@ export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAS
 export NVSHMEM_REMOTE_TRANSPORT=${NVSHMEM_REMOTE_TRANSPORT:-none}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
-# A fresh machine (the last one was given back between two calls) gets the carried compute libraries at once, not
-# only through `gpu_w.sh W cache-load`: without them a GPU test file spends its minutes compiling. Entries are keyed by
-# sources, toolchain and paths, so a stale one is never used.
-if [ -f .devcache/cache.tgz ] && [ ! -d "$CUCO_CACHE_DIR/compute" ]; then
+# The compile cache carried in (.devcache/cache.tgz, `gpu_w.sh W cache-save` on an earlier machine) unpacked into
+# CUCO_CACHE_DIR; entries are keyed by sources, toolchain and paths, so a stale one is never used.
+unpack_cache() {
+  [ -f .devcache/cache.tgz ] || return 0
   mkdir -p "$CUCO_CACHE_DIR" && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR" \
     && echo "# compile cache: .devcache/cache.tgz unpacked into $CUCO_CACHE_DIR" >&2
-fi
+}
+# A fresh machine (the last one was given back between two calls) gets the carried compute libraries at once, not
+# only through `gpu_w.sh W cache-load`: without them a GPU test file spends its minutes compiling.
+[ -d "$CUCO_CACHE_DIR/compute" ] || unpack_cache
 
 device_line() {
   echo "# device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)" \

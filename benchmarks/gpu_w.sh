@@ -22,7 +22,8 @@
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache's CACHE_PARTS, default
 # `compute` (the compute libraries, about 2 minutes to build on a fresh machine), as OUT_DIR/cache.tgz; or from
-# .devcache/cache.tgz carried in: keyed by sources, toolchain and paths, so a stale entry is never used) ;
+# .devcache/cache.tgz carried in, which gpu_env.sh already does wherever the cache holds no compute libraries:
+# keyed by sources, toolchain and paths, so a stale entry is never used) ;
 # workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400), MAX_SHAPES (a bench part's
 # shapes at most), SHARD (i/n: own-programs runs every n-th pending program, one shard per lane), CUCO_FIRST_POINTS
@@ -206,7 +207,7 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     tar czf "$OUT_DIR/cache.tgz" -C "$CUCO_CACHE_DIR" --exclude='*.lock' ${CACHE_PARTS:-compute} \
       && ls -la "$OUT_DIR/cache.tgz" ;;
   cache-load)
-    mkdir -p "$CUCO_CACHE_DIR" && { [ -f .devcache/cache.tgz ] && tar xzf .devcache/cache.tgz -C "$CUCO_CACHE_DIR"; } ;;
+    unpack_cache ;;
   *) echo "unknown part $PART (suite, env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
        "graph-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
 esac

@@ -94,9 +94,10 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: {log['summary'] or 'no summary'}"
                      f"  [{log['commit'] or 'commit ?'}; {(log['device'] or '# device: ?')[2:]}]")
         for kept, run in failed_runs(world, log_dir, name, log["commit"]):
-            when = "a later" if later(run, log) else "an earlier"
-            lines.append(f"  {when} run at {log['commit']}: {run['summary'] or 'no summary'}  [{kept.name}]")
-            (after if later(run, log) else earlier).append(f"{name} ({kept.name})")
+            after_pass = later(run, log)
+            lines.append(f"  {'a later' if after_pass else 'an earlier'} run at {log['commit']}: "
+                         f"{run['summary'] or 'no summary'}  [{kept.name}]")
+            (after if after_pass else earlier).append(f"{name} ({kept.name})")
         if log["summary"] is None:
             missing.append(name)
         elif not passed(log["summary"]):

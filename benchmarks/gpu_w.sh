@@ -27,8 +27,9 @@
 # workload: gemm_allgather moe kv_transfer attention_cp.
 # Environment: TEST_TIMEOUT (seconds, default 520), SAN_TIMEOUT (280), GRAPH_TIMEOUT (400), MAX_SHAPES (a bench part's
 # shapes at most), SHARD (i/n: own-programs runs every n-th pending program, one shard per lane), CUCO_FIRST_POINTS
-# (labels every search evaluates right after the fast path, `cuco run --try`). NVLink multicast stays off
-# (benchmarks/gpu_env.sh).
+# (labels every search evaluates right after the fast path, `cuco run --try`), RED_CTAS (reductions: CTA counts of
+# the rewrite's communication kernels, e.g. 32,64,128, one column each; default 32), RED_TIMEOUT (reductions' whole
+# part, seconds, default 400). NVLink multicast stays off (benchmarks/gpu_env.sh).
 set -uo pipefail
 W=${1:?usage: bash benchmarks/gpu_w.sh W PART [OUT_DIR]}
 PART=${2:?usage: bash benchmarks/gpu_w.sh W PART [OUT_DIR]}
@@ -195,7 +196,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     probe attention_merge_accuracy benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
       --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md" ;;
   reductions)
-    probe reductions_w$W benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json" ;;
+    # RED_CTAS=32,64,128: the rewrite at each of these CTA counts per communication kernel, each its own column
+    probe reductions_w$W benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json" \
+      ${RED_CTAS:+--ctas "$RED_CTAS"} ;;
   own-programs)
     { header
       timeout "${OWN_TIMEOUT:-500}" python3 benchmarks/own_programs.py --programs "${PROGRAMS:-pending}" \

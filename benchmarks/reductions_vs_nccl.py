@@ -2,14 +2,18 @@
 benchmarks/probes/reductions/allreduce_sweep.cu (NCCL AllReduce, ReduceScatter and Reduce, bf16 sum, 64 KiB to
 1 GiB) is built as written and as cuco's fast path rewrites it, and the two binaries run alternately. Bus bandwidth
 as nccl-tests defines it (AllReduce: algbw x 2(W-1)/W; ReduceScatter: x (W-1)/W; Reduce: x 1), NVLink multicast
-off. Writes the rows to --out (JSON) and a table beside it (.md).
+off. Writes the rows to --out (JSON) and a table beside it (.md). The rewrite is built once per AllReduce
+algorithm (--allreduce) and CTA count of its communication kernels (--ctas, CUCOFP_COMM_CTAS): one column each,
+named after the algorithm at the fast path's 32 CTAs and `algorithm@N` at N.
 
     PYTHONPATH=src python3 benchmarks/reductions_vs_nccl.py --world 2 --out benchmarks/results/reductions_w2.json
+    PYTHONPATH=src python3 benchmarks/reductions_vs_nccl.py --world 4 --allreduce push --ctas 32,64,128
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
@@ -22,6 +26,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "probes" / "reductions" / "allreduce_sweep.cu"
 ALGOS = {"auto": 0, "one_shot": 1, "two_shot": 2, "push": 3}   # CUCOFP_ALLREDUCE (cuco.program.space.ALLREDUCE)
+BASE_CTAS = 32   # CUCOFP_COMM_CTAS's default (fastpath/cuda/lsa_point.cuh): a column named after its algorithm alone
 BUS = {"allreduce": lambda w: 2 * (w - 1) / w, "reducescatter": lambda w: (w - 1) / w, "reduce": lambda w: 1.0}
 
 
@@ -38,9 +43,42 @@ def parse(out: str) -> tuple[dict[tuple[str, int], float], dict[str, int], dict[
     return times, wrong, host
 
 
+def parse_ctas(text: str) -> list[int]:
+    """--ctas: CTA counts per communication kernel, comma-separated, each once, in the order given."""
+    out: list[int] = []
+    for word in (w.strip() for w in text.split(",")):
+        if not word:
+            continue
+        if not word.isdigit() or int(word) < 1:
+            raise argparse.ArgumentTypeError(f"CTA counts are positive integers, not {word!r}")
+        if int(word) not in out:
+            out.append(int(word))
+    if not out:
+        raise argparse.ArgumentTypeError("no CTA count given")
+    return out
+
+
+def variants(algos: list[str], ctas: list[int]) -> dict[str, tuple[str, int]]:
+    """{label: (AllReduce algorithm, CTAs per communication kernel)}: every algorithm at every CTA count, grouped by
+    algorithm; the label is the algorithm's name at BASE_CTAS (every earlier table's columns), `algorithm@N` at N."""
+    return {(a if n == BASE_CTAS else f"{a}@{n}"): (a, n) for a in algos for n in ctas}
+
+
+def variant_source(rewrite: str, algo: str, ctas: int) -> str:
+    """The rewrite with the macros a point block would set ahead of its prelude: the AllReduce algorithm, the
+    ReduceScatter's with it (auto with auto, push with push, else barrier), and the CTAs per communication kernel
+    where they are not the default (the default's source stays the one earlier tables built)."""
+    scatter = {"auto": "0  // auto", "push": "2  // push"}.get(algo, "1  // barrier")
+    head = f"#define CUCOFP_ALLREDUCE {ALGOS[algo]}  // {algo}\n#define CUCOFP_REDUCESCATTER {scatter}\n"
+    if ctas != BASE_CTAS:
+        head += f"#define CUCOFP_COMM_CTAS {ctas}  // CTAs per communication kernel\n"
+    return head + rewrite
+
+
 def rows(world: int, nccl: list[tuple], cuco: dict[str, list[tuple]]) -> list[dict[str, Any]]:
     """One row per (collective, bytes): each side's median over its runs (each run parse()'s triple), bus
-    bandwidths, host enqueue times and NCCL time / side time; `cuco` holds the runs of each AllReduce algorithm."""
+    bandwidths, host enqueue times and NCCL time / side time; `cuco` holds the runs of each variant (an AllReduce
+    algorithm at a CTA count, variants())."""
     out = []
     for key in sorted(nccl[0][0], key=lambda k: (list(BUS).index(k[0]), k[1])):
         coll, nbytes = key
@@ -83,7 +121,9 @@ def markdown(meta: dict[str, Any], table: list[dict[str, Any]]) -> str:
              "repeats of 20 back-to-back calls). The AllReduce algorithm is the program's `allreduce` directive; "
              "the ReduceScatter's (`reducescatter`) goes with it: `auto` in the auto column, `push` in the push "
              "column (buffers past the push limit, 4 MiB / W, take the barrier kernels), `barrier` in the others; "
-             "Reduce depends on neither. Ratio = NCCL time / the fastest cuco time (> 1: cuco faster).", "",
+             "Reduce depends on neither. Ratio = NCCL time / the fastest cuco time (> 1: cuco faster)."
+             + (" `algorithm@N`: the rewrite with N CTAs per communication kernel (CUCOFP_COMM_CTAS), the others "
+                f"{BASE_CTAS}." if any("@" in a for a in algos) else ""), "",
              f"Correctness, every size's last call (elements wrong): NCCL {meta['wrong'].get('nccl')}, "
              + ", ".join(f"cuco {a} {meta['wrong'].get(a)}" for a in algos) + ".", "",
              "| collective | size | NCCL µs | NCCL busbw GB/s | " + " | ".join(f"{a} µs | {a} GB/s" for a in algos)
@@ -121,7 +161,11 @@ def main() -> int:
     ap.add_argument("--timeout-s", type=float, default=240)
     ap.add_argument("--allreduce", default="auto,one_shot,two_shot,push",
                     help="AllReduce algorithms of the rewrite to time (the program's allreduce directive)")
+    ap.add_argument("--ctas", type=parse_ctas, default=[BASE_CTAS],
+                    help=f"CTAs per communication kernel, comma-separated (default {BASE_CTAS}): one rewrite per "
+                    "AllReduce algorithm and count (CUCOFP_COMM_CTAS), each its own column")
     ap.add_argument("--out", default="reductions.json")
+    ap.add_argument("--build-only", action="store_true", help="build every side, print where, and stop (no GPU)")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE.parent / "src"))
     from cuco.fastpath import verify
@@ -130,21 +174,29 @@ def main() -> int:
 
     text = PROGRAM.read_text()
     rewrite = transform(analyze(text, PROGRAM.name), text)
-    algos = [a for a in args.allreduce.split(",") if a]
+    sides = variants([a for a in args.allreduce.split(",") if a], args.ctas)
+    algos = list(sides)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / "cuco-reductions"
-    sources = {"nccl": text}
-    for algo in algos:  # the directive's macro ahead of the rewrite's prelude, as a point block sets it; the
-        # ReduceScatter's (the reducescatter directive) goes with it: auto with auto, push with push, else barrier
-        scatter = {"auto": "0  // auto", "push": "2  // push"}.get(algo, "1  // barrier")
-        scatter = f"#define CUCOFP_REDUCESCATTER {scatter}\n"
-        sources[algo] = f"#define CUCOFP_ALLREDUCE {ALGOS[algo]}  // {algo}\n" + scatter + rewrite.code
+    sources = {"nccl": text, **{label: variant_source(rewrite.code, a, n) for label, (a, n) in sides.items()}}
+
+    toolchain = verify.host_toolchain()
+
+    def build(side: str):
+        return verify.build(sources[side], workdir=work / side, include_dirs=[PROGRAM.parent], name="sweep",
+                            toolchain=toolchain)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        builds = dict(zip(sources, pool.map(build, sources)))   # one nvcc each, side by side
     binaries = {}
-    for side, code in sources.items():
-        built = verify.build(code, workdir=work / side, include_dirs=[PROGRAM.parent], name="sweep")
+    for side, built in builds.items():
         if not built.ok:
             print(f"{side} build failed:\n{built.log[-3000:]}", file=sys.stderr)
             return 1
         binaries[side] = built.binary
+    if args.build_only:
+        for side, binary in binaries.items():
+            print(f"{side}: {binary}")
+        return 0
     env = {**os.environ, "WORLD_SIZE": str(args.world), "NCCL_NVLS_ENABLE": "0"}
     results: dict[str, list] = {side: [] for side in sources}
     for _run in range(args.runs):
@@ -158,6 +210,7 @@ def main() -> int:
     import torch
 
     meta = {"world": args.world, "device": torch.cuda.get_device_name(0), "algos": algos,
+            "variants": {label: {"allreduce": a, "comm_ctas": n} for label, (a, n) in sides.items()},
             "nccl": ".".join(map(str, torch.cuda.nccl.version())), "rules": list(rewrite.rules_applied),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "wrong": {side: [r[1] for r in runs] for side, runs in results.items()}}

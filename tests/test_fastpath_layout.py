@@ -83,7 +83,7 @@ def test_a_source_of_a_rank_counts_that_rank_as_its_reader(layout, nranks, roote
 
 
 @settings(max_examples=60, deadline=None)
-@given(nranks=st.integers(1, 64), ctas=st.sampled_from([1, 8, 16, 32]))
+@given(nranks=st.integers(1, 64), ctas=st.sampled_from([1, 8, 16, 32, 64, 128]))
 def test_signal_flags_are_distinct_aligned_and_inside_their_area(layout, nranks, ctas):
     total, *offsets = layout.ask("flags", nranks, ctas)
     assert len(offsets) == 2 * nranks * ctas == len(set(offsets))
@@ -134,7 +134,7 @@ def test_every_reduce_slice_has_one_owner_and_from_three_ranks_the_root_owns_non
 
 
 @settings(max_examples=60, deadline=None)
-@given(nranks=st.integers(1, 64), ctas=st.integers(1, 32))
+@given(nranks=st.integers(1, 64), ctas=st.integers(1, 128))
 def test_push_flags_and_staged_buffers_are_distinct_aligned_and_inside_their_areas(layout, nranks, ctas):
     got = layout.ask("push", nranks, ctas)
     max_bytes, flag_bytes, staging_bytes = got[:3]

@@ -20,6 +20,9 @@ PROGRAMS = {
     "alltoallv_p2p": ("lsa-p2p-mailbox@L40", "lsa-p2p-mailbox@L41"),
     "abi_allgather_seed": ("lsa-allgather-pull@L19",),
 }
+#: A point of more CTAs than 32 (the macro ahead of the rewrite, where a point block sets it): the program whose
+#: rewrite has reductions, signal-free movement and the barriers, at 128 CTAs.
+WIDE = ("alltoall_reduce", 128)
 
 
 def _transform(name):
@@ -27,17 +30,25 @@ def _transform(name):
     return transform(analyze_file(path), path.read_text())
 
 
+def _wide_code():
+    name, ctas = WIDE
+    return (f"#define CUCOFP_COMM_CTAS {ctas}\n" + _transform(name).code
+            + f"\nstatic_assert(cucofp::kCtas == {ctas} && cucofp::kCommCtas == {ctas}, \"laid out for the CTAs\");\n")
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    """Compile every transformed program once (two nvcc jobs at a time)."""
+    """Compile every transformed program once, and WIDE's (two nvcc jobs at a time)."""
     root = tmp_path_factory.mktemp("fastpath")
 
     def one(name):
+        if name == "wide":
+            return name, verify.build(_wide_code(), workdir=root / name, include_dirs=[FIX])
         t = _transform(name)
         return name, verify.build(t.code, workdir=root / name, include_dirs=[FIX], shared=t.form == "candidate_abi")
 
     with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(one, PROGRAMS))
+        return dict(pool.map(one, [*PROGRAMS, "wide"]))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -55,6 +66,11 @@ def test_rules_output_is_device_initiated(name):
 def test_rules_output_compiles_for_sm90(builds, name):
     out = builds[name]
     assert out.ok, out.log[-3000:]
+
+
+def test_a_point_of_more_than_32_ctas_lays_the_mailbox_and_the_barriers_out_for_them(builds):
+    # kCtas sizes the per-CTA acknowledgements and flags and the LSA barriers requested; 32 and fewer keep 32
+    assert builds["wide"].ok, builds["wide"].log[-3000:]
 
 
 def test_standalone_rewrites_allocation_and_teardown():

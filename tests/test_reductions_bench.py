@@ -1,7 +1,12 @@
 """benchmarks/reductions_vs_nccl.py: the sweep program is one the fast path rewrites whole (every reduction it
-times becomes device-initiated), and the table's bus bandwidths follow nccl-tests' definitions."""
+times becomes device-initiated), the table's bus bandwidths follow nccl-tests' definitions, and --ctas builds one
+column per AllReduce algorithm and CTA count."""
 
 from __future__ import annotations
+
+import argparse
+import re
+from importlib import resources
 
 import pytest
 from bench_scripts import bench_module
@@ -61,3 +66,43 @@ def test_host_enqueue_times_reach_the_rows_and_a_table_of_their_own(bench):
 def test_sizes_are_labelled_in_their_largest_whole_unit(bench):
     assert [bench.size_label(b) for b in (64 << 10, 256 << 10, 1 << 20, 256 << 20, 1 << 30)] == \
         ["64 KiB", "256 KiB", "1 MiB", "256 MiB", "1 GiB"]
+
+
+def test_ctas_are_parsed_once_each_in_order_and_must_be_positive(bench):
+    assert bench.parse_ctas("32") == [32] and bench.parse_ctas(" 64,32, 128,64,") == [64, 32, 128]
+    for bad in ("", "0", "-8", "32,x", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench.parse_ctas(bad)
+
+
+def test_each_algorithm_at_each_cta_count_is_a_column_and_32_keeps_the_algorithms_name(bench):
+    sides = bench.variants(["auto", "push"], [32, 64, 128])
+    assert list(sides) == ["auto", "auto@64", "auto@128", "push", "push@64", "push@128"]
+    assert sides["push@128"] == ("push", 128) and sides["auto"] == ("auto", 32)
+    assert list(bench.variants(["two_shot"], [64])) == ["two_shot@64"]
+    # the fast path's default CTA count is the one a column without @N was built with
+    point = resources.files("cuco.fastpath").joinpath("cuda", "lsa_point.cuh").read_text()
+    assert re.search(r"#define CUCOFP_COMM_CTAS (\d+)", point).group(1) == str(bench.BASE_CTAS)
+
+
+def test_a_variant_sets_the_ctas_ahead_of_the_rewrite_only_where_they_are_not_the_default(bench):
+    rewrite = "int main() {}\n"
+    default = bench.variant_source(rewrite, "push", bench.BASE_CTAS)
+    assert default == "#define CUCOFP_ALLREDUCE 3  // push\n#define CUCOFP_REDUCESCATTER 2  // push\n" + rewrite
+    wide = bench.variant_source(rewrite, "two_shot", 128)
+    assert wide.startswith("#define CUCOFP_ALLREDUCE 2  // two_shot\n#define CUCOFP_REDUCESCATTER 1  // barrier\n"
+                           "#define CUCOFP_COMM_CTAS 128") and wide.endswith(rewrite)
+
+
+def test_cta_columns_are_labelled_in_the_table_and_named_in_its_note(bench):
+    key = ("reducescatter", 1 << 20)
+    nccl = [({key: 0.012}, {}, {})]
+    cuco = {"push": [({key: 0.018}, {}, {})], "push@128": [({key: 0.010}, {}, {})]}
+    (row,) = bench.rows(4, nccl, cuco)
+    assert row["cuco_best"] == "push@128" and row["ratio"] == pytest.approx(1.2)
+    meta = {"world": 4, "device": "X", "nccl": "2.28.9", "date": "d", "algos": ["push", "push@128"],
+            "wrong": {"nccl": [0], "push": [0], "push@128": [0]}}
+    md = bench.markdown(meta, [row])
+    assert "| push µs | push GB/s | push@128 µs | push@128 GB/s |" in md and "| 18.0 |" in md and "| 10.0 |" in md
+    assert "`algorithm@N`: the rewrite with N CTAs" in md
+    assert "algorithm@N" not in bench.markdown({**meta, "algos": ["push"]}, [row])

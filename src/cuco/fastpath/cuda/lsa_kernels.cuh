@@ -22,7 +22,14 @@
 
 namespace cucofp {
 
-constexpr int kCtas = 32;          // CTAs per communication kernel == LSA barriers needed
+// The CTAs the mailbox's per-CTA words (acknowledgements, signal and push flags) and the LSA barriers are laid out
+// for, kCtas >= the CTAs a communication kernel launches (kCommCtas, lsa_point.cuh): 32, or the point's
+// CUCOFP_COMM_CTAS where it asks for more, so every point of 32 CTAs or fewer keeps one layout.
+#if defined(CUCOFP_COMM_CTAS) && CUCOFP_COMM_CTAS > 32
+constexpr int kCtas = CUCOFP_COMM_CTAS;
+#else
+constexpr int kCtas = 32;
+#endif
 constexpr int kThreads = 512;
 constexpr int kMaxWindows = 64;    // windows one communicator can address (mailbox included)
 constexpr int kMaxSlots = 16;      // descriptors one sender may post to one receiver per kernel

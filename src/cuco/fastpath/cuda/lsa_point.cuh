@@ -6,7 +6,8 @@
 //   (on a per-communicator side stream forked from the caller's; the caller's stream waits for it only at the
 //   cucoJoin() the transform places before the first statement that depends on the transfer, so independent
 //   kernels in between overlap it).
-// CUCOFP_COMM_CTAS: CTAs per communication kernel (fewer leave SMs to compute).
+// CUCOFP_COMM_CTAS: CTAs per communication kernel (fewer leave SMs to compute; more than 32 also lay the mailbox
+//   and the LSA barriers out for that many, lsa_kernels.cuh's kCtas, and must fit the GPU's SMs at once).
 // CUCOFP_SYNC_SCOPE 0 = world (LSA barriers order every collective), 1 = signal (the movement collectives,
 //   AllGather, AlltoAll and Broadcast, wait only for the peers they read and are read by, through per-peer
 //   ready/done flags in the mailbox; reductions keep their barriers).
@@ -53,7 +54,9 @@
 namespace cucofp {
 
 static_assert(CUCOFP_PLACEMENT == 0 || CUCOFP_PLACEMENT == 1, "CUCOFP_PLACEMENT is 0 (deferred) or 1 (stream_overlap)");
-static_assert(CUCOFP_COMM_CTAS >= 1 && CUCOFP_COMM_CTAS <= kCtas, "CUCOFP_COMM_CTAS must be in [1, kCtas]");
+static_assert(CUCOFP_COMM_CTAS >= 1 && CUCOFP_COMM_CTAS <= kCtas,
+              "CUCOFP_COMM_CTAS must be >= 1, and over 32 defined ahead of lsa_kernels.cuh (its kCtas lays the "
+              "mailbox and the barriers out for it)");
 static_assert(CUCOFP_SYNC_SCOPE == 0 || CUCOFP_SYNC_SCOPE == 1, "CUCOFP_SYNC_SCOPE is 0 (world) or 1 (signal)");
 static_assert(CUCOFP_ISSUER == 0 || CUCOFP_ISSUER == 1, "CUCOFP_ISSUER is 0 (cta) or 1 (copy_engine)");
 static_assert(CUCOFP_CHUNK_BYTES == 0 || (CUCOFP_ISSUER == 1 && CUCOFP_CHUNK_BYTES >= 4096),

@@ -112,6 +112,17 @@ inline ncclResult_t checkLsa(CommState* s) {
   if (s->dc.lsaSize != s->nranks || s->dc.lsaRank != s->rank)
     CUCOFP_FAIL(ncclInvalidUsage, "rank %d: only %d of %d ranks share an NVLink (LSA) domain; the LSA fast path "
                 "needs all ranks of the communicator on one node", s->rank, s->dc.lsaSize, s->nranks);
+  // CTA i of a communication kernel waits for CTA i of its peers (barriers, flags), so all of its CTAs must run at
+  // once: one CTA of kThreads threads fits on every SM, so a grid of up to one CTA per SM does. Checked for points
+  // of more than 32 CTAs (32 fit every GPU this path targets; this runs at every candidate launch).
+  if (kCommCtas > 32) {
+    int sms = 0;
+    CUCOFP_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device));
+    if (kCommCtas > sms)
+      CUCOFP_FAIL(ncclInvalidUsage, "rank %d: CUCOFP_COMM_CTAS is %d but GPU %d has %d SMs; the CTAs of a "
+                  "communication kernel wait for their peers' and must all run at once", s->rank, kCommCtas,
+                  s->device, sms);
+  }
   return ncclSuccess;
 }
 

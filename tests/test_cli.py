@@ -88,7 +88,7 @@ def test_space_takes_a_host_program_as_run_does_and_lists_the_points_run_try_acc
     out = capsys.readouterr().out
     assert code == 0
     labels = [ln for ln in out.splitlines() if ln.startswith("lsa/")]
-    assert "lsa/deferred/world/cta/whole/allreduce=push/comm_ctas=32" in labels and len(labels) == 24
+    assert "lsa/deferred/world/cta/whole/allreduce=push/comm_ctas=32" in labels and len(labels) == 40
     code, err = run(["space", "no_such_workload"], capsys)
     assert code == 2 and "or pass a workload folder or a host CUDA+NCCL program (.cu)" in err
 

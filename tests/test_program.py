@@ -78,14 +78,14 @@ def test_the_observed_program_times_the_statements_around_every_collective(name)
 
 
 def _expected_size(kinds: tuple[str, ...]) -> int:
-    """placement x comm_ctas, and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
+    """placement x comm_ctas (5), and with a movement collective x sync_scope x (cta, or copy_engine x 3 chunk sizes,
     with comm_ctas fixed when every collective is a movement one); x 4 AllReduce algorithms with an AllReduce, x 3
     ReduceScatter algorithms with a ReduceScatter."""
     algos = (4 if "allreduce" in kinds else 1) * (3 if "reducescatter" in kinds else 1)
     if not set(kinds) & set(MOVEMENT):
-        return 2 * 3 * algos
-    ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 3
-    return 2 * 2 * (3 + 3 * ce_ctas) * algos
+        return 2 * 5 * algos
+    ce_ctas = 1 if set(kinds) <= set(MOVEMENT) else 5
+    return 2 * 2 * (5 + 3 * ce_ctas) * algos
 
 
 @pytest.mark.parametrize("name", params("analysis"))
@@ -105,8 +105,10 @@ def test_every_point_renders_with_the_same_frozen_text_and_no_host_collective(na
             assert f"#define CUCOFP_ALLREDUCE {algo}" in code
         if "reducescatter" in w.program.analysis.kinds():
             assert f"#define CUCOFP_REDUCESCATTER {('auto', 'barrier', 'push').index(point.get('reducescatter'))}" in code
-        res = check_program(code, parent_code=codes[0])
-        assert res.passed, res.reason
+        assert f"#define CUCOFP_COMM_CTAS {point.get('comm_ctas')}\n" in code
+        if point.get("comm_ctas") in ("32", "8"):  # the others differ from these in that number only
+            res = check_program(code, parent_code=codes[0])
+            assert res.passed, res.reason
         # the region markers stay outside the EVOLVE blocks (frozen): every point is timed over the same statements
         assert code.count("cuco_region_begin(") == _frozen(code).count("cuco_region_begin(")
 
@@ -130,6 +132,12 @@ def test_the_fast_paths_point_keeps_the_default_macros_and_illegal_points_say_wh
     reductions = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu").space(Topology(world=1))
     assert reductions.values("issuer") == ("cta",) and reductions.values("sync_scope") == ("world",)
     assert reductions.values("chunk_bytes") == (0,)
+    many = Directives.from_label("lsa/deferred/world/cta/whole/comm_ctas=128/reducescatter=barrier")
+    assert space.is_legal(many)                           # 128 CTAs fit an H100's 132 SMs, one each
+    small_gpu = w.space(Topology(world=1, sm_count=114))
+    why = small_gpu.check(many)
+    assert "program-comm-ctas-fit" in why and "comm_ctas <= 114" in why
+    assert small_gpu.is_legal(many.replace(comm_ctas="64"))
 
 
 def test_copy_engine_copies_wait_for_their_entry_kernel_and_delayed_arrival_poisons_what_they_fill():

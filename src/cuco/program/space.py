@@ -12,7 +12,10 @@ recognised collective, parameterised by the point (macros read by cuco/fastpath/
   ordering of `sync_scope`; no SM moves data);
 - chunk_bytes: `whole` or, with issuer=copy_engine only, 4 MiB / 1 MiB: each copy is cut into chunks spread over
   4 copy streams, so several copy engines and NVLink peers work at once (the CTA kernels move whole buffers);
-- comm_ctas (extra directive): CTAs per communication kernel; fewer leave SMs to overlapping compute;
+- comm_ctas (extra directive): CTAs per communication kernel; fewer leave SMs to overlapping compute, more keep
+  more loads and stores in flight (measured at W = 4: AllReduce and ReduceScatter from 4 MiB up gain 4-20 % at 64
+  and 128 CTAs, the calls of 1 MiB and less do not, benchmarks/results/reductions/w4_ctas.md); every CTA of a
+  communication kernel waits for its peers' and must run at once, so at most the topology's SMs;
 - allreduce (extra directive, programs that call AllReduce): `auto` (`push` where it applies, else one shot up to
   8 MiB at W = 2 and 256 KiB above, else two shot: the fastest measured kernel at every size), `one_shot` (every
   rank reduces the whole buffer from every rank's send: two barriers, no gather pass; W - 1 buffers read per rank)
@@ -41,8 +44,9 @@ from cuco.fastpath import annotate
 from cuco.fastpath.model import Analysis
 from cuco.fastpath.transform import PRELUDE_BEGIN, transform
 
-COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8"),
-                           "CTAs per communication kernel; fewer leave SMs to compute that overlaps it")
+COMM_CTAS = ExtraDirective("comm_ctas", ("32", "16", "8", "64", "128"),
+                           "CTAs per communication kernel; fewer leave SMs to compute that overlaps it, more issue "
+                           "more loads and stores at once (large reductions); at most one per SM")
 ALLREDUCE = ExtraDirective("allreduce", ("auto", "one_shot", "two_shot", "push"),
                             "AllReduce algorithm: one_shot reduces the whole buffer from every rank's send (two "
                             "barriers, more bytes read at W > 2), two_shot reduce-scatters then all-gathers (three "
@@ -92,6 +96,14 @@ def _comm_ctas_rule(kinds: tuple[str, ...]) -> Rule:
     return Rule("program-comm-ctas-unused", check)
 
 
+def _comm_ctas_fit(d: Directives, s: DesignSpace) -> str | None:
+    ctas = int(d.get("comm_ctas"))
+    if ctas > s.topology.sm_count:
+        return (f"comm_ctas={ctas} is more than the GPU's {s.topology.sm_count} SMs; the CTAs of a communication "
+                f"kernel wait for their peers' and must all run at once: use comm_ctas <= {s.topology.sm_count}")
+    return None
+
+
 def program_space(topology: Topology, kinds: tuple[str, ...] = ()) -> DesignSpace:
     """The legal points for a program calling collectives of `kinds` (Analysis.kinds()) at `topology` (one
     node: LSA). Without a movement collective the space is placement x comm_ctas."""
@@ -102,7 +114,8 @@ def program_space(topology: Topology, kinds: tuple[str, ...] = ()) -> DesignSpac
     if "reducescatter" in kinds:
         extras.append(REDUCESCATTER)
     rules = tuple(r for r in DEFAULT_RULES if r.name not in _DROPPED)
-    rules += (Rule("program-chunks-need-copy-engine", _chunks_need_copy_engine), _comm_ctas_rule(tuple(kinds)))
+    rules += (Rule("program-chunks-need-copy-engine", _chunks_need_copy_engine), _comm_ctas_rule(tuple(kinds)),
+              Rule("program-comm-ctas-fit", _comm_ctas_fit))
     return DesignSpace(backends=("lsa",), placements=tuple(_PLACEMENT),
                        sync_scopes=tuple(_SYNC_SCOPE) if movement else ("world",),
                        issuers=tuple(_ISSUER) if movement else ("cta",),

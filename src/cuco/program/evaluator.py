@@ -82,7 +82,9 @@ class ProgramEvaluator(Cascade):
         self.timed_runs, self.verify_delay_us, self.timeout_s = timed_runs, verify_delay_us, timeout_s
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="cuco-program-"))
         self.parent_code = parent_code
-        self.launcher = launcher if launcher is not None else LocalLauncher()
+        if launcher is None:   # a program torchrun would start gets its W copies started by cuco
+            launcher = LocalLauncher(ranks=world if program.started_by_launcher else 1)
+        self.launcher = launcher
         self.toolchain = host_toolchain()
         self._reference: tuple[Path, Observation] | None = None
         self._verify_reference: Observation | None = None

@@ -28,6 +28,12 @@ OBSERVE_INCLUDE = '#include "cuco/program/observe.h"  // cuco: read-backs and ti
 #: `argv[1]`, `argc > 1`, ...: the program reads command-line arguments.
 _ARGS = re.compile(r"\bargv\s*\[\s*[1-9]|\bargc\s*(?:[<>]=?|[!=]=)\s*[1-9]|\b(?:getopt|getopt_long)\s*\(")
 _INIT_RANK = ("ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable")
+#: The name of a rank that a launcher (torchrun, srun, mpirun) sets, as a string in the program.
+_RANK_ENV = re.compile(r'"(?:RANK|LOCAL_RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID)"')
+#: Calls that start processes or MPI: a program reaching one from main starts its own ranks (or needs mpirun).
+_SPAWNS = frozenset({"fork", "vfork", "posix_spawn", "posix_spawnp", "execl", "execlp", "execle", "execv", "execvp",
+                     "execvpe", "execve", "system", "popen", "MPI_Init", "MPI_Init_thread", "MPI_Comm_spawn"})
+_LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 
 class ProgramError(CucoError):
@@ -49,6 +55,8 @@ class HostProgram:
     observed: str = attrs.field(repr=False)
     sites: int                                  # timed regions (pipeline ranges)
     build: BuildOptions = BuildOptions()        # include dirs, libraries and flags beyond what cuco finds itself
+    #: One process per GPU that a launcher starts (torchrun style): cuco starts the W copies (rank_launch.py).
+    started_by_launcher: bool = False
 
     @property
     def name(self) -> str:
@@ -94,8 +102,17 @@ class HostProgram:
             lines = "\n".join(f"  - {p.message}" for p in blocked)
             raise ProgramError(f"{path}: the rule-based fast path cannot rewrite this program, so there is nothing to "
                                f"search offline:\n{lines}\n(`cuco transform {path} --model MODEL` lets an LLM try)")
+        reached, _names_rank = _from_main(_with_local_headers(text, path.parent))
+        mpi = sorted(reached & {"MPI_Init", "MPI_Init_thread"})
+        if mpi:
+            raise ProgramError(f"{path}: the program calls {mpi[0]}, and cuco has no mpirun to start it with; cuco "
+                               "starts a program's ranks itself as torchrun would (RANK, LOCAL_RANK, WORLD_SIZE, "
+                               "MASTER_ADDR, MASTER_PORT set in each copy) or lets it start them (fork/exec). Read the "
+                               "rank from RANK and pass the NCCL unique id without MPI (a file or a socket), then run "
+                               "cuco again")
         observed, sites = observe_text(text, a)
-        return cls(path, text, a, observed, sites)
+        launched = launch_model(a) == "process-per-gpu" and started_by_launcher(text, path)
+        return cls(path, text, a, observed, sites, started_by_launcher=launched)
 
     def observed_analysis(self) -> Analysis:
         """The analysis of the observed form (the program with its timed regions marked)."""
@@ -138,6 +155,53 @@ def launch_model(a: Analysis) -> str:
         if any(g.start_line <= ln <= g.end_line for g in a.groups for ln in inits):
             return "single-process"
     return a.launch_model
+
+
+def _with_local_headers(text: str, folder: Path) -> list[str]:
+    """`text` and the headers it includes from its own folder (`#include "..."`), transitively."""
+    texts, seen, todo = [], set(), [(text, folder)]
+    while todo and len(seen) < 32:
+        t, here = todo.pop()
+        texts.append(t)
+        for name in _LOCAL_INCLUDE.findall(t):
+            header = (here / name).resolve()
+            if header not in seen and header.is_file():
+                seen.add(header)
+                try:
+                    todo.append((header.read_text(errors="replace"), header.parent))
+                except OSError:
+                    continue
+    return texts
+
+
+def _from_main(texts: list[str]) -> tuple[set[str], bool]:
+    """What main reaches through the functions the texts define (a header may define a launcher the program never
+    calls): (the functions and library calls reached, whether a reached function names a launcher's rank)."""
+    calls: dict[str, set[str]] = {}
+    names_rank: set[str] = set()
+    for t in texts:
+        src = P.parse(t)
+        for node in P.walk(src.root):
+            if node.type == "call_expression":
+                caller = P.function_name(src, P.enclosing(node, ("function_definition",)))
+                calls.setdefault(caller, set()).add(P.callee_name(src, node))
+            elif node.type == "string_literal" and _RANK_ENV.fullmatch(src.node_text(node)):
+                names_rank.add(P.function_name(src, P.enclosing(node, ("function_definition",))))
+    seen, todo = {"main"}, ["main"]
+    while todo:
+        for callee in calls.get(todo.pop(), ()):
+            if callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen, bool(seen & names_rank)
+
+
+def started_by_launcher(text: str, path: Path) -> bool:
+    """True for a program whose main, through its own functions or those of headers from its folder, names a
+    launcher's rank variable (RANK, LOCAL_RANK, ...) and starts no process and no MPI: torchrun (or srun) starts
+    its ranks."""
+    reached, names_rank = _from_main(_with_local_headers(text, path.parent))
+    return names_rank and not reached & _SPAWNS
 
 
 def _refuse_if_it_does_not_compile(text: str, path: Path) -> None:

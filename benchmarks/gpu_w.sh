@@ -18,7 +18,9 @@
 # and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | gemm-under-copy (a GEMM's
 # slowdown while copy engines pull the other ranks' rows, with SM clocks and power, benchmarks/gemm_under_copy.py) |
 # merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,
-# benchmarks/attention_merge_accuracy.py) | own-programs (`cuco run prog.cu` on
+# benchmarks/attention_merge_accuracy.py) | module-loading (PROGRAM's, default tp_mlp_cublas, process wall time and
+# region times under EAGER and LAZY module loading, alternately, benchmarks/module_loading.py) | own-programs (`cuco run
+# prog.cu` on
 # the corpus programs that benchmarks/results/own_programs_w<W>.json has no row for, or PROGRAMS, rows into
 # OUT_DIR/own_programs_rows_w<W>.json as each ends) | cache-save / cache-load (the compile cache's CACHE_PARTS, default
 # `compute` (the compute libraries, about 2 minutes to build on a fresh machine), as OUT_DIR/cache.tgz; or from
@@ -195,6 +197,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   merge-accuracy)
     probe attention_merge_accuracy benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
       --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md" ;;
+  module-loading)
+    probe module_loading_w$W benchmarks/module_loading.py --program "${PROGRAM:-tp_mlp_cublas}" --world "$W" \
+      --runs "${RUNS:-4}" --json "$OUT_DIR/module_loading_w$W.json" ;;
   reductions)
     # RED_CTAS=32,64,128: the rewrite at each of these CTA counts per communication kernel, each its own column
     probe reductions_w$W benchmarks/reductions_vs_nccl.py --world "$W" --out "$OUT_DIR/reductions_w$W.json" \

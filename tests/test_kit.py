@@ -10,7 +10,7 @@ import pytest
 
 from cuco import libraries
 from cuco.evaluate.compile import Compiler
-from cuco.kit.compute import ComputeBuildError, ComputeLibrary, build_compute, link_options, publish_header
+from cuco.kit.compute import ComputeBuildError, ComputeLibrary, _out_dir, build_compute, link_options, publish_header
 from cuco.kit.evolve import EVOLVE_END, EVOLVE_START, assemble, frozen_text, split
 from cuco.kit.template import TemplateError, fill
 from cuco.toolchain import Toolchain, ToolchainError
@@ -198,8 +198,12 @@ def test_a_library_of_several_sources_compiles_them_at_once_and_links_one_librar
 
 def test_a_failed_source_of_several_is_the_build_s_error_and_leaves_nothing(toolchain, tmp_path, monkeypatch):
     monkeypatch.setenv("CUCO_CACHE_DIR", str(tmp_path / "cache"))
+    workload = _two_sources(tmp_path, "this is not C++;\n")
+    killed = _out_dir(workload, toolchain) / ".objects-killed"   # what a build killed mid-compile leaves
+    killed.mkdir(parents=True)
+    (killed / "0_scale.o").write_bytes(b"half an object")
     with pytest.raises(ComputeBuildError, match="compute library failed") as err:
-        build_compute(_two_sources(tmp_path, "this is not C++;\n"), toolchain)
+        build_compute(workload, toolchain)
     assert "shift.cu" in str(err.value)
     assert not list((tmp_path / "cache").rglob("*.so")) and not list((tmp_path / "cache").rglob(".objects-*"))
 

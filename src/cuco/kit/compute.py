@@ -176,8 +176,11 @@ def build_compute(workload: CompiledWorkload, toolchain: Toolchain, timeout_s: f
 def _compile_sources_at_once(tc: Toolchain, sources: Sequence[Path], output: Path, include_dirs: Sequence[Path],
                              spec: ComputeLibrary, timeout_s: float) -> CompileResult:
     """A library of several sources: each compiled to an object at the same time (nvcc takes the sources of one
-    command one after another), then linked. The first failed compile is the result; the objects are removed."""
+    command one after another), then linked. The first failed compile is the result; the objects are removed, and
+    so are those a build killed before it could remove them left in the folder."""
     start = time.monotonic()
+    for stale in output.parent.glob(".objects-*"):   # under the folder's build lock: left by a killed build
+        shutil.rmtree(stale, ignore_errors=True)
     objects = Path(tempfile.mkdtemp(prefix=".objects-", dir=output.parent))
     try:
         targets = [objects / f"{i}_{src.stem}.o" for i, src in enumerate(sources)]

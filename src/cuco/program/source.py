@@ -102,7 +102,7 @@ class HostProgram:
             lines = "\n".join(f"  - {p.message}" for p in blocked)
             raise ProgramError(f"{path}: the rule-based fast path cannot rewrite this program, so there is nothing to "
                                f"search offline:\n{lines}\n(`cuco transform {path} --model MODEL` lets an LLM try)")
-        reached, _names_rank = _from_main(_with_local_headers(text, path.parent))
+        reached, names_rank = _from_main(_with_local_headers(text, path.parent))
         mpi = sorted(reached & {"MPI_Init", "MPI_Init_thread"})
         if mpi:
             raise ProgramError(f"{path}: the program calls {mpi[0]}, and cuco has no mpirun to start it with; cuco "
@@ -111,7 +111,7 @@ class HostProgram:
                                "rank from RANK and pass the NCCL unique id without MPI (a file or a socket), then run "
                                "cuco again")
         observed, sites = observe_text(text, a)
-        launched = launch_model(a) == "process-per-gpu" and started_by_launcher(text, path)
+        launched = launch_model(a) == "process-per-gpu" and _launched(reached, names_rank)
         return cls(path, text, a, observed, sites, started_by_launcher=launched)
 
     def observed_analysis(self) -> Analysis:
@@ -200,7 +200,10 @@ def started_by_launcher(text: str, path: Path) -> bool:
     """True for a program whose main, through its own functions or those of headers from its folder, names a
     launcher's rank variable (RANK, LOCAL_RANK, ...) and starts no process and no MPI: torchrun (or srun) starts
     its ranks."""
-    reached, names_rank = _from_main(_with_local_headers(text, path.parent))
+    return _launched(*_from_main(_with_local_headers(text, path.parent)))
+
+
+def _launched(reached: set[str], names_rank: bool) -> bool:
     return names_rank and not reached & _SPAWNS
 
 

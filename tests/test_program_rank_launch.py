@@ -93,3 +93,32 @@ def test_the_launchers_command_starts_the_copies_only_when_asked() -> None:
                                                    "/opt/prog"]
     with pytest.raises(ValueError):
         LocalLauncher(ranks=0)
+
+
+def test_the_launcher_can_be_named_where_the_text_misleads_and_only_for_a_process_per_gpu_program() -> None:
+    torchrun, forks = CORPUS / "torchrun_allreduce.cu", CORPUS / "ar_residual_rmsnorm.cu"
+    assert not HostProgram.load(torchrun, launcher="self").started_by_launcher
+    assert HostProgram.load(forks, launcher="torchrun").started_by_launcher
+    assert not HostProgram.load(forks, launcher="auto").started_by_launcher
+    with pytest.raises(ProgramError, match="this one is single-process .*drop --launcher"):
+        HostProgram.load(CORPUS / "ag_tp_matvec.cu", launcher="torchrun")
+    with pytest.raises(ProgramError, match="--launcher must be one of auto, torchrun, self"):
+        HostProgram.load(torchrun, launcher="mpirun")
+
+
+def test_the_run_options_and_the_command_line_take_the_launcher_and_refuse_it_for_a_workload(capsys) -> None:
+    from cuco import cli
+    from cuco.errors import CucoError
+    from cuco.program.source import LAUNCHERS
+    from cuco.run import resolve
+    from cuco.run_options import RunOptions, check_options
+
+    assert cli.LAUNCHERS == LAUNCHERS
+    with pytest.raises(CucoError, match="--launcher torchrun applies to a host program"):
+        resolve("gemm_allgather", launcher="torchrun")
+    with pytest.raises(CucoError, match="--launcher must be one of"):
+        check_options(RunOptions(workload="x.cu", launcher="srun"))
+    assert resolve(str(CORPUS / "torchrun_allreduce.cu"), launcher="self").program.started_by_launcher is False
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", str(CORPUS / "torchrun_allreduce.cu"), "--launcher", "mpirun"])
+    assert exit_.value.code == 2 and "invalid choice: 'mpirun'" in capsys.readouterr().err

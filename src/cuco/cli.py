@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from cuco.errors import CucoError
 
+#: `cuco run --launcher` (cuco.program.source.LAUNCHERS; spelled here so `cuco --help` loads no parser)
+LAUNCHERS = ("auto", "torchrun", "self")
+
 if TYPE_CHECKING:
     from cuco.fastpath.verify import BuildOptions
 
@@ -97,6 +100,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
         budget_usd=args.budget_usd, progress=not args.quiet, price_per_mtok=args.price_per_mtok,
         executor=args.executor, address=args.address, build=build_options(args), first_points=args.first_points,
+        launcher=args.launcher,
     )
     summary = run_workload(opts)
     print(summary.text())
@@ -186,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cflags", action="append", default=[], metavar='"FLAGS"',
                    help='more nvcc flags for a host program, e.g. --cflags "-DUSE_FP16 -lineinfo" (one flag alone: '
                         '--cflags=-DUSE_FP16)')
+    r.add_argument("--launcher", choices=LAUNCHERS, default="auto",
+                   help="how a host program with one process per GPU gets its ranks: torchrun (cuco starts --world "
+                        "copies with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and a fresh MASTER_PORT), self (it "
+                        "starts them itself: fork/exec), or auto (default: torchrun when main names RANK or "
+                        "LOCAL_RANK and starts no process, docs/own_program.md)")
     r.add_argument("--try", dest="first_points", action="append", default=[], metavar="POINT",
                    help="a design point to evaluate right after the fast path, before the search proposes its own "
                         "(repeatable; labels as `cuco space` prints them, e.g. lsa/fused/world/copy_engine/4MiB)")

@@ -44,10 +44,14 @@ ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_ve
 log = logging.getLogger("cuco")
 
 
-def resolve(target: str, build: Any = None) -> Problem:
+def resolve(target: str, build: Any = None, launcher: str = "auto") -> Problem:
     """The problem `target` names: a built-in workload, a workload folder, or a host program (.cu), which is built
-    with `build` (a cuco.fastpath.verify.BuildOptions; None: none)."""
+    with `build` (a cuco.fastpath.verify.BuildOptions; None: none) and gets its ranks as `launcher` says."""
     from cuco import workloads
+
+    is_program = Path(target).suffix in (".cu", ".cpp", ".cc", ".cxx")
+    if launcher != "auto" and not is_program:
+        raise CucoError(f"--launcher {launcher} applies to a host program (.cu); {target} is a workload: drop it")
 
     if target in workloads.available():
         return workloads.get(target)
@@ -57,7 +61,7 @@ def resolve(target: str, build: Any = None) -> Problem:
     if path.suffix in (".cu", ".cpp", ".cc", ".cxx") or path.is_file():
         from cuco.program.workload import ProgramWorkload
 
-        return ProgramWorkload.load(path, *([build] if build is not None else []))
+        return ProgramWorkload.load(path, *([build] if build is not None else []), launcher=launcher)
     raise CucoError(f"unknown workload {target!r}; available: {', '.join(workloads.available())}; or pass a workload "
                     "folder or a host CUDA+NCCL program (.cu)")
 
@@ -113,7 +117,7 @@ class Run:
 
     def _open(self) -> None:
         opts = self.opts
-        workload = self.workload = resolve(opts.workload, opts.build)
+        workload = self.workload = resolve(opts.workload, opts.build, opts.launcher)
         check_options(opts)
         self.run_dir = run_dir = run_dir_of(attrs.evolve(opts, workload=workload.name))
         check_run_dir(run_dir)

@@ -42,6 +42,8 @@ class RunOptions:
     #: design points (labels, as `cuco space` prints them) evaluated right after the fast path, before the search
     #: proposes its own: what the user already suspects is good; each counts as one evaluation
     first_points: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    #: how a host program of one process per GPU gets its ranks (cuco.program.source.LAUNCHERS)
+    launcher: str = "auto"
 
 
 def run_dir_of(opts: RunOptions) -> Path:
@@ -66,6 +68,10 @@ def check_options(opts: RunOptions) -> None:
         raise CucoError(f"--executor must be local or ray, got {opts.executor!r}")
     if opts.address and opts.executor != "ray":
         raise CucoError("--address names a Ray head: add --executor ray, or drop --address")
+    from cuco.program.source import LAUNCHERS
+
+    if opts.launcher not in LAUNCHERS:
+        raise CucoError(f"--launcher must be one of {', '.join(LAUNCHERS)}, got {opts.launcher!r}")
 
 
 def run_budget(opts: RunOptions, stored: Any) -> float:

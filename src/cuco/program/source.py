@@ -33,6 +33,10 @@ _RANK_ENV = re.compile(r'"(?:RANK|LOCAL_RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM
 #: Calls that start processes or MPI: a program reaching one from main starts its own ranks (or needs mpirun).
 _SPAWNS = frozenset({"fork", "vfork", "posix_spawn", "posix_spawnp", "execl", "execlp", "execle", "execv", "execvp",
                      "execvpe", "execve", "system", "popen", "MPI_Init", "MPI_Init_thread", "MPI_Comm_spawn"})
+#: How a program of one process per GPU gets its ranks (`cuco run --launcher`): auto (torchrun where
+#: started_by_launcher says so, else self), torchrun (cuco starts --world copies, rank_launch.py) or self (it starts
+#: them itself, fork/exec: cuco runs one copy).
+LAUNCHERS = ("auto", "torchrun", "self")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 
@@ -64,9 +68,9 @@ class HostProgram:
         return _name(self.path)
 
     @classmethod
-    def load(cls, path: str | Path, build: BuildOptions = BuildOptions()) -> "HostProgram":
-        """Read and check `path` (built with `build`); raises ProgramError naming the fix for a program cuco cannot
-        run."""
+    def load(cls, path: str | Path, build: BuildOptions = BuildOptions(), launcher: str = "auto") -> "HostProgram":
+        """Read and check `path` (built with `build`, its ranks started as `launcher` says: LAUNCHERS); raises
+        ProgramError naming the fix for a program cuco cannot run."""
         p = Path(path)
         if p.suffix not in (".cu", ".cpp", ".cc", ".cxx"):
             raise ProgramError(f"{p}: cuco run takes a CUDA host program (.cu) or a workload name/folder")
@@ -76,11 +80,14 @@ class HostProgram:
             raise ProgramError(f"{p}: no such file; pass the path of your .cu program") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ProgramError(f"{p}: cannot read it as UTF-8 text ({exc})") from None
-        return attrs.evolve(cls.from_text(text, p), build=build)
+        return attrs.evolve(cls.from_text(text, p, launcher), build=build)
 
     @classmethod
-    def from_text(cls, text: str, path: Path) -> "HostProgram":
-        """The program in `text` (read from `path`), checked; raises ProgramError naming the fix if it cannot run."""
+    def from_text(cls, text: str, path: Path, launcher: str = "auto") -> "HostProgram":
+        """The program in `text` (read from `path`), checked; raises ProgramError naming the fix if it cannot run.
+        `launcher` (LAUNCHERS) overrides how a program of one process per GPU is taken to get its ranks."""
+        if launcher not in LAUNCHERS:
+            raise ProgramError(f"--launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
         if P.syntax_errors(P.parse(text)):   # the compiler, not the analysis, says what is wrong
             _refuse_if_it_does_not_compile(text, path)
         a = analyze(text, str(path))
@@ -111,7 +118,12 @@ class HostProgram:
                                "rank from RANK and pass the NCCL unique id without MPI (a file or a socket), then run "
                                "cuco again")
         observed, sites = observe_text(text, a)
-        launched = launch_model(a) == "process-per-gpu" and _launched(reached, names_rank)
+        model = launch_model(a)
+        if launcher != "auto" and model != "process-per-gpu":
+            raise ProgramError(f"{path}: --launcher {launcher} says how a program of one process per GPU gets its "
+                               f"ranks, and this one is {model} (cuco runs it as one process): drop --launcher")
+        launched = model == "process-per-gpu" and (launcher == "torchrun" or (launcher == "auto"
+                                                                               and _launched(reached, names_rank)))
         return cls(path, text, a, observed, sites, started_by_launcher=launched)
 
     def observed_analysis(self) -> Analysis:

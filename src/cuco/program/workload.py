@@ -34,10 +34,10 @@ class ProgramWorkload:
     kind: ClassVar[str] = "program"
 
     @classmethod
-    def load(cls, path: str | Path, build: BuildOptions = BuildOptions()) -> "ProgramWorkload":
-        """The workload of the host program at `path` (built with `build`); raises ProgramError for a program cuco
-        cannot run."""
-        program = HostProgram.load(path, build)
+    def load(cls, path: str | Path, build: BuildOptions = BuildOptions(), launcher: str = "auto") -> "ProgramWorkload":
+        """The workload of the host program at `path` (built with `build`, its ranks started as `launcher` says:
+        source.LAUNCHERS); raises ProgramError for a program cuco cannot run."""
+        program = HostProgram.load(path, build, launcher)
         return cls(program, program.observed_analysis())
 
     @property

@@ -72,8 +72,10 @@ def test_only_the_torchrun_program_of_the_corpus_gets_its_copies_started_by_cuco
     assert started == {"torchrun_allreduce"}
     program = HostProgram.load(CORPUS / "torchrun_allreduce.cu")
     assert program.started_by_launcher
-    assert ProgramEvaluator(program, world=2).launcher == LocalLauncher(ranks=2)
-    assert ProgramEvaluator(HostProgram.load(CORPUS / "ar_residual_rmsnorm.cu"), world=2).launcher == LocalLauncher()
+    started = ProgramEvaluator(program, world=2)
+    assert started.launcher == LocalLauncher(ranks=2) and started.scale.endswith("2 copies started as torchrun would")
+    forks = ProgramEvaluator(HostProgram.load(CORPUS / "ar_residual_rmsnorm.cu"), world=2)
+    assert forks.launcher == LocalLauncher() and forks.scale == "shape program"
 
 
 def test_a_program_that_needs_mpirun_is_refused_naming_the_change(tmp_path: Path) -> None:

@@ -92,6 +92,13 @@ class ProgramEvaluator(Cascade):
         self._original: Path | None = None
         self._hang_s: float | None = None   # hang_limit_s, once the original's checking runs are timed
 
+    @property
+    def scale(self) -> str:
+        """The run's first line: the timed shape, and the copies cuco starts of a program a launcher would start."""
+        if self.program.started_by_launcher and self.world > 1:
+            return f"shape {self.bench_shape}, {self.world} copies started as torchrun would"
+        return f"shape {self.bench_shape}"
+
     def check_original(self, measured: bool) -> None:
         """The original compiled first (its errors are then the whole answer) and, where candidates are
         measured, its reference run: a program cuco cannot verify against is said before a run writes anything."""

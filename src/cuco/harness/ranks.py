@@ -63,7 +63,7 @@ def choose_result(results: list[dict[str, Any] | None], first_failed: int | None
     return next((k for k, r in enumerate(results) if r is not None), None)  # a snapshot: the runner completes it
 
 
-def _wait(procs: list[subprocess.Popen], grace_s: float) -> int | None:
+def wait_ranks(procs: list[subprocess.Popen], grace_s: float) -> int | None:
     """Wait for every rank; once one fails, the others get `grace_s` and are then killed. Returns the rank that
     failed first (None: none failed)."""
     first_failed: int | None = None
@@ -98,7 +98,7 @@ def run(world: int, harness_argv: list[str], grace_s: float = GRACE_S) -> int:
     first_failed: int | None = None
     try:
         procs = [subprocess.Popen(rank_argv(harness_argv, r, rendezvous)) for r in range(world)]
-        first_failed = _wait(procs, grace_s)
+        first_failed = wait_ranks(procs, grace_s)
         results = [_load(rendezvous / f"rank{r}.json") for r in range(world)]
         chosen = choose_result(results, first_failed)
         if chosen is not None:

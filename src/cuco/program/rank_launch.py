@@ -4,9 +4,9 @@ environment and starts no process itself):
     python rank_launch.py --world W -- PROGRAM [ARGS...]
 
 Each copy gets torchrun's variables: RANK = LOCAL_RANK = r, WORLD_SIZE = LOCAL_WORLD_SIZE = W, GROUP_RANK = 0,
-MASTER_ADDR = 127.0.0.1 and a MASTER_PORT free at this start (a fresh one every start, so nothing a program keeps
-under its port, such as a file holding the NCCL unique id, is read from an earlier run). When a copy fails, the
-others get `--grace-s` to end and are then killed. The exit code is the first failing copy's (128 + N for a
+MASTER_ADDR = 127.0.0.1 and a MASTER_PORT free at this start (the kernel's choice, so a new one at almost every
+start: what a program keeps under its port, such as a file holding the NCCL unique id, is not an earlier run's).
+When a copy fails, the others get `--grace-s` to end and are then killed. The exit code is the first failing copy's (128 + N for a
 signal N; 0: none failed), and that copy is named on stderr.
 
 Standard library only: it runs under the scrubbed environment cuco gives a program's run, with no PYTHONPATH.
@@ -20,11 +20,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+from pathlib import Path
 from typing import Mapping
 
+try:   # the harness's launcher waits for its ranks the same way
+    from cuco.harness.ranks import wait_ranks
+except ImportError:   # run by path without the package (-I -S), as cuco runs it: both are standard-library scripts
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness"))
+    from ranks import wait_ranks  # noqa: E402
+
 GRACE_S = 5.0
-POLL_S = 0.02
 
 
 def free_port() -> int:
@@ -58,22 +63,7 @@ def launch(argv: list[str], world: int, grace_s: float = GRACE_S) -> int:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    first: int | None = None
-    deadline = None
-    while [p.poll() for p in procs].count(None):   # every copy polled each round (any() would stop at one)
-        if first is None:
-            failed = [r for r, p in enumerate(procs) if p.returncode not in (None, 0)]
-            if failed:
-                first, deadline = failed[0], time.monotonic() + grace_s
-        elif deadline is not None and time.monotonic() > deadline:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            deadline = None
-        time.sleep(POLL_S)
-    if first is None:
-        failed = [r for r, p in enumerate(procs) if p.returncode != 0]
-        first = failed[0] if failed else None
+    first = wait_ranks(procs, grace_s)
     if first is None:
         return 0
     print(f"rank {first} of {world} exited with status {exit_code(procs[first].returncode)}", file=sys.stderr)

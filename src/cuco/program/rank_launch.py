@@ -6,8 +6,8 @@ environment and starts no process itself):
 Each copy gets torchrun's variables: RANK = LOCAL_RANK = r, WORLD_SIZE = LOCAL_WORLD_SIZE = W, GROUP_RANK = 0,
 MASTER_ADDR = 127.0.0.1 and a MASTER_PORT free at this start (the kernel's choice, so a new one at almost every
 start: what a program keeps under its port, such as a file holding the NCCL unique id, is not an earlier run's).
-When a copy fails, the others get `--grace-s` to end and are then killed. The exit code is the first failing copy's (128 + N for a
-signal N; 0: none failed), and that copy is named on stderr.
+When a copy fails, the others get `--grace-s` to end and are then killed. The exit code is the first failing copy's
+(128 + N for a signal N; 0: none failed), and that copy is named on stderr.
 
 Standard library only: it runs under the scrubbed environment cuco gives a program's run, with no PYTHONPATH.
 """

@@ -40,7 +40,8 @@ def _one_run(ev: Any, sos: dict[str, Any], order: list[str], inputs: str, verify
         run = by_path.get(str(sos[label]))
         out["status"][label] = run.status if run is not None else "missing"
         if run is None or run.status not in ("ok", "verify_failed"):  # a wrong result is data; a hang is not
-            out["failures"][label] = (f"{run.status} in phase {run.phase or '?'}: {run.message}"[:400]
+            # whole: a hang's message ends with every rank's last step, which says where it stopped
+            out["failures"][label] = (f"{run.status} in phase {run.phase or '?'}: {run.message}"[:2000]
                                       if run is not None else f"missing ({res.status}: {res.message})"[:400])
         ms = run.timing.max_median_ms if run is not None and run.status == "ok" and run.timing else None
         out[f"{label}_ms"] = ms

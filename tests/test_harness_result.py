@@ -384,3 +384,14 @@ def test_a_hang_names_each_ranks_last_step(report_selftest: Path, tmp_path: Path
     assert hung.status == "hang", hung
     assert ("rank 0: bench iteration 7, waiting for its GPU; rank 1: bench iteration 7, the launch entry point "
             "returned 3") in hung.message, hung.message
+
+
+def test_a_hang_names_a_rank_that_never_reached_the_phase(report_selftest: Path, tmp_path: Path) -> None:
+    """The recorder entering a phase keeps its peers' last steps: a rank still in the setup before it is named
+    there (clearing them on entry left a W = 2 hang in bench naming no rank at all)."""
+    proc = _report(report_selftest, "watchdog-behind", tmp_path, n=5)
+    assert proc.returncode == 3, proc.stderr
+    hung = HarnessResult.from_file(tmp_path / "r.json").candidates[4]
+    assert hung.status == "hang", hung
+    assert ("rank 0: candidate 4 bench iteration 0, at host agreement 1; rank 1: candidate 4 setup, in the "
+            "candidate's setup, then waiting for its GPU") in hung.message, hung.message

@@ -85,12 +85,17 @@ class Rank {
   // True iff `err` is empty on every rank; otherwise the leader records `status` for t.
   bool agreed(Target t, const std::string& err, const std::string& status);
   void enter(Target t, const std::string& phase);
+  // This rank's step in phase_, for a hang's message.
+  void note(const std::string& step) { s_.watchdog.note(me_.rank, phase_, step, iteration_); }
   // Whether this rank writes its process's report: rank 0 in thread mode (one report for all), every rank in
   // process mode (one report per process; all ranks agree on every status, and times and checks are gathered).
   bool records() const { return me_.rank == 0 || s_.opts.process_mode(); }
 
   Shared& s_;
   LocalRank me_;
+  std::string phase_;   // this rank's phase, as its watchdog notes name it ("candidate 2 bench")
+  int agreements_ = 0;  // host agreements this rank reached in phase_
+  int iteration_ = -1;  // the timed loop's iteration in phase_, -1 outside one
   cuco_ctx ctx_{};
   cudaEvent_t fork_ = nullptr, join_ = nullptr, start_ = nullptr, stop_ = nullptr;
 };

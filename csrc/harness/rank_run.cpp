@@ -60,10 +60,19 @@ CheckRecord decode_check(const std::string& s) {
 
 void Rank::enter(Target t, const std::string& phase) {
   if (records()) s_.watchdog.enter(t, phase);
+  // Every rank says where it is, in its own words: the recorder's phase may be one a peer never reached.
+  phase_ = (t.kind == Target::kCandidate ? "candidate " + std::to_string(t.index) + " "
+            : t.kind == Target::kPart    ? "part " + std::to_string(t.index) + " "
+                                         : std::string()) + phase;
+  agreements_ = 0;
+  iteration_ = -1;
+  note("entered");
 }
 
 bool Rank::agreed(Target t, const std::string& err, const std::string& status) {
   std::string why;
+  // Numbered within the phase: ranks at different agreements of one phase have taken different paths.
+  note("at host agreement " + std::to_string(++agreements_) + (err.empty() ? "" : " with: " + err));
   if (s_.group.all_ok(me_.rank, err.empty(), err, &why)) return true;
   if (records()) s_.report.set_status(t, status, why);
   return false;
@@ -220,6 +229,7 @@ void Rank::run_candidate(int index) {
 
   CandidateResources res;
   bool setup_called = false;
+  note("allocating and registering its windows (collective)");
   bool ok = agreed(t, attempt(t, [&] { alloc_local(req, res); }), "error") &&
             agreed(t, attempt(t, [&] { register_symmetric(req, res); }), "error");
   if (ok) {
@@ -231,6 +241,7 @@ void Rank::run_candidate(int index) {
     ctx_.nvshmem_attr = req.uses_nvshmem ? NvshmemHost::instance().attr() : nullptr;
     ctx_.candidate_state = nullptr;
     std::string why;
+    note("creating its device communicator (collective)");
     err = attempt(t, [&] { create_devcomm(req); });
     if (!s_.group.all_ok(me_.rank, err.empty(), err, &why)) {
       // A failed ncclDevCommCreate may leave the communicator unusable: end this process; the runner
@@ -240,6 +251,7 @@ void Rank::run_candidate(int index) {
       s_.group.barrier();
     }
     setup_called = true;
+    note("in the candidate's setup, then waiting for its GPU");
     ok = agreed(t, attempt(t, [&] {
                   if (c.setup) {
                     int rc = c.setup(&ctx_);
@@ -255,6 +267,7 @@ void Rank::run_candidate(int index) {
   }
 
   enter(t, "teardown");
+  note("in the candidate's teardown");
   err = attempt(t, [&] {
     if (c.teardown && setup_called) {
       int rc = c.teardown(&ctx_);
@@ -262,7 +275,9 @@ void Rank::run_candidate(int index) {
     }
   });
   ok = agreed(t, err, "error") && ok;
+  note("at the barrier before releasing its windows");
   s_.group.barrier();  // nobody frees a window a peer may still read
+  note("releasing its windows and workspaces");
   ok = agreed(t, attempt(t, [&] { release(res); }), "error") && ok;
   if (ok && records()) s_.report.set_status(t, "ok", "");
 }
@@ -279,6 +294,7 @@ bool Rank::verify(Target t, const CandidatePlugin& c) {
     // Agree before synchronising: if one rank's launch failed, the others' kernels may wait for it forever
     // and the watchdog ends the process with this candidate already marked "error".
     bool launched = agreed(t, err, "error");
+    note("waiting for its GPU");
     // Only work ordered before the end of ctx->stream counts: sync that stream, not the device.
     err = attempt(t, [&] { CUCO_CK(cudaStreamSynchronize(ctx_.stream)); });
     if (!launched || !agreed(t, err, "error")) return false;
@@ -322,18 +338,19 @@ bool Rank::bench(Target t, cuco_candidate_launch_fn launch) {
   std::vector<double> times;
   std::string err;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
+    iteration_ = it;
     // The agreement before the launch is the host barrier that lines the ranks up; it stops every rank at the
     // first failure on any of them.
     if (!agreed(t, err, "error")) return false;
-    s_.watchdog.note(me_.rank, "bench", "enqueuing the candidate", it);
+    note("enqueuing the candidate");
     std::string launch_err;
     err = attempt(t, [&] { launch_err = launch_joined(launch, true); });
     if (err.empty()) err = launch_err;
     // Agree before waiting, as verify does: a rank whose launch failed enqueued nothing, and its peers' kernels
     // would wait for it forever, a hang that hides the error. The barrier is outside the timed events.
-    s_.watchdog.note(me_.rank, "bench", err.empty() ? "enqueued, at the host barrier" : err.c_str(), it);
+    note(err.empty() ? "enqueued, at the host barrier" : err);
     if (!agreed(t, err, "error")) return false;
-    s_.watchdog.note(me_.rank, "bench", "waiting for its GPU", it);
+    note("waiting for its GPU");
     err = attempt(t, [&] {
       CUCO_CK(cudaEventSynchronize(stop_));
       float ms = 0;

@@ -28,7 +28,7 @@ void Watchdog::enter(Target t, const std::string& phase, double timeout_s) {
     std::lock_guard<std::mutex> lk(mu_);
     deadline_ = Clock::now() + seconds(timeout_s);
     armed_timeout_s_ = timeout_s;
-    steps_.clear();  // the steps of the phase before say nothing of this one
+    // Steps are kept: a rank that never reached this phase is named where it last stood (its own phase said).
   }
   report_.set_phase(t, phase);
 }

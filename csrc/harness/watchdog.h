@@ -27,7 +27,8 @@ class Watchdog {
   // Like enter, with an explicit deadline (e.g. teardown after a hang elsewhere needs less).
   void enter(Target t, const std::string& phase, double timeout_s);
   // What `rank` (of this process) is doing in `phase`'s `iteration`: a hang's message names each rank's last step,
-  // so a rank stuck waiting for its GPU is told from one at a host barrier or one that failed.
+  // so a rank stuck waiting for its GPU is told from one at a host barrier or one that failed. A step outlives
+  // the phase it was noted in: a rank that never arrived in the phase that hangs is named where it stopped.
   void note(int rank, const std::string& phase, const std::string& step, int iteration);
   void stop();
 

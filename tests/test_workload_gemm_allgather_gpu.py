@@ -122,3 +122,24 @@ def test_nvshmem_with_two_ranks_in_one_process_is_unsupported_naming_process_mod
     (so,) = _compile([WL.render(Directives.from_label("nvshmem/split_put_wait/signal/cta/1MiB"))])
     run = _verify(plugin, [so], VERIFY_SHAPES[0], 2, seeds=(1,), mode="thread")[so]
     assert run.status == "unsupported" and "process mode" in run.message, run
+
+
+@pytest.mark.gpu
+def test_host_seed_timed_after_an_lsa_point_at_128_mib_per_rank_does_not_hang(plugin, world):
+    """One re-timing repeat in its second order (benchmarks/record.py): parts, an LSA point, then the host seed, on
+    full-entropy inputs at 16384x8192x3584 (128 MiB of A per rank at W = 2). With NCCL's lazy connection one rank's
+    first host AllGather connected a ring inside its enqueue while its peer waited at the harness's next host
+    agreement: a hang in the seed's bench at W = 2 (benchmarks/results/w2/hang_probe/1_default.log)."""
+    if world < 2:
+        pytest.skip("the hang needs a peer: world >= 2")
+    from cuco.design_space import Directives
+    from cuco.harness.runner import HarnessRequest, run_harness
+
+    lsa_so, seed_so = _compile([WL.render(Directives.from_label("lsa/stream_overlap/team/copy_engine/whole")),
+                                WL.seed_code()])
+    res = run_harness(HarnessRequest(plugin, [lsa_so, seed_so], (16384, 8192, 3584), world=world, seeds=(1,),
+                                     inputs="full", verify=False, bench=True, parts=True, warmup=5, iters=10,
+                                     timeout_s=60, warm_ms=300))
+    runs = {Path(r.path): r for r in res.candidates}
+    assert runs[lsa_so].status == "ok", runs[lsa_so]
+    assert runs[seed_so].status == "ok", runs[seed_so]

@@ -4,6 +4,7 @@
 // 3 hang (watchdog), 4 crash (sticky CUDA error), 5 aborted after a device-communicator failure.
 // Whatever candidates print is passed through and ignored.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -66,6 +67,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cuco-harness: %s\n", e.what());
     return 2;
   }
+  // NCCL connects every channel when the communicator is created, never inside a collective. With lazy connection
+  // (NCCL's default) a collective whose algorithm one rank has not connected yet connects inside its enqueue, a
+  // bootstrap exchange its peer must join; in thread mode a peer whose own enqueue needed no connection is already
+  // at the harness's next host agreement, and both wait for ever. Seen at W = 2 on H100 (NCCL 2.28.9): the host
+  // seed's 128 MiB-per-rank AllGather after an LSA candidate, in the re-timing's second order; eager connection
+  // ran it (benchmarks/results/w2/hang_probe/). The program harness sets the same (cuco.program.evaluator.RUN_ENV).
+  setenv("NCCL_RUNTIME_CONNECT", "0", 1);
   Report report(opts);
   Watchdog watchdog(report, opts.timeout_s, opts.total_timeout_s);
   watchdog.enter(Target::harness(), "init");

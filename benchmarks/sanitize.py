@@ -68,12 +68,16 @@ def main() -> int:
     ap.add_argument("--shape", default=None, help="default: the workload's first verify shape at W")
     ap.add_argument("--tools", default="memcheck,synccheck")
     ap.add_argument("--timeout-s", type=float, default=240)
+    ap.add_argument("--points", default="fastpath,best", help="which of the fast path and the best point to check")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     wl = workloads.get(args.workload)
     best = best_points(args.workload, args.world)[0]
     shape = wl.resolve_shape(args.shape, args.world, "verify")
-    plugin, binary, built, _ = build_points(wl, [FAST_PATH, best])
+    chosen = {x.strip() for x in args.points.split(",")}
+    if not chosen or not chosen <= {"fastpath", "best"}:
+        raise SystemExit(f"--points takes fastpath and/or best, got {args.points!r}")
+    plugin, binary, built, _ = build_points(wl, [p for p, k in ((FAST_PATH, "fastpath"), (best, "best")) if k in chosen])
     sanitizer = find_sanitizer()
     tag0 = f"{args.workload}_w{args.world}"
     rows = []

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from cuco import workloads  # noqa: E402
 from cuco.harness.runner import HarnessRequest, run_harness  # noqa: E402
-from points import FAST_PATH, SEED, best_points, build_points  # noqa: E402
+from points import FAST_PATH, RESULTS, SEED, best_points, build_points  # noqa: E402
 
 #: Graph statuses that answer the question without finding a wrong result.
 CLEAN = ("passed", "not_capturable")
@@ -45,9 +45,9 @@ CLEAN = ("passed", "not_capturable")
 SPREAD_NOTE = "a correctness check (CUDA-graph replay); it times nothing, so there is no spread"
 
 
-def default_points(workload: str, world: int) -> list[str]:
+def default_points(workload: str, world: int, results: Path = RESULTS) -> list[str]:
     """The fast path, the recorded best points at `world` (else W = 1), the seed."""
-    return [FAST_PATH, *best_points(workload, world), SEED]
+    return [FAST_PATH, *best_points(workload, world, results), SEED]
 
 
 def rows_of(points: list[str], built: list, result) -> list[dict]:

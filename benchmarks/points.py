@@ -20,12 +20,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 FAST_PATH, SEED = "fastpath", "seed"
 
 
-def best_points(workload: str, world: int) -> list[str]:
+def best_points(workload: str, world: int, results: Path = RESULTS) -> list[str]:
     """The distinct best points (directive labels, in row order) of the workload's results file at `world`, else at
-    W = 1 (`benchmarks/results/<workload>_w<W>.json`, or `<workload>.json`). Rows whose best is the fast path or
-    the seed name no label and are left out. SystemExit when no file names one."""
+    W = 1 (`<results>/<workload>_w<W>.json`, or `<workload>.json`). Rows whose best is the fast path or the seed
+    name no label and are left out. SystemExit when no file names one."""
     for w in (world, 1):
-        path = RESULTS / (f"{workload}_w{w}.json" if (RESULTS / f"{workload}_w{w}.json").exists() else
+        path = results / (f"{workload}_w{w}.json" if (results / f"{workload}_w{w}.json").exists() else
                           f"{workload}.json")
         if path.exists():
             rows = json.loads(path.read_text()).get("rows", [])

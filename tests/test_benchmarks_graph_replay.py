@@ -3,6 +3,7 @@ points run by default, the rows and table it prints from a harness result, and t
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,14 +19,26 @@ from cuco.harness import HarnessResult  # noqa: E402
 FIXTURES = Path(__file__).parent / "fixtures" / "harness"
 
 
-def test_default_points_are_the_fast_path_the_recorded_best_points_and_the_seed():
-    got = graph_replay.default_points("kv_transfer", 1)
+def _results(folder: Path, name: str, bests: list[str]) -> None:
+    (folder / name).write_text(json.dumps({"rows": [{"shape": f"s{i}", "best_point": b} for i, b in enumerate(bests)]}))
+
+
+def test_default_points_are_the_fast_path_the_recorded_best_points_and_the_seed(tmp_path: Path):
+    _results(tmp_path, "kv_transfer_w1.json", ["lsa/deferred/world/cta/whole", "fastpath",
+                                               "lsa/stream_overlap/world/copy_engine/whole",
+                                               "lsa/deferred/world/cta/whole", "seed"])
+    got = graph_replay.default_points("kv_transfer", 1, tmp_path)
     assert got[0] == points.FAST_PATH and got[-1] == points.SEED
     assert got[1:-1] == ["lsa/deferred/world/cta/whole", "lsa/stream_overlap/world/copy_engine/whole"]  # distinct
-    assert "fastpath" not in got[1:-1]  # a row whose best was the fast path names no label
-    assert points.best_points("gemm_allgather", 2) == ["lsa/stream_overlap/team/copy_engine/whole"]
+    # a W = 2 file is read before W = 1; without one, W = 1's (the workload's plain file, where that is all there is)
+    _results(tmp_path, "gemm_allgather_w2.json", ["lsa/stream_overlap/team/copy_engine/whole"])
+    _results(tmp_path, "gemm_allgather.json", ["lsa/fused/world/cta/16MiB"])
+    assert points.best_points("gemm_allgather", 2, tmp_path) == ["lsa/stream_overlap/team/copy_engine/whole"]
+    assert points.best_points("gemm_allgather", 4, tmp_path) == ["lsa/fused/world/cta/16MiB"]
     with pytest.raises(SystemExit, match="names a best point"):
-        points.best_points("no_such_workload", 2)
+        points.best_points("no_such_workload", 2, tmp_path)
+    # the committed files name some: the default of every benchmark run
+    assert points.best_points("gemm_allgather", 2)
 
 
 def test_a_label_the_workload_cannot_render_is_named():

@@ -21,15 +21,35 @@ CORPUS = ROOT / "tests" / "fixtures" / "host_programs"
 MODES = ("EAGER", "LAZY")
 
 
+FIGURES = ("wall_s", "region_ms", "cold_ms")
+
+
+def _values(runs: list[dict[str, float | None]], key: str) -> list[float]:
+    return [float(v) for r in runs if (v := r.get(key)) is not None]
+
+
 def summarise(samples: dict[str, list[dict[str, float | None]]]) -> dict[str, dict[str, float | None]]:
     """Per mode, the median of each figure over its runs (None where no run had it)."""
-    out: dict[str, dict[str, float | None]] = {}
-    for mode, runs in samples.items():
-        out[mode] = {}
-        for key in ("wall_s", "region_ms", "cold_ms"):
-            values = [float(v) for r in runs if (v := r.get(key)) is not None]
-            out[mode][key] = statistics.median(values) if values else None
-    return out
+    return {mode: {key: statistics.median(xs) if (xs := _values(runs, key)) else None for key in FIGURES}
+            for mode, runs in samples.items()}
+
+
+def spreads(samples: dict[str, list[dict[str, float | None]]]) -> dict[str, dict[str, float | None]]:
+    """Per mode, each figure's (max - min) / median over its runs, as docs/measuring.md defines a spread (None
+    with fewer than two runs)."""
+    return {mode: {key: (max(xs) - min(xs)) / statistics.median(xs) if len(xs := _values(runs, key)) >= 2
+                   and statistics.median(xs) > 0 else None for key in FIGURES}
+            for mode, runs in samples.items()}
+
+
+def record(program: str, world: int, device: str, date: str,
+           samples: dict[str, list[dict[str, float | None]]]) -> dict[str, Any]:
+    """The results file: medians and spreads per mode, every run, the device's GPU model."""
+    by = spreads(samples)
+    worst = [v for mode in by.values() for v in mode.values() if v is not None]
+    return {"program": program, "world": world, "runs": min(len(r) for r in samples.values()), "device": device,
+            "date": date, "median": summarise(samples), "spread_by_mode": by,
+            "spread": max(worst) if worst else None, "samples": samples}
 
 
 def main() -> int:
@@ -39,7 +59,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--json", type=Path, required=True)
     a = ap.parse_args()
-    from cuco.evaluate.executor import Executor
+    from cuco.evaluate.executor import Executor, visible_gpus
+    from cuco.manifest import describe_gpus
     from cuco.program.evaluator import REGION_REPEATS, RUN_ENV, ProgramEvaluator
     from cuco.program.source import HostProgram
 
@@ -62,11 +83,10 @@ def main() -> int:
                 print(f"{mode}: {wall:.2f} s, region {obs.region_ms()} ms, cold {obs.cold_ms()} ms", flush=True)
 
     ev.executor.run(rounds, exclusive=True)
-    row = {"program": a.program, "world": a.world, "runs": a.runs, "device": ev.executor.describe(),
-           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "median": summarise(samples), "samples": samples}
+    row = record(a.program, a.world, f"{describe_gpus(visible_gpus())} x{a.world}",
+                 datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), samples)
     a.json.write_text(json.dumps(row, indent=1))
-    print(json.dumps(row["median"], indent=1))
+    print(json.dumps({"median": row["median"], "spread": row["spread"]}, indent=1))
     ev.close()
     return 0
 

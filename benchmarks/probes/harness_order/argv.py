@@ -1,5 +1,5 @@
 """Prints the harness command line that re-times named points of a workload at one shape in the given order, as
-one repeat of benchmarks/record.py does (parts, a 300 ms warm-up, full-entropy inputs, bench only), so the same
+one repeat of benchmarks/record.py does (parts, its warm-up, full-entropy inputs, bench only), so the same
 repeat can be run under other environments, in process mode or under a debugger.
 
     python3 benchmarks/probes/harness_order/argv.py gemm_allgather 2 16384,8192,3584 best=LABEL,seed OUT.json
@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from points import SEED, build_points  # noqa: E402
+from record import WARM_MS  # noqa: E402
 
 from cuco.harness.runner import HarnessRequest  # noqa: E402
 from cuco.workloads import get  # noqa: E402
@@ -29,7 +30,7 @@ def main() -> int:
         raise SystemExit(f"does not compile: {bad}")
     sos = [o.so_path for _, o in built]
     req = HarnessRequest(plugin, sos, wl.parse_shape(shape).dims, world=int(world), seeds=(1,), inputs="full",
-                         verify=False, bench=True, parts=True, warmup=5, iters=30, timeout_s=40, warm_ms=300)
+                         verify=False, bench=True, parts=True, warmup=5, iters=30, timeout_s=40, warm_ms=WARM_MS)
     print(" ".join(shlex.quote(a) for a in req.argv(binary, Path(out))))
     print(f"# order: {', '.join(n if n != SEED else 'host seed' for n in names)}", file=sys.stderr)
     return 0

@@ -1,13 +1,17 @@
-"""How much a GEMM slows down while copy engines pull the other ranks' rows into its A: the interference behind
+"""How much a GEMM slows down while copy engines move the other ranks' rows into its A: the interference behind
 GEMM+AllGather's overlap efficiency, measured apart from any cuco candidate.
 
-    python3 benchmarks/gemm_under_copy.py --world 4 --json OUT.json [--shapes "M,K,N;..."]
+    python3 benchmarks/gemm_under_copy.py --world 4 --json OUT.json [--shapes "M,K,N;..."] [--phase-s 1.0]
 
-One process drives W GPUs. On every GPU d at once: the full GEMM C = A_full . B (torch.matmul, cuBLASLt), the
-copies of every other GPU's M/W rows into A_full (device-to-device copies over NVLink, copy engines, on a side
-stream), and both together (the GEMM's own CUDA events, and the pair's wall time). Figures are medians over --reps
-rounds, max over GPUs, in ms; where NVML answers, each GPU's SM clock and power are sampled during the rounds.
-`slowdown` = GEMM beside the copies / GEMM alone: 1.0 means the copy engines cost the GEMM nothing.
+One process drives W GPUs. On every GPU d at once: the full GEMM C = A_full . B (torch.matmul, cuBLASLt); the copies
+of every other GPU's M/W rows into A_full as plain cudaMemcpyAsync calls (copy engines over NVLink, peer access on),
+in each of COPY_MODES; and the GEMM beside each mode's copies (the GEMM's own CUDA events, and the pair's wall time).
+`pull` is what the workload's copy-engine points issue: the destination's side stream pulls peer after peer, the
+next rank first. (torch's cross-device `copy_` runs on the source's current stream and syncs the two devices' streams,
+so it measures something else: the copies here bypass it.) Each phase repeats rounds for at least --phase-s seconds,
+long enough for NVML's power reading to cover it; figures are medians over rounds, max over GPUs, in ms, with each
+GPU's SM clock and power sampled every 10 ms. `slowdown` = GEMM beside the copies / GEMM alone: 1.0 means the copy
+engines cost the GEMM nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +20,30 @@ import argparse
 import json
 import statistics
 import threading
+import time
 
 SHAPES = "8192,8192,8192;16384,8192,3584;32768,8192,8192;12288,5120,5120;2048,8192,28672"
+#: pull: the destination's one side stream pulls each peer in turn (the workload's copy-engine points);
+#: pull_per_peer: one stream per peer, so the pulls run at once; push: the source's side stream stores its rows into
+#: every peer in turn (the workload's split_put_wait point).
+COPY_MODES = ("pull", "pull_per_peer", "push")
+WORKLOAD_MODE = "pull"
+
+
+def copy_plan(mode: str, world: int) -> list[tuple[int, int, int, int]]:
+    """The copies of one round as (issuing GPU, its stream index, destination GPU, block = source GPU): every GPU's
+    block reaches every other GPU exactly once; each issuer starts at the next rank so that no GPU is read by all."""
+    if mode not in COPY_MODES:
+        raise ValueError(f"copy mode {mode!r}: one of {', '.join(COPY_MODES)}")
+    plan = []
+    for d in range(world):
+        for s in range(1, world):
+            p = (d + s) % world
+            if mode == "push":
+                plan.append((d, 0, p, d))
+            else:
+                plan.append((d, s - 1 if mode == "pull_per_peer" else 0, d, p))
+    return plan
 
 
 def summarize(per_gpu: list[list[float]]) -> dict[str, float]:
@@ -29,26 +55,46 @@ def summarize(per_gpu: list[list[float]]) -> dict[str, float]:
 
 
 class Sampler:
-    """SM clock (MHz) and power (W) of the GPUs, sampled every 10 ms while active; empty where NVML is missing."""
+    """SM clock (MHz) and power (W) of the GPUs, sampled every 10 ms while active; empty where NVML is missing.
+    Power is NVML's instantaneous field where the driver has it, else its averaged reading (`power_source`)."""
 
     def __init__(self, devices: list[int]):
         self.samples: dict[int, list[tuple[int, float]]] = {d: [] for d in devices}
+        self.power_source = None
         self._stop = threading.Event()
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self._nvml, self._handles = pynvml, {d: pynvml.nvmlDeviceGetHandleByIndex(d) for d in devices}
+            self.power_source = "instant" if self._instant(next(iter(self._handles.values()))) else "average"
         except Exception:  # no NVML binding here: the figures stand without clocks
             self._nvml, self._handles = None, {}
         self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _instant(self, handle) -> float | None:
+        n = self._nvml
+        field = getattr(n, "NVML_FI_DEV_POWER_INSTANT", None)
+        if field is None:
+            return None
+        try:
+            value = n.nvmlDeviceGetFieldValues(handle, [field])[0]
+        except Exception:
+            return None
+        return value.value.uiVal / 1000.0 if value.nvmlReturn == 0 else None
+
+    def _power(self, handle) -> float:
+        if self.power_source == "instant":
+            watts = self._instant(handle)
+            if watts is not None:
+                return watts
+        return self._nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
 
     def _loop(self) -> None:
         n = self._nvml
         while not self._stop.wait(0.01):
             for d, h in self._handles.items():
-                self.samples[d].append((n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
-                                        n.nvmlDeviceGetPowerUsage(h) / 1000.0))
+                self.samples[d].append((n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM), self._power(h)))
 
     def __enter__(self) -> "Sampler":
         self._thread.start()
@@ -58,65 +104,95 @@ class Sampler:
         self._stop.set()
         self._thread.join()
 
-    def summary(self) -> dict[str, float] | None:
+    def summary(self) -> dict[str, object] | None:
         every = [s for xs in self.samples.values() for s in xs]
         if not every:
             return None
-        return {"sm_mhz_median": statistics.median(c for c, _ in every), "sm_mhz_min": min(c for c, _ in every),
+        return {"samples": len(every), "power_source": self.power_source,
+                "sm_mhz_median": statistics.median(c for c, _ in every), "sm_mhz_min": min(c for c, _ in every),
                 "power_w_median": statistics.median(p for _, p in every), "power_w_max": max(p for _, p in every)}
 
 
-def measure(torch, world: int, m: int, k: int, n: int, reps: int) -> dict[str, object]:
+def enable_peer_access(cupy, world: int) -> None:
+    """Peer access between every pair, so that the copies go GPU to GPU over NVLink, not through the host."""
+    rt = cupy.cuda.runtime
+    for d in range(world):
+        with cupy.cuda.Device(d):
+            for p in range(world):
+                if p != d and rt.deviceCanAccessPeer(d, p):
+                    try:
+                        rt.deviceEnablePeerAccess(p)
+                    except rt.CUDARuntimeError as e:  # already enabled (torch may have done it)
+                        if "PeerAccessAlreadyEnabled" not in str(e):
+                            raise
+
+
+def measure(torch, cupy, world: int, m: int, k: int, n: int, phase_s: float) -> dict[str, object]:
     devs = list(range(world))
     rows = m // world
+    block = rows * k * 2
     a_full = [torch.randn(m, k, device=f"cuda:{d}", dtype=torch.bfloat16) for d in devs]
     b = [torch.randn(k, n, device=f"cuda:{d}", dtype=torch.bfloat16) for d in devs]
     c = [torch.empty(m, n, device=f"cuda:{d}", dtype=torch.bfloat16) for d in devs]
     shard = [torch.randn(rows, k, device=f"cuda:{d}", dtype=torch.bfloat16) for d in devs]
     main = [torch.cuda.Stream(device=d) for d in devs]
-    side = [torch.cuda.Stream(device=d) for d in devs]
+    side = [[torch.cuda.Stream(device=d) for _ in range(max(world - 1, 1))] for d in devs]
+    memcpy = cupy.cuda.runtime.memcpyAsync
 
-    def round_(gemm: bool, copy: bool) -> tuple[list[float], list[float]]:
-        ev = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in devs]
+    def round_(gemm: bool, mode: str | None) -> tuple[list[float], list[float]]:
+        ev = [[torch.cuda.Event(enable_timing=True) for _ in range(3)] for _ in devs]
+        done = [[torch.cuda.Event() for _ in side[d]] for d in devs]
         for d in devs:
             torch.cuda.synchronize(d)
-        for d in devs:
+        for d in devs:  # every stream that copies starts after its GPU's start event
             with torch.cuda.device(d):
                 ev[d][0].record(main[d])
-                side[d].wait_event(ev[d][0])
-                if copy:
-                    with torch.cuda.stream(side[d]):
-                        for i in range(1, world):  # each GPU pulls from the next ones on: no peer read by all
-                            p = (d + i) % world
-                            a_full[d][p * rows:(p + 1) * rows].copy_(shard[p], non_blocking=True)
+                for s in side[d]:
+                    s.wait_event(ev[d][0])
+        for issuer, si, dst, src in copy_plan(mode, world) if mode else ():
+            with torch.cuda.device(issuer):
+                memcpy(a_full[dst].data_ptr() + src * block, shard[src].data_ptr(), block, 3,
+                       side[issuer][si].cuda_stream)
+        for d in devs:
+            with torch.cuda.device(d):
                 if gemm:
                     with torch.cuda.stream(main[d]):
                         torch.matmul(a_full[d], b[d], out=c[d])
                 ev[d][1].record(main[d])
-                ev[d][2].record(side[d])
-                main[d].wait_event(ev[d][2])
-                ev[d][3].record(main[d])
+                for s, e in zip(side[d], done[d]):
+                    e.record(s)
+                    main[d].wait_event(e)
+                ev[d][2].record(main[d])
         for d in devs:
             torch.cuda.synchronize(d)
-        return [ev[d][0].elapsed_time(ev[d][1]) for d in devs], [ev[d][0].elapsed_time(ev[d][3]) for d in devs]
+        return [ev[d][0].elapsed_time(ev[d][1]) for d in devs], [ev[d][0].elapsed_time(ev[d][2]) for d in devs]
 
-    out: dict[str, object] = {"M": m, "K": k, "N": n, "world": world,
-                              "copy_bytes_per_gpu": (world - 1) * rows * k * 2}
-    for name, gemm, copy in (("gemm_alone", True, False), ("copy_alone", False, True), ("gemm_with_copy", True, True)):
+    def phase(gemm: bool, mode: str | None) -> dict[str, object]:
         for _ in range(3):
-            round_(gemm, copy)  # warm-up: cuBLASLt's heuristic, peer mappings, clocks
+            round_(gemm, mode)  # warm-up: cuBLASLt's heuristic, peer mappings, clocks
         own, both = [[] for _ in devs], [[] for _ in devs]
+        start = time.perf_counter()
         with Sampler(devs) as sampler:
-            for _ in range(reps):
-                g, t = round_(gemm, copy)
+            while len(own[0]) < 5 or time.perf_counter() - start < phase_s:
+                g, t = round_(gemm, mode)
                 for d in devs:
                     own[d].append(g[d])
                     both[d].append(t[d])
-        out[name] = {"gemm_ms": summarize(own) if gemm else None, "total": summarize(both), "nvml": sampler.summary()}
-    alone, beside = out["gemm_alone"]["gemm_ms"]["ms"], out["gemm_with_copy"]["gemm_ms"]["ms"]
-    out["slowdown"] = beside / alone
-    copy_ms = out["copy_alone"]["total"]["ms"]
-    out["copy_gbps_per_gpu"] = out["copy_bytes_per_gpu"] / (copy_ms * 1e6) if copy_ms else None
+        return {"rounds": len(own[0]), "gemm_ms": summarize(own) if gemm else None, "total": summarize(both),
+                "nvml": sampler.summary()}
+
+    out: dict[str, object] = {"M": m, "K": k, "N": n, "world": world, "copy_bytes_per_gpu": (world - 1) * block,
+                              "gemm_alone": phase(True, None), "modes": {}}
+    alone = out["gemm_alone"]["gemm_ms"]["ms"]
+    for mode in COPY_MODES:
+        copy_alone, beside = phase(False, mode), phase(True, mode)
+        copy_ms = copy_alone["total"]["ms"]
+        out["modes"][mode] = {"copy_alone": copy_alone, "gemm_with_copy": beside,
+                              "slowdown": beside["gemm_ms"]["ms"] / alone,
+                              "copy_gbps_per_gpu": out["copy_bytes_per_gpu"] / (copy_ms * 1e6) if copy_ms else None}
+    # the workload's own way, as the top-level figures
+    out["slowdown"] = out["modes"][WORKLOAD_MODE]["slowdown"]
+    out["copy_gbps_per_gpu"] = out["modes"][WORKLOAD_MODE]["copy_gbps_per_gpu"]
     return out
 
 
@@ -134,26 +210,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--shapes", default=SHAPES, help="';'-separated M,K,N list (M a multiple of --world)")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--phase-s", type=float, default=1.0, help="seconds each phase repeats its rounds at least")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes)
     bad = [s for s in shapes if s[0] % args.world]
     if bad:
         raise SystemExit(f"M must be a multiple of --world {args.world}: {bad}")
+    if args.world < 2:
+        raise SystemExit(f"--world {args.world}: the copies need 2 GPUs or more")
+    import cupy
     import torch
 
     if torch.cuda.device_count() < args.world:
         raise SystemExit(f"--world {args.world} needs {args.world} GPUs; this machine has {torch.cuda.device_count()}")
+    enable_peer_access(cupy, args.world)
     rows = []
     for m, k, n in shapes:
-        rows.append(measure(torch, args.world, m, k, n, args.reps))
+        rows.append(measure(torch, cupy, args.world, m, k, n, args.phase_s))
         r = rows[-1]
-        print(f"{m},{k},{n} W={args.world}: GEMM {r['gemm_alone']['gemm_ms']['ms']:.3f} ms alone, "
-              f"{r['gemm_with_copy']['gemm_ms']['ms']:.3f} beside the copies (x{r['slowdown']:.3f}); copies alone "
-              f"{r['copy_alone']['total']['ms']:.3f} ms ({r['copy_gbps_per_gpu']:.0f} GB/s into each GPU)", flush=True)
+        print(f"{m},{k},{n} W={args.world}: GEMM {r['gemm_alone']['gemm_ms']['ms']:.3f} ms alone; " + "; ".join(
+            f"{mode}: copies {x['copy_alone']['total']['ms']:.3f} ms ({x['copy_gbps_per_gpu']:.0f} GB/s into each "
+            f"GPU), GEMM beside them {x['gemm_with_copy']['gemm_ms']['ms']:.3f} (x{x['slowdown']:.3f})"
+            for mode, x in r["modes"].items()), flush=True)
     meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "rows": rows}
+            "cupy": cupy.__version__, "copy_modes": list(COPY_MODES), "workload_mode": WORKLOAD_MODE,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
     with open(args.json, "w") as f:
         json.dump(meta, f, indent=1)
 

@@ -1,4 +1,4 @@
-"""benchmarks/gemm_under_copy.py without a GPU: its summary statistics and its refusals of bad input."""
+"""benchmarks/gemm_under_copy.py without a GPU: its copy plans, summary statistics and refusals of bad input."""
 
 from __future__ import annotations
 
@@ -24,7 +24,31 @@ def test_the_figure_is_the_slowest_gpus_median(per_gpu):
     assert s["spread"] >= 0
 
 
+@given(st.sampled_from(gemm_under_copy.COPY_MODES), st.integers(2, 8))
+def test_every_copy_plan_delivers_each_block_to_each_other_gpu_once(mode, world):
+    plan = gemm_under_copy.copy_plan(mode, world)
+    every_pair = [(d, p) for d in range(world) for p in range(world) if p != d]
+    assert sorted((dst, src) for _, _, dst, src in plan) == every_pair
+    for issuer, stream, dst, src in plan:
+        assert issuer == (src if mode == "push" else dst)
+        assert 0 <= stream < world - 1 and (stream == 0 or mode == "pull_per_peer")
+    by_issuer = {}
+    for issuer, stream, dst, src in plan:
+        by_issuer.setdefault(issuer, []).append((stream, dst, src))
+    for d, copies in by_issuer.items():
+        if mode == "pull_per_peer":  # each peer on its own stream: the pulls run at once
+            assert len({c[0] for c in copies}) == world - 1
+        # the i-th copy of every issuer reaches a different peer: no GPU is read (or written) by all at once
+        assert [c[2] if mode != "push" else c[1] for c in copies] == [(d + s) % world for s in range(1, world)]
+
+
+def test_an_unknown_copy_mode_is_refused_naming_the_modes():
+    with pytest.raises(ValueError, match="pull, pull_per_peer, push"):
+        gemm_under_copy.copy_plan("broadcast", 2)
+
+
 @pytest.mark.parametrize("args, expect", [
+    (["--world", "1", "--shapes", "8192,8192,8192"], "the copies need 2 GPUs or more"),
     (["--shapes", "8192,8192"], "--shapes takes 'M,K,N;...'"),
     (["--shapes", "8191,8192,8192", "--world", "2"], "M must be a multiple of --world 2"),
 ])

@@ -5,7 +5,9 @@ GEMM+AllGather's overlap efficiency, measured apart from any cuco candidate.
 
 One process drives W GPUs. On every GPU d at once: the full GEMM C = A_full . B (torch.matmul, cuBLASLt); the copies
 of every other GPU's M/W rows into A_full as plain cudaMemcpyAsync calls (copy engines over NVLink, peer access on),
-in each of COPY_MODES; and the GEMM beside each mode's copies (the GEMM's own CUDA events, and the pair's wall time).
+in each of COPY_MODES; the GEMM beside each mode's copies (the GEMM's own CUDA events, and the pair's wall time); and
+the GEMM split by rank's rows, own rows first, each remote block waiting for its copy (the copy-engine stream_overlap
+point in torch terms: `overlap_over_gemm` = its time / the GEMM alone, `split_cost` = the split GEMM alone / whole).
 `pull` is what the workload's copy-engine points issue: the destination's side stream pulls peer after peer, the
 next rank first. (torch's cross-device `copy_` runs on the source's current stream and syncs the two devices' streams,
 so it measures something else: the copies here bypass it.) Each phase repeats rounds for at least --phase-s seconds,
@@ -139,9 +141,13 @@ def measure(torch, cupy, world: int, m: int, k: int, n: int, phase_s: float) -> 
     side = [[torch.cuda.Stream(device=d) for _ in range(max(world - 1, 1))] for d in devs]
     memcpy = cupy.cuda.runtime.memcpyAsync
 
-    def round_(gemm: bool, mode: str | None) -> tuple[list[float], list[float]]:
+    def round_(gemm: str | None, mode: str | None) -> tuple[list[float], list[float]]:
+        """One round on every GPU: `gemm` None, "full" (one GEMM over A_full) or "split" (the rows of each rank in
+        turn, own rows first, each remote block's GEMM waiting for its copy: the copy-engine stream_overlap point);
+        `mode` the copies' COPY_MODES entry or None. Returns each GPU's GEMM-stream and whole-round ms."""
         ev = [[torch.cuda.Event(enable_timing=True) for _ in range(3)] for _ in devs]
         done = [[torch.cuda.Event() for _ in side[d]] for d in devs]
+        arrived = {}  # (destination, block) -> event after that copy, on its issuing stream
         for d in devs:
             torch.cuda.synchronize(d)
         for d in devs:  # every stream that copies starts after its GPU's start event
@@ -151,13 +157,19 @@ def measure(torch, cupy, world: int, m: int, k: int, n: int, phase_s: float) -> 
                     s.wait_event(ev[d][0])
         for issuer, si, dst, src in copy_plan(mode, world) if mode else ():
             with torch.cuda.device(issuer):
-                memcpy(a_full[dst].data_ptr() + src * block, shard[src].data_ptr(), block, 3,
-                       side[issuer][si].cuda_stream)
+                stream = side[issuer][si]
+                memcpy(a_full[dst].data_ptr() + src * block, shard[src].data_ptr(), block, 3, stream.cuda_stream)
+                arrived[dst, src] = torch.cuda.Event()
+                arrived[dst, src].record(stream)
         for d in devs:
-            with torch.cuda.device(d):
-                if gemm:
-                    with torch.cuda.stream(main[d]):
-                        torch.matmul(a_full[d], b[d], out=c[d])
+            with torch.cuda.device(d), torch.cuda.stream(main[d]):
+                if gemm == "full":
+                    torch.matmul(a_full[d], b[d], out=c[d])
+                elif gemm == "split":
+                    for p in ((d + s) % world for s in range(world)):
+                        if (d, p) in arrived:
+                            main[d].wait_event(arrived[d, p])
+                        torch.matmul(a_full[d][p * rows:(p + 1) * rows], b[d], out=c[d][p * rows:(p + 1) * rows])
                 ev[d][1].record(main[d])
                 for s, e in zip(side[d], done[d]):
                     e.record(s)
@@ -167,7 +179,7 @@ def measure(torch, cupy, world: int, m: int, k: int, n: int, phase_s: float) -> 
             torch.cuda.synchronize(d)
         return [ev[d][0].elapsed_time(ev[d][1]) for d in devs], [ev[d][0].elapsed_time(ev[d][2]) for d in devs]
 
-    def phase(gemm: bool, mode: str | None) -> dict[str, object]:
+    def phase(gemm: str | None, mode: str | None) -> dict[str, object]:
         for _ in range(3):
             round_(gemm, mode)  # warm-up: cuBLASLt's heuristic, peer mappings, clocks
         own, both = [[] for _ in devs], [[] for _ in devs]
@@ -182,17 +194,20 @@ def measure(torch, cupy, world: int, m: int, k: int, n: int, phase_s: float) -> 
                 "nvml": sampler.summary()}
 
     out: dict[str, object] = {"M": m, "K": k, "N": n, "world": world, "copy_bytes_per_gpu": (world - 1) * block,
-                              "gemm_alone": phase(True, None), "modes": {}}
+                              "gemm_alone": phase("full", None), "split_alone": phase("split", None), "modes": {}}
     alone = out["gemm_alone"]["gemm_ms"]["ms"]
+    out["split_cost"] = out["split_alone"]["gemm_ms"]["ms"] / alone
     for mode in COPY_MODES:
-        copy_alone, beside = phase(False, mode), phase(True, mode)
+        copy_alone, beside, overlap = phase(None, mode), phase("full", mode), phase("split", mode)
         copy_ms = copy_alone["total"]["ms"]
-        out["modes"][mode] = {"copy_alone": copy_alone, "gemm_with_copy": beside,
+        out["modes"][mode] = {"copy_alone": copy_alone, "gemm_with_copy": beside, "split_overlap": overlap,
                               "slowdown": beside["gemm_ms"]["ms"] / alone,
-                              "copy_gbps_per_gpu": out["copy_bytes_per_gpu"] / (copy_ms * 1e6) if copy_ms else None}
+                              "copy_gbps_per_gpu": out["copy_bytes_per_gpu"] / (copy_ms * 1e6) if copy_ms else None,
+                              # the point's time over its bound (the GEMM alone): what the overlap leaves exposed
+                              "overlap_over_gemm": overlap["total"]["ms"] / alone}
     # the workload's own way, as the top-level figures
-    out["slowdown"] = out["modes"][WORKLOAD_MODE]["slowdown"]
-    out["copy_gbps_per_gpu"] = out["modes"][WORKLOAD_MODE]["copy_gbps_per_gpu"]
+    for key in ("slowdown", "copy_gbps_per_gpu", "overlap_over_gemm"):
+        out[key] = out["modes"][WORKLOAD_MODE][key]
     return out
 
 
@@ -229,9 +244,11 @@ def main() -> None:
     for m, k, n in shapes:
         rows.append(measure(torch, cupy, args.world, m, k, n, args.phase_s))
         r = rows[-1]
-        print(f"{m},{k},{n} W={args.world}: GEMM {r['gemm_alone']['gemm_ms']['ms']:.3f} ms alone; " + "; ".join(
+        print(f"{m},{k},{n} W={args.world}: GEMM {r['gemm_alone']['gemm_ms']['ms']:.3f} ms alone, split by rank "
+              f"x{r['split_cost']:.3f}; " + "; ".join(
             f"{mode}: copies {x['copy_alone']['total']['ms']:.3f} ms ({x['copy_gbps_per_gpu']:.0f} GB/s into each "
-            f"GPU), GEMM beside them {x['gemm_with_copy']['gemm_ms']['ms']:.3f} (x{x['slowdown']:.3f})"
+            f"GPU), GEMM beside them {x['gemm_with_copy']['gemm_ms']['ms']:.3f} (x{x['slowdown']:.3f}), split "
+            f"GEMM waiting on them x{x['overlap_over_gemm']:.3f}"
             for mode, x in r["modes"].items()), flush=True)
     meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
             "cupy": cupy.__version__, "copy_modes": list(COPY_MODES), "workload_mode": WORKLOAD_MODE,

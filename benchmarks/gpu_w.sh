@@ -16,7 +16,8 @@
 # and seed, replayed 20 times with fresh inputs and checked each time, benchmarks/graph_replay.py) | reductions
 # (device-initiated AllReduce, ReduceScatter
 # and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | gemm-under-copy (a GEMM's
-# slowdown while copy engines pull the other ranks' rows, with SM clocks and power, benchmarks/gemm_under_copy.py) |
+# slowdown while copy engines pull the other ranks' rows, and the split GEMM waiting on them, with SM clocks and power,
+# benchmarks/gemm_under_copy.py) |
 # merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,
 # benchmarks/attention_merge_accuracy.py) | module-loading (PROGRAM's, default tp_mlp_cublas, process wall time and
 # region times under EAGER and LAZY module loading, alternately, benchmarks/module_loading.py) | own-programs (`cuco run

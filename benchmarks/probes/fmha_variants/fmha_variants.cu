@@ -180,8 +180,10 @@ int main(int argc, char** argv) {
     cudaMemcpy(this_lse.data(), lse, this_lse.size() * 4, cudaMemcpyDeviceToHost);
     if (ref_o.empty()) ref_o = out, ref_lse = this_lse;
     double max_ref = 0, max_diff = 0, max_lse_diff = 0;
-    for (size_t i = 0; i < nq; ++i)
-      max_ref = std::max(max_ref, (double)fabsf(ref_o[i])), max_diff = std::max(max_diff, (double)fabsf(out[i] - ref_o[i]));
+    for (size_t i = 0; i < nq; ++i) {
+      max_ref = std::max(max_ref, (double)fabsf(ref_o[i]));
+      max_diff = std::max(max_diff, (double)fabsf(out[i] - ref_o[i]));
+    }
     for (size_t i = 0; i < this_lse.size(); ++i)
       max_lse_diff = std::max(max_lse_diff, (double)fabsf(this_lse[i] - ref_lse[i]));
     for (int w = 0; w < 5; ++w) var.run(p, st);

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from record import record_lock  # noqa: E402  (sibling scripts)
+from record import record_lock, source_commit  # noqa: E402  (sibling scripts)
 from search_rows import SEARCH_BATCH, history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
                    spread=m.get("spread"), verify_how=s.best.results["verify"].data.get("how"),
                    device=data.get("device"), nccl=data.get("nccl_version"), cuda=data.get("cuda_version"),
                    date=data.get("date"), runs=data.get("runs"), host_runs_ms=data.get("host_runs_ms"),
-                   best_runs_ms=data.get("runs_ms"))
+                   best_runs_ms=data.get("runs_ms"), commit=source_commit())
         record(row, s, path, world)
     else:
         row.update(verified=False)

@@ -50,6 +50,26 @@ def _one_run(ev: Any, sos: dict[str, Any], order: list[str], inputs: str, verify
     return out
 
 
+def source_commit() -> str:
+    """The commit a figure was measured at: CUCO_COMMIT (the GPU machine's copy of the tree may carry an older .git,
+    so the caller names the commit it sent), else `git rev-parse --short HEAD`, marked when the tree has local
+    changes; "unknown" outside a repository."""
+    named = os.environ.get("CUCO_COMMIT", "").strip()
+    if named:
+        return named
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=30)
+        dirty = subprocess.run(["git", "-C", here, "diff", "--quiet", "HEAD", "--", "../src", "../csrc"],
+                               capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("+local changes" if dirty.returncode != 0 else "")
+
+
 def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats: int = 3,
            max_repeats: int | None = None, iters: int = 30) -> dict[str, Any]:
     """Figures of record for `codes` ({'best': ..., 'fastpath': ...}; the host seed is added) at `shape`. The timed
@@ -85,7 +105,7 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
                record_lock_wait_s=round(waited_s, 1), iters=iters,
                spread_above_limit=spread > SPREAD_LIMIT,
                device=runs[0]["device"], nccl_version=runs[0]["nccl_version"], date=runs[0]["date"],
-               **{f"{k}_q": q.get(k) for k in FIGURES})
+               commit=source_commit(), **{f"{k}_q": q.get(k) for k in FIGURES})
     row.update(derived(row))
     row.update({f"{k}_q": v for k, v in derived({k: q.get(k) for k in FIGURES}).items()})
     return row
@@ -218,7 +238,7 @@ def record_lines(meta: dict[str, Any]) -> list[str]:
     lines += ["| shape | measured | repeats | spread | verified (full entropy) | host_q | best_q | search s | "
               "compile s | s / evaluation |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in meta.get("rows", []):
-        when = f"{r.get('device', '?')}, {str(r.get('date') or '?')[:16]}"
+        when = f"{r.get('device', '?')}, {str(r.get('date') or '?')[:16]}, commit {r.get('commit') or '?'}"
         if r.get("superseded"):
             when += f" — superseded: {r['superseded']}"
         if r.get("record_error"):  # its figures above are the search's, one repeat on 256-level inputs

@@ -3,12 +3,14 @@ re-run, and the derived speedup, bound and overlap efficiency."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import record  # noqa: E402
 
 
@@ -18,6 +20,18 @@ def test_derived_figures_follow_the_bound_definition():
     assert d["overlap_efficiency"] == pytest.approx((2.0 - 1.2) / (2.0 - 1.0))
     assert record.derived({"host_ms": 1.0, "best_ms": 1.0, "compute_ms": 1.0, "comm_ms": 0.2})["overlap_efficiency"] is None
     assert record.derived({"host_ms": None, "best_ms": 1.0})["speedup"] is None
+
+
+def test_a_figure_names_the_commit_it_was_measured_at(monkeypatch):
+    monkeypatch.setenv("CUCO_COMMIT", "abc1234")
+    assert record.source_commit() == "abc1234"  # the caller's word: the GPU machine's .git may be older
+    monkeypatch.delenv("CUCO_COMMIT")
+    here = record.source_commit()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        assert here == "unknown"
+    else:
+        assert here.removesuffix("+local changes") == head.stdout.strip()
 
 
 def test_spread_is_the_widest_figure_and_medians_skip_missing_values():
@@ -31,15 +45,16 @@ def test_spread_is_the_widest_figure_and_medians_skip_missing_values():
 def test_results_lines_carry_repeats_spread_and_search_costs():
     meta = {"rows": [{"shape": "s1", "repeats": 4, "spread": 0.021, "verified_full_entropy": True, "host_ms_q": 1.5,
                       "best_ms_q": 1.1, "search_wall_s": 60.0, "compile_s": 20.0, "seconds_per_evaluation": 5.0,
-                      "device": "H100", "date": "2026-11-26T22:31:05+00:00"},
+                      "device": "H100", "date": "2026-11-26T22:31:05+00:00", "commit": "9059f93"},
                      {"shape": "s2", "device": "H100", "date": "2026-11-26T14:01:00+00:00", "superseded": "old S"},
                      {"shape": "s3", "device": "H100", "date": "2026-11-26T14:02:00+00:00",
                       "record_error": "RuntimeError: repeat 2 in the order fastpath, best, host failed: host: hang"}],
             "machine": {"p2p": {"one_peer_median_gbps": 375.3, "ring_all_at_once_gbps_per_rank": 327.7,
                                 "all_pairs_at_once_gbps_per_rank_in": 225.3}}}
     text = "\n".join(record.record_lines(meta))
-    assert "| s1 | H100, 2026-11-26T22:31 | 4 | 0.021 | True | 1.500 | 1.100 | 60.0 | 20.0 | 5.00 |" in text
-    assert "| s3 | H100, 2026-11-26T14:02 — not re-timed, search figures only: RuntimeError: repeat 2" in text
+    assert ("| s1 | H100, 2026-11-26T22:31, commit 9059f93 | 4 | 0.021 | True | 1.500 | 1.100 | 60.0 | 20.0 | 5.00 |"
+            in text)
+    assert "| s3 | H100, 2026-11-26T14:02, commit ? — not re-timed, search figures only: RuntimeError: repeat 2" in text
     assert "superseded: old S" in text and "2 device calls (hours 2026-11-26T14, 2026-11-26T22" in text
     assert "375 GB/s one peer at a time" in text and "full-entropy" in text
 

@@ -30,6 +30,7 @@ SHAPES = "8192,8192,8192;16384,8192,3584;32768,8192,8192;12288,5120,5120;2048,81
 #: every peer in turn (the workload's split_put_wait point).
 COPY_MODES = ("pull", "pull_per_peer", "push")
 WORKLOAD_MODE = "pull"
+HOLD_CYCLES = 2_000_000  # GPU clock cycles each round's start is held back (about 1 ms at H100 clocks)
 
 
 def copy_plan(mode: str, world: int) -> list[tuple[int, int, int, int]]:
@@ -152,6 +153,10 @@ def measure(torch, cupy, world: int, m: int, k: int, n: int, phase_s: float) -> 
             torch.cuda.synchronize(d)
         for d in devs:  # every stream that copies starts after its GPU's start event
             with torch.cuda.device(d):
+                # the start waits behind a spin of about a millisecond, so the host's enqueueing of this round's
+                # copies and GEMMs on every GPU is done before it: no GPU's interval holds host issue time
+                with torch.cuda.stream(main[d]):
+                    torch.cuda._sleep(HOLD_CYCLES)
                 ev[d][0].record(main[d])
                 for s in side[d]:
                     s.wait_event(ev[d][0])

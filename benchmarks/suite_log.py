@@ -52,12 +52,13 @@ def passed(summary: str | None) -> bool:
 LIBRARY = ("src", "csrc")
 
 
-def same_library(commits: list[str], repo: Path = ROOT) -> bool:
-    """True when git shows no change to the library (src/, csrc/) between the first commit and each other one;
-    False where git cannot tell (an unknown commit, `+local changes`, no repository)."""
+def same_library(commits: list[str], repo: Path = ROOT, also: tuple[str, ...] = ()) -> bool:
+    """True when git shows no change to the library (src/, csrc/), nor to the paths `also`, between the first commit
+    and each other one; False where git cannot tell (an unknown commit, `+local changes`, no repository)."""
     for other in commits[1:]:
         try:
-            diff = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", commits[0], other, "--", *LIBRARY],
+            diff = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", commits[0], other, "--", *LIBRARY,
+                                   *also],
                                   capture_output=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return False
@@ -132,13 +133,18 @@ def seconds(summary: str | None) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def todo(world: int, log_dir: Path, commit: str, test_files: list[Path]) -> list[tuple[Path, str]]:
-    """(file, part) of every GPU test file whose log does not show it passed at `commit` (what `suite` runs),
-    the longest first by its last log's run time (shared out round-robin over lanes, that keeps them even)."""
+def todo(world: int, log_dir: Path, commit: str, test_files: list[Path],
+         repo: Path = ROOT) -> list[tuple[Path, str]]:
+    """(file, part) of every GPU test file whose log does not show it passed at `commit`, or at a commit where git
+    shows neither the library nor the test file changed since (what `suite` runs), the longest first by its last
+    log's run time (shared out round-robin over lanes, that keeps them even)."""
     out = []
     for f in test_files:
         log = read_log(log_dir / f"gpu_tests_{part_name(f)}_w{world}.log")
-        if not (commit and log["commit"] == commit and passed(log["summary"])):
+        at = log["commit"]
+        same = at == commit or (at and same_library([at, commit], repo, (str(f.relative_to(repo)),)
+                                                     if f.is_relative_to(repo) else ()))
+        if not (commit and same and passed(log["summary"])):
             out.append((seconds(log["summary"]), f, part_name(f)))
     return [(f, part) for _s, f, part in sorted(out, key=lambda t: -t[0])]
 

@@ -131,3 +131,21 @@ def test_a_kept_run_dated_after_the_pass_is_named_as_a_later_run(tmp_path):
     assert lines[-1] == ("suite: all 2 files passed at commit c405229; later runs that did not pass: "
                          "fastpath (gpu_tests_fastpath_w2.failed-1.log)")
     assert any(ln.startswith("  a later run at c405229: no summary") for ln in lines)
+
+
+def test_todo_skips_a_file_passed_where_neither_the_library_nor_the_test_file_changed_since(tmp_path):
+    repo, logs = tmp_path / "repo", tmp_path / "logs"
+    repo.mkdir(), logs.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    files = [repo / "tests" / "test_workload_moe_gpu.py", repo / "tests" / "test_fastpath_gpu.py"]
+    _commit(repo, "tests/test_fastpath_gpu.py", "def test_f(): pass\n")
+    passed_at = _commit(repo, "tests/test_workload_moe_gpu.py", "def test_m(): pass\n")
+    _log(logs, "moe", passed_at, "4 passed in 75.51s (0:01:15)")
+    _log(logs, "fastpath", passed_at, "5 passed in 122.95s (0:02:02)")
+    docs_only = _commit(repo, "benchmarks/x.py", "b = 1\n")
+    assert suite_log.todo(2, logs, docs_only, files, repo=repo) == []
+    test_changed = _commit(repo, "tests/test_fastpath_gpu.py", "def test_f(): assert True\n")
+    assert [p for _f, p in suite_log.todo(2, logs, test_changed, files, repo=repo)] == ["fastpath"]
+    library_changed = _commit(repo, "src/cuco/x.py", "a = 2\n")
+    assert [p for _f, p in suite_log.todo(2, logs, library_changed, files, repo=repo)] == ["fastpath", "moe"]
+    assert [p for _f, p in suite_log.todo(2, logs, "0000000", files, repo=repo)] == ["fastpath", "moe"]

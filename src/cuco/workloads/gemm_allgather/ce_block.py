@@ -2,8 +2,9 @@
 
 No SM moves data, so the GEMM keeps every SM. The copies are stream copies between this rank's buffers and its
 peers' buffers as mapped by the NCCL window (the LSA pointers, resolved once at setup); LSA barrier kernels on
-the same stream bracket them (sync_scope world/team), and per-chunk epoch flags raised in stream order (a
-one-thread kernel that reads the device epoch word, kit/stream_sync.cuh) tell the GEMM stream which rows have landed.
+the same stream bracket them (sync_scope world/team). Per-chunk epoch flags raised in stream order (one-thread
+kernels that read the device epoch word, kit/stream_sync.cuh) tell the GEMM stream which rows have landed: local
+flags where this rank copies into its own A_full, the receiver's symmetric flags where it pushes into a peer's.
 """
 
 from __future__ import annotations
@@ -59,17 +60,53 @@ CE_CHUNK_PULLS = r"""  for (int s = 1; s < g.W; ++s) {
   }
 """
 
-CE_PULL = r"""
-// placement=stream_overlap, issuer=copy_engine: the side stream pulls every peer's block into A_full, chunk by
-// chunk, with copy engines and raises chunk[p][c] after each chunk; the main stream multiplies the local rows on
-// all SMs, then each remote chunk once its flag is up.
+#: Every copy-engine block that pushes chunks also raises symmetric arrival flags on the peers it writes.
+CE_PUSH_NEEDS = block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 4 * sym_words(g) + 4096",
+                            "lsa_barriers = 1")
+
+CE_CHUNK_PUSH = r"""
+// placement=stream_overlap, issuer=copy_engine: the side stream PUSHES this rank's block into every peer's A_full,
+// chunk by chunk, with copy engines, and after each chunk raises arrive[me][c] in that peer's symmetric flags; the
+// main stream multiplies the local rows on all SMs, then each remote chunk once its arrival flag is up. Pushing,
+// not pulling: copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 with every GPU copying
+// (benchmarks/results/w4/gemm_under_copy_w4.md: push 300-367 GB/s into each GPU, pull 124-132). The barrier before
+// the copies means every peer has finished the previous launch, whose GEMMs read the rows these copies overwrite.
+// Each rank pushes first to the peer that multiplies its rows first (peer me - s reads rank me's rows at its step s).
 @NEEDS@
-""" + CE_PULL_OPEN + r"""  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  rc = gemm_rows(st, ctx, ctx->buffers[BUF_A_LOCAL].ptr, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
+// arrive[me][c] := this launch's epoch on peer p, after the copy before it on this stream (release, system scope).
+__global__ void signal_arrival_kernel(ncclDevComm dc, ncclWindow_t win_sym, size_t word, int me, int p,
+                                      const uint32_t* epoch_at) {
+  __threadfence_system();
+  cuco::kit::publish_epoch(dc, win_sym, word, me, p, cuco::kit::load_epoch(epoch_at));
+}
+
+static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  const char* a_local = (const char*)ctx->buffers[BUF_A_LOCAL].ptr;
+  const char* a_full = (const char*)ctx->buffers[BUF_A_FULL].ptr;
+  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
+  const size_t row_bytes = (size_t)g.K * 2;
+  int rc = 0;
+@PRE@  for (int s = 1; s < g.W; ++s) {
+    const int p = (g.me - s + g.W) % g.W;
+    char* dst = peer_base(st, BUF_A_FULL, p);
+    if (!dst) return 66;
+    for (int c = 0; c < g.nchunks; ++c) {
+""" + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(dst + (g.me * g.Mr + r0) * row_bytes, a_local + r0 * row_bytes, rows * row_bytes,
+                          cudaMemcpyDeviceToDevice, side) != cudaSuccess)
+        return 67;
+      signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,
+                                               sym_arrive(g, g.me, c), g.me, p, st->epoch_at);
+      if ((rc = launch_ok())) return rc;
+    }
+  }
+@POST@  rc = gemm_rows(st, ctx, a_local, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
   if (rc) return rc;
 """ + remote_chunk_gemms(
-    "      if ((rc = stream_wait_epoch(st, main, &f.chunk[p * g.nchunks + c]))) return rc;\n",
-    a_offset="r0 * row_bytes")
+    "      if ((rc = stream_wait_epoch(st, main, &f.sym[sym_arrive(g, p, c)]))) return rc;\n",
+    a_offset="(size_t)r0 * row_bytes")
 
 CE_PUSH = r"""
 // placement=split_put_wait, issuer=copy_engine: the side stream pushes this rank's block into every peer's A_full
@@ -122,7 +159,7 @@ def render_ce(point: Directives, barrier_launch) -> str:
     if point.placement == "deferred":
         text, stream = CE_DEFERRED, "main"
     elif point.placement == "stream_overlap":
-        text, stream = CE_PULL, "side"
+        text, stream = CE_CHUNK_PUSH, "side"
     elif point.placement == "split_put_wait":
         text, stream = CE_PUSH, "side"
     elif point.placement == "fused":
@@ -130,4 +167,5 @@ def render_ce(point: Directives, barrier_launch) -> str:
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
     barrier = barrier_launch(point, stream)
-    return fill(text, {"NEEDS": CE_NEEDS, "PRE": barrier, "POST": barrier}, what="copy-engine block")
+    needs = CE_PUSH_NEEDS if text is CE_CHUNK_PUSH else CE_NEEDS
+    return fill(text, {"NEEDS": needs, "PRE": barrier, "POST": barrier}, what="copy-engine block")

@@ -20,9 +20,10 @@ from cuco.workloads.attention_cp import fixtures
 WL = workloads.get("attention_cp")
 VERIFY = ["verify-gqa-causal", "verify-mha-full", "verify-d32-causal"]
 #: Beyond the covering sample (which meets sync_scope=signal only on GIN): the signal protocols, copy-engine
-#: pushes and the fixtures' base points.
+#: pushes (with one arrival flag per reader, or one barrier) and the fixtures' base points.
 MORE_POINTS = ["lsa/stream_overlap/signal/warp/whole", "lsa/split_put_wait/signal/cta/whole",
                "lsa/deferred/signal/thread/whole", "lsa/split_put_wait/world/copy_engine/whole",
+               "lsa/stream_overlap/team/copy_engine/whole",
                "lsa/fused/world/copy_engine/1MiB", fixtures.FUSED_BASE, fixtures.STEPS_BASE]
 
 

@@ -154,6 +154,41 @@ CE_PUSH = r"""
   }
 """
 
+#: stream_overlap with the copy engines: PUSH this rank's rows into ring slot `me` of every reader, each reader's
+#: copies followed by arrive[me] raised in its symmetric flags, readers in the order they attend to this block (reader
+#: me + s at its step s). Copy engines wrote 2.3-2.8x faster over NVLink than they read at W = 4 with every GPU
+#: copying (benchmarks/results/w4/gemm_under_copy_w4.md); the barrier before the copies means every reader has
+#: finished the previous launch, whose steps read the slots these copies overwrite.
+CE_PUSH_ARRIVE = r"""
+  {  // issuer=copy_engine: DMA copies into every reader's ring slot `me`, then its arrival flag
+    const int64_t rb = 2 * kv_row_elems(g);
+    const char* from = (const char*)ctx->buffers[BUF_KV].ptr;
+    for (int s = 1; s < g.W; ++s) {
+      const int t = (ctx->rank + s) % g.W;
+      char* to = peer_base(st, BUF_RING, t);
+      if (!to) return 66;
+      to += ctx->rank * block_bytes(g);
+      const int64_t n = kv_rows_needed(g, t, ctx->rank) * rb;
+      if (cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess ||
+          cudaMemcpyAsync(to + g.Sr * rb, from + g.Sr * rb, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess)
+        return 67;
+      signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,
+                                               f.sf.arrive(ctx->rank, 0), ctx->rank, t, st->epoch_at);
+      if ((rc = launch_ok())) return rc;
+    }
+  }
+"""
+
+#: The kernel behind CE_PUSH_ARRIVE's flags: arrive[me] := this launch's epoch on reader t, after the copies before it
+#: on this stream (release, system scope).
+SIGNAL_ARRIVAL_KERNEL = r"""
+__global__ void signal_arrival_kernel(ncclDevComm dc, ncclWindow_t win_sym, size_t word, int me, int t,
+                                      const uint32_t* epoch_at) {
+  __threadfence_system();
+  cuco::kit::publish_epoch(dc, win_sym, word, me, t, cuco::kit::load_epoch(epoch_at));
+}
+"""
+
 SM_PULL = r"""
   pull_kernel<<<@CTAS@, kCommThreads, 0, @STREAM@>>>(ctx->devcomm, ctx->buffers[BUF_KV].window,
                                                 ctx->symmetric_workspace.window,
@@ -192,16 +227,11 @@ DEFERRED = r"""
 """
 
 STREAM_OVERLAP = r"""
-// placement=stream_overlap: the side stream pulls the blocks in ring-step order (kCommCtas SMs, or the copy
-// engines) while the main stream attends to its own block; then each block as soon as its last slice landed.
-""" + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@  const cuco::kit::Chunking ch = chunking(g);
-  for (int s = 0; s < g.W; ++s) {
+// placement=stream_overlap: the side stream moves the blocks in ring-step order (kCommCtas SMs pull; the copy
+// engines push) while the main stream attends to its own block; then each block as soon as it landed.
+""" + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@  for (int s = 0; s < g.W; ++s) {
     const int src = source_at(ctx->rank, s, g.W);
-    if (s > 0) {
-      const int last = (int)((kv_rows_needed(g, ctx->rank, src) + ch.chunk_rows - 1) / ch.chunk_rows) - 1;
-      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, last)]))) return rc;
-    }
-    const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
+@WAIT_LANDED@    const void* kv = s == 0 ? ctx->buffers[BUF_KV].ptr : (const void*)slot(ctx, g, src);
     if ((rc = attend(ctx, g, src, 0, g.Sr, kv, s == 0, cuco_attn_merge_f32, main))) return rc;
   }
   return finish(ctx, g, main);
@@ -325,6 +355,19 @@ def _split_parts(point: Directives) -> tuple[str, str, str]:
     return mover, move + post, wait
 
 
+def _landed_wait(point: Directives) -> str:
+    """stream_overlap's wait before step s > 0: src's arrival flag here (copy engines push), else the local flag
+    of its last slice (the pull kernel raises it)."""
+    if point.issuer == "copy_engine":
+        return ("    if (s > 0 && (rc = stream_wait_epoch(st, main, &f.sym[f.sf.arrive(src, 0)])))\n"
+                "      return rc;  // src pushed its rows here\n")
+    return ("    if (s > 0) {\n"
+            "      const int64_t rows = kv_rows_needed(g, ctx->rank, src), per = chunking(g).chunk_rows;\n"
+            "      const int last = (int)((rows + per - 1) / per) - 1;\n"
+            "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, last)]))) return rc;  // it landed\n"
+            "    }\n")
+
+
 def render_lsa(point: Directives) -> str:
     """The EVOLVE block of an LSA point."""
     if point.placement == "split_put_wait":
@@ -335,7 +378,12 @@ def render_lsa(point: Directives) -> str:
         mover, move, stream = _pull_parts(point)
         text = {"deferred": DEFERRED, "stream_overlap": STREAM_OVERLAP, "fused": FUSED}[point.placement]
         barrier = _barrier_calls(point, stream)
-        enqueue = fill(text, {"PRE": barrier, "MOVE": move, "POST": barrier}, what=f"{point.placement} enqueue")
+        subs = {"PRE": barrier, "MOVE": move, "POST": barrier}
+        if point.placement == "stream_overlap":
+            subs["WAIT_LANDED"] = _landed_wait(point)
+            if point.issuer == "copy_engine":
+                mover, subs["MOVE"] = SIGNAL_ARRIVAL_KERNEL, CE_PUSH_ARRIVE.lstrip("\n")
+        enqueue = fill(text, subs, what=f"{point.placement} enqueue")
     return fill(PROLOGUE, {
         "LABEL": point.label(),
         "ISSUER": ISSUER_TYPES[point.issuer],

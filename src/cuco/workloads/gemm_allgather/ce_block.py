@@ -94,7 +94,8 @@ static int enqueue(cuco_ctx* ctx, State* st) {
     char* dst = peer_base(st, BUF_A_FULL, p);
     if (!dst) return 66;
     for (int c = 0; c < g.nchunks; ++c) {
-""" + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(dst + (g.me * g.Mr + r0) * row_bytes, a_local + r0 * row_bytes, rows * row_bytes,
+""" + CHUNK_ROWS + r"""      const size_t off = r0 * row_bytes;
+      if (cudaMemcpyAsync(dst + g.me * g.Mr * row_bytes + off, a_local + off, rows * row_bytes,
                           cudaMemcpyDeviceToDevice, side) != cudaSuccess)
         return 67;
       signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,

@@ -36,60 +36,26 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 }
 """
 
-#: Opening of an enqueue whose side stream pulls chunks with copy engines (CE_CHUNK_PULLS).
-CE_PULL_OPEN = r"""static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
-  const size_t row_bytes = (size_t)g.K * 2;
-  int rc = 0;
-"""
-
-#: The side stream's pulls of every peer's block into A_full, chunk by chunk, each chunk's flag raised after it.
-CE_CHUNK_PULLS = r"""  for (int s = 1; s < g.W; ++s) {
-    const int p = (g.me + s) % g.W;
-    const char* src = peer_base(st, BUF_A_LOCAL, p);
-    if (!src) return 66;
-    for (int c = 0; c < g.nchunks; ++c) {
-""" + CHUNK_ROWS + r"""      if (cudaMemcpyAsync(a_full + (p * g.Mr + r0) * row_bytes, src + r0 * row_bytes, rows * row_bytes,
-                          cudaMemcpyDeviceToDevice, side) != cudaSuccess)
-        return 67;
-      if ((rc = stream_set_epoch(st, side, &f.chunk[p * g.nchunks + c]))) return rc;
-    }
-  }
-"""
-
 #: Every copy-engine block that pushes chunks also raises symmetric arrival flags on the peers it writes.
 CE_PUSH_NEEDS = block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 4 * sym_words(g) + 4096",
                             "lsa_barriers = 1")
 
-CE_CHUNK_PUSH = r"""
-// placement=stream_overlap, issuer=copy_engine: the side stream PUSHES this rank's block into every peer's A_full,
-// chunk by chunk, with copy engines, and after each chunk raises arrive[me][c] in that peer's symmetric flags; the
-// main stream multiplies the local rows on all SMs, then each remote chunk once its arrival flag is up. Pushing,
-// not pulling: copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 with every GPU copying
-// (benchmarks/results/w4/gemm_under_copy_w4.md: push 300-367 GB/s into each GPU, pull 124-132). The barrier before
-// the copies means every peer has finished the previous launch, whose GEMMs read the rows these copies overwrite.
-// Each rank pushes first to the peer that multiplies its rows first (peer me - s reads rank me's rows at its step s).
-@NEEDS@
+#: The one-thread kernel behind each pushed chunk's arrival flag.
+SIGNAL_ARRIVAL_KERNEL = r"""
 // arrive[me][c] := this launch's epoch on peer p, after the copy before it on this stream (release, system scope).
 __global__ void signal_arrival_kernel(ncclDevComm dc, ncclWindow_t win_sym, size_t word, int me, int p,
                                       const uint32_t* epoch_at) {
   __threadfence_system();
   cuco::kit::publish_epoch(dc, win_sym, word, me, p, cuco::kit::load_epoch(epoch_at));
 }
+"""
 
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  const char* a_local = (const char*)ctx->buffers[BUF_A_LOCAL].ptr;
-  const char* a_full = (const char*)ctx->buffers[BUF_A_FULL].ptr;
-  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
-  const size_t row_bytes = (size_t)g.K * 2;
-  int rc = 0;
-@PRE@  for (int s = 1; s < g.W; ++s) {
+#: The side stream's pushes of this rank's block into every peer's A_full, chunk by chunk, each chunk's arrival flag
+#: raised on that peer after it. Pushing, not pulling: copy engines writing over NVLink ran 2.3-2.8x faster than
+#: reading at W = 4 with every GPU copying (benchmarks/results/w4/gemm_under_copy_w4.md: push 300-367 GB/s into each
+#: GPU, pull 124-132). The barrier before it means every peer has finished the previous launch, whose GEMM read the
+#: rows these copies overwrite. Peer me - s multiplies this rank's rows at its step s: the first reader first.
+CE_CHUNK_PUSHES = r"""  for (int s = 1; s < g.W; ++s) {
     const int p = (g.me - s + g.W) % g.W;
     char* dst = peer_base(st, BUF_A_FULL, p);
     if (!dst) return 66;
@@ -103,7 +69,26 @@ static int enqueue(cuco_ctx* ctx, State* st) {
       if ((rc = launch_ok())) return rc;
     }
   }
-@POST@  rc = gemm_rows(st, ctx, a_local, c_out + (size_t)g.me * g.Mr * g.N * 2, g.Mr, 0, main);
+"""
+
+#: Opening of an enqueue whose side stream pushes chunks (CE_CHUNK_PUSHES).
+CE_PUSH_OPEN = r"""static int enqueue(cuco_ctx* ctx, State* st) {
+  const Geo g = geo_of(ctx);
+  const Flags f = flags_of(ctx, g);
+  cudaStream_t main = ctx->stream, side = ctx->side_stream;
+  const char* a_local = (const char*)ctx->buffers[BUF_A_LOCAL].ptr;
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  const size_t row_bytes = (size_t)g.K * 2;
+  int rc = 0;
+"""
+
+CE_CHUNK_PUSH = r"""
+// placement=stream_overlap, issuer=copy_engine: the side stream pushes this rank's block into every peer's A_full,
+// chunk by chunk, with copy engines, and after each chunk raises arrive[me][c] in that peer's symmetric flags; the
+// main stream multiplies the local rows on all SMs, then each remote chunk once its arrival flag is up.
+@NEEDS@""" + SIGNAL_ARRIVAL_KERNEL + "\n" + CE_PUSH_OPEN + r"""  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
+@PRE@""" + CE_CHUNK_PUSHES + r"""@POST@  char* c_local = c_out + (size_t)g.me * g.Mr * g.N * 2;
+  rc = gemm_rows(st, ctx, a_local, c_local, g.Mr, 0, main);
   if (rc) return rc;
 """ + remote_chunk_gemms(
     "      if ((rc = stream_wait_epoch(st, main, &f.sym[sym_arrive(g, p, c)]))) return rc;\n",
@@ -142,14 +127,21 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 
 CE_FUSED = FUSED_GEMM + r"""
 // placement=fused, issuer=copy_engine: the side stream copies the local block into A_full (doubling pieces), then
-// pulls every peer's block, chunk by chunk, with copy engines, raising chunk[p][c] after each; ONE persistent GEMM over A_full follows row arrival on every
-// SM but kFlagSms (local row tiles first; a remote tile's loads wait for its chunk's flag). No SM moves data: the
-// SMs left free run only the side stream's one-CTA barrier and flag kernels, which the GEMM's spinning producers
-// must never starve (at W = 1 nothing is pulled or waited for, and the GEMM takes every SM).
+// pushes this rank's block into every peer's A_full, chunk by chunk, with copy engines, raising arrive[me][c] there
+// after each; ONE persistent GEMM over A_full follows row arrival on every SM but kFlagSms (local row tiles first; a
+// remote tile's loads wait for its chunk's arrival flag, which the peer that pushed it raised in this rank's
+// symmetric flags). No SM moves data: the SMs left free run only the side stream's one-CTA barrier and flag
+// kernels, which the GEMM's spinning producers must never starve (at W = 1 nothing is pushed or waited for, and the
+// GEMM takes every SM).
 constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
-@NEEDS@
-""" + CE_PULL_OPEN + r"""  if (g.W > 1 && (rc = local_pieces(ctx, st, g, f, side))) return rc;  // local rows first: the GEMM starts on them
-@PRE@""" + CE_CHUNK_PULLS + r"""@POST@  return persistent_gemm(ctx, st, g, f, ctx->sm_count - (g.W > 1 ? kFlagSms : 0), main, g.W > 1);
+@NEEDS@""" + SIGNAL_ARRIVAL_KERNEL + "\n" + CE_PUSH_OPEN + r"""  // chunk[p][c] is arrive[p][c] here: raised by the peer
+  // that pushed it, and by local_pieces for this rank's own rows
+  Flags arrivals = f;
+  arrivals.chunk = f.sym + sym_arrive(g, 0, 0);
+  (void)a_full;
+  if (g.W > 1 && (rc = local_pieces(ctx, st, g, arrivals, side))) return rc;  // local rows first
+@PRE@""" + CE_CHUNK_PUSHES + r"""@POST@  const int sms = ctx->sm_count - (g.W > 1 ? kFlagSms : 0);
+  return persistent_gemm(ctx, st, g, arrivals, sms, main, g.W > 1);
 }
 """
 
@@ -168,5 +160,5 @@ def render_ce(point: Directives, barrier_launch) -> str:
     else:
         raise ValueError(f"render_ce does not handle placement={point.placement}")
     barrier = barrier_launch(point, stream)
-    needs = CE_PUSH_NEEDS if text is CE_CHUNK_PUSH else CE_NEEDS
+    needs = CE_PUSH_NEEDS if text in (CE_CHUNK_PUSH, CE_FUSED) else CE_NEEDS
     return fill(text, {"NEEDS": needs, "PRE": barrier, "POST": barrier}, what="copy-engine block")

@@ -61,3 +61,17 @@ def test_fixtures_differ_from_their_base_in_the_block_only(make, base):
     assert code != parent
     result = check_static(code, parent_code=parent)
     assert result.passed, result.reason
+
+
+@pytest.mark.parametrize("label", [p.label() for p in WL.space(Topology(world=2, gin_available=False)).points()
+                                   if p.issuer == "copy_engine"])
+def test_overlapping_copy_engine_points_push_into_the_readers_ring_slots(label):
+    # copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 (results/w4/gemm_under_copy_w4.md)
+    block, placement = _block(label), Directives.from_label(label).placement
+    reads_peers, writes_peers = "peer_base(st, BUF_KV" in block, "peer_base(st, BUF_RING" in block
+    if placement == "deferred":   # every block copied before the first step: nothing to overlap
+        assert reads_peers and not writes_peers
+    else:
+        assert writes_peers and not reads_peers
+    if placement in ("stream_overlap", "fused"):
+        assert "signal_arrival_kernel<<<" in block and "f.sym[f.sf.arrive(src" in block

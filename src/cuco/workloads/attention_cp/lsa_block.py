@@ -179,6 +179,39 @@ CE_PUSH_ARRIVE = r"""
   }
 """
 
+#: fused with the copy engines: PUSH this rank's rows slice by slice into ring slot `me` of every reader, itself
+#: first, then reader me + s (the order readers attend to them), each slice followed by its flag: the local slice
+#: flag here, arrive[me][c] in the reader's symmetric flags elsewhere.
+CE_PUSH_SLICES = r"""
+  {  // issuer=copy_engine: DMA copies, slice by slice, into every reader's ring slot `me`, then the slice's flag
+    const cuco::kit::Chunking ch = chunking(g);
+    const int64_t rb = 2 * kv_row_elems(g);
+    const char* from = (const char*)ctx->buffers[BUF_KV].ptr;
+    for (int s = 0; s < g.W; ++s) {
+      const int t = (ctx->rank + s) % g.W;
+      char* to = t == ctx->rank ? (char*)ctx->buffers[BUF_RING].ptr : peer_base(st, BUF_RING, t);
+      if (!to) return 66;
+      to += ctx->rank * block_bytes(g);
+      const int64_t need = kv_rows_needed(g, t, ctx->rank);
+      int c = 0;
+      for (int64_t r0 = 0; r0 < need; r0 += ch.chunk_rows, ++c) {
+        const int64_t n = (r0 + ch.chunk_rows < need ? ch.chunk_rows : need - r0) * rb;
+        if (cudaMemcpyAsync(to + r0 * rb, from + r0 * rb, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess ||
+            cudaMemcpyAsync(to + (g.Sr + r0) * rb, from + (g.Sr + r0) * rb, n, cudaMemcpyDeviceToDevice, side) !=
+                cudaSuccess)
+          return 67;
+        if (t == ctx->rank) {
+          if ((rc = stream_set_epoch(st, side, &f.local[f.lf.chunk(t, c)]))) return rc;
+        } else {
+          signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,
+                                                   f.sf.arrive(ctx->rank, c), ctx->rank, t, st->epoch_at);
+          if ((rc = launch_ok())) return rc;
+        }
+      }
+    }
+  }
+"""
+
 #: The kernel behind CE_PUSH_ARRIVE's flags: arrive[me] := this launch's epoch on reader t, after the copies before it
 #: on this stream (release, system scope).
 SIGNAL_ARRIVAL_KERNEL = r"""
@@ -240,9 +273,9 @@ STREAM_OVERLAP = r"""
 
 FUSED = r"""
 // placement=fused (chunk-pipelined): the side stream moves every block, the own one included, slice by slice into
-// the ring; the main stream waits for each slice's landed flag (an in-stream wait, no SM held) and attends to it
-// at once, merging with the log-sum-exp into the fp32 running output (which it starts empty: no slice writes it
-// directly). The FMHA kernel itself does not poll flags.
+// the ring (SMs pull; the copy engines push); the main stream waits for each slice's landed or arrival flag (an
+// in-stream wait, no SM held) and attends to it at once, merging with the log-sum-exp into the fp32 running output
+// (which it starts empty: no slice writes it directly). The FMHA kernel itself does not poll flags.
 """ + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@  const cuco::kit::Chunking ch = chunking(g);
   void* o32 = running_f32(ctx, g);
   if ((rc = cuco_attn_start_f32(o32, (float*)ctx->buffers[BUF_LSE].ptr, g.Sr, g.hq, g.d, main))) return rc;
@@ -252,8 +285,8 @@ FUSED = r"""
     int c = 0;
     for (int64_t r0 = 0; r0 < need; r0 += ch.chunk_rows, ++c) {
       const int64_t r1 = r0 + ch.chunk_rows < need ? r0 + ch.chunk_rows : need;
-      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;
-      if ((rc = attend(ctx, g, src, r0, r1, slot(ctx, g, src), false, cuco_attn_merge_f32, main))) return rc;
+@WAIT_SLICE@      const void* kv = slot(ctx, g, src);
+      if ((rc = attend(ctx, g, src, r0, r1, kv, false, cuco_attn_merge_f32, main))) return rc;
     }
   }
   return finish(ctx, g, main);
@@ -368,6 +401,18 @@ def _landed_wait(point: Directives) -> str:
             "    }\n")
 
 
+def _slice_wait(point: Directives) -> str:
+    """fused's wait before attending to slice c of src: its arrival flag here where a peer pushed it (copy engines),
+    else the local flag of the slice (the pull kernel, or this rank's own copy, raises it)."""
+    local = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;\n"
+    if point.issuer != "copy_engine":
+        return local
+    return ("      if (src == ctx->rank) {\n  " + local +
+            "      } else if ((rc = stream_wait_epoch(st, main, &f.sym[f.sf.arrive(src, c)]))) {\n"
+            "        return rc;  // src pushed slice c here\n"
+            "      }\n")
+
+
 def render_lsa(point: Directives) -> str:
     """The EVOLVE block of an LSA point."""
     if point.placement == "split_put_wait":
@@ -383,6 +428,10 @@ def render_lsa(point: Directives) -> str:
             subs["WAIT_LANDED"] = _landed_wait(point)
             if point.issuer == "copy_engine":
                 mover, subs["MOVE"] = SIGNAL_ARRIVAL_KERNEL, CE_PUSH_ARRIVE.lstrip("\n")
+        if point.placement == "fused":
+            subs["WAIT_SLICE"] = _slice_wait(point)
+            if point.issuer == "copy_engine":
+                mover, subs["MOVE"] = SIGNAL_ARRIVAL_KERNEL, CE_PUSH_SLICES.lstrip("\n")
         enqueue = fill(text, subs, what=f"{point.placement} enqueue")
     return fill(PROLOGUE, {
         "LABEL": point.label(),

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cuco.evaluate.compile import Compiler, trim_log
 from cuco.toolchain import Toolchain, ToolchainError
@@ -132,3 +134,30 @@ def test_trim_log_keeps_linker_and_ptxas_errors():
            "collect2: error: ld returned 1 exit status\n")
     text = trim_log(log, "")
     assert "uses too much shared data" in text and "undefined reference to `g()'" in text
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])   # the variable is unset for every example
+@given(cpus=st.integers(1, 256), gib=st.floats(0, 4096))
+def test_default_jobs_stay_within_cpus_memory_and_the_cap(cpus, gib, monkeypatch):
+    from cuco.evaluate.compile import GIB_PER_JOB, MAX_DEFAULT_JOBS, default_jobs
+
+    monkeypatch.delenv("CUCO_COMPILE_JOBS", raising=False)
+    jobs = default_jobs(cpus, gib)
+    assert 1 <= jobs <= max(1, min(cpus, MAX_DEFAULT_JOBS))
+    assert jobs == 1 or jobs * GIB_PER_JOB <= gib
+
+
+def test_default_jobs_follow_the_machine_and_the_variable(monkeypatch):
+    from cuco.evaluate.compile import default_jobs
+
+    monkeypatch.delenv("CUCO_COMPILE_JOBS", raising=False)
+    assert default_jobs(2, 7.0) == 2            # the 2-core CPU machine
+    assert default_jobs(64, 480.0) == 32        # a 4-GPU machine: capped
+    assert default_jobs(16, 10.0) == 5          # memory bounds it
+    assert default_jobs(8, None) == 8           # memory unknown: the CPUs
+    monkeypatch.setenv("CUCO_COMPILE_JOBS", "3")
+    assert default_jobs(64, 480.0) == 3
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("CUCO_COMPILE_JOBS", bad)
+        with pytest.raises(ValueError, match="CUCO_COMPILE_JOBS"):
+            default_jobs()

@@ -35,6 +35,39 @@ _MACHINE_FAULT = re.compile(r"No space left on device|Disk quota exceeded|Cannot
 
 #: Bound of the compiled-candidate cache in MB ($CUCO_CACHE_MAX_MB); the least recently used entries go first.
 DEFAULT_CACHE_MAX_MB = 4096
+#: Parallel nvcc runs at most by default, and the memory each may take: a candidate with NCCL's device API and
+#: CUTLASS headers peaks near 2 GiB in cicc.
+MAX_DEFAULT_JOBS = 32
+GIB_PER_JOB = 2
+
+
+def default_jobs(cpus: int | None = None, available_gib: float | None = None) -> int:
+    """Parallel nvcc runs for this machine: $CUCO_COMPILE_JOBS, else one per usable CPU, at most one per
+    GIB_PER_JOB GiB of available memory and MAX_DEFAULT_JOBS (a 64-core GPU machine compiles a search's points
+    four times as fast as at the former fixed 8; a 2-core CI machine keeps 2)."""
+    given = os.environ.get("CUCO_COMPILE_JOBS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise ValueError(f"CUCO_COMPILE_JOBS={given!r}: set it to a whole number of parallel nvcc runs >= 1, "
+                             "or unset it")
+        return int(given)
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if available_gib is None:
+        available_gib = _available_gib()
+    by_memory = int(available_gib // GIB_PER_JOB) if available_gib is not None else cpus
+    return max(1, min(cpus, by_memory, MAX_DEFAULT_JOBS))
+
+
+def _available_gib() -> float | None:
+    """MemAvailable of /proc/meminfo in GiB, or None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def sweep_cache(cache: Path, max_bytes: int) -> None:
@@ -89,7 +122,8 @@ def _detect(arch: str | None) -> Toolchain:
 class Compiler:
     """Compiles candidates (and workload plugins) to shared objects for one toolchain, with a disk cache.
 
-    `arch` overrides the toolchain's detected arch (e.g. 'sm_90a'); `jobs` bounds parallel nvcc runs.
+    `arch` overrides the toolchain's detected arch (e.g. 'sm_90a'); `jobs` bounds parallel nvcc runs (default:
+    `default_jobs()`).
     """
 
     def __init__(self, toolchain: Toolchain | None = None, cache_dir: Path | None = None, jobs: int | None = None,
@@ -108,7 +142,7 @@ class Compiler:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         max_mb = float(os.environ.get("CUCO_CACHE_MAX_MB", DEFAULT_CACHE_MAX_MB))
         sweep_cache(self.cache_dir, int(max_mb * 1024 * 1024))
-        self.jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+        self.jobs = jobs if jobs is not None else default_jobs()
         if self.jobs < 1:
             raise ValueError(f"jobs must be >= 1, got {self.jobs}")
         self.extra_flags = DEFAULT_FLAGS + tuple(extra_flags)

@@ -184,10 +184,13 @@ static int route(cuco_ctx* ctx, State* st, bool fp8, cudaStream_t s) {
   return launch_ok();
 }
 
-// Copy engines: every rank's X (or only the peers') into the local staging area, on stream s.
+// Copy engines: every rank's X (or only the peers') into the local staging area, on stream s. Each rank starts at
+// its own block and goes round from the next rank: at every step the W readers read W different ranks (in rank order
+// all W would read rank 0 first, then rank 1, sharing one rank's outbound links).
 static int stage_copies(State* st, bool peers_only, cudaStream_t s) {
   const Geo& g = st->g;
-  for (int p = 0; p < g.W; ++p) {
+  for (int i = 0; i < g.W; ++i) {
+    const int p = (g.me + i) % g.W;
     if (peers_only && p == g.me) continue;
     if (cudaMemcpyAsync(W<char>(st, st->L.stage) + (size_t)p * g.T * g.H * 2, st->x.p[p], (size_t)g.T * g.H * 2,
                         cudaMemcpyDeviceToDevice, s) != cudaSuccess)

@@ -66,7 +66,7 @@ def test_fixtures_differ_from_their_base_in_the_block_only(make, base):
 @pytest.mark.parametrize("label", [p.label() for p in WL.space(Topology(world=2, gin_available=False)).points()
                                    if p.issuer == "copy_engine"])
 def test_overlapping_copy_engine_points_push_into_the_readers_ring_slots(label):
-    # copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 (results/w4/gemm_under_copy_w4.md)
+    # copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 (results/w4/gemm_under_copy_w4.log)
     block, placement = _block(label), Directives.from_label(label).placement
     reads_peers, writes_peers = "peer_base(st, BUF_KV" in block, "peer_base(st, BUF_RING" in block
     if placement == "deferred":   # every block copied before the first step: nothing to overlap

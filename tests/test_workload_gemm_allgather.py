@@ -170,7 +170,7 @@ def test_larger_worlds_share_the_compiled_points_and_take_the_bench_shapes(world
 
 @pytest.mark.parametrize("point", [p for p in POINTS if p.issuer == "copy_engine"], ids=lambda p: p.label())
 def test_overlapping_copy_engine_points_push_into_the_peers_and_wait_on_their_arrival_flags(point: Directives):
-    # copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 (results/w4/gemm_under_copy_w4.md)
+    # copy engines writing over NVLink ran 2.3-2.8x faster than reading at W = 4 (results/w4/gemm_under_copy_w4.log)
     block = _split(WORKLOAD.render(point))[1]
     reads_peers = "peer_base(st, BUF_A_LOCAL" in block
     writes_peers = "peer_base(st, BUF_A_FULL" in block

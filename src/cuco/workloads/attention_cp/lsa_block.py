@@ -157,7 +157,7 @@ CE_PUSH = r"""
 #: stream_overlap with the copy engines: PUSH this rank's rows into ring slot `me` of every reader, each reader's
 #: copies followed by arrive[me] raised in its symmetric flags, readers in the order they attend to this block (reader
 #: me + s at its step s). Copy engines wrote 2.3-2.8x faster over NVLink than they read at W = 4 with every GPU
-#: copying (benchmarks/results/w4/gemm_under_copy_w4.md); the barrier before the copies means every reader has
+#: copying (benchmarks/results/w4/gemm_under_copy_w4.log); the barrier before the copies means every reader has
 #: finished the previous launch, whose steps read the slots these copies overwrite.
 CE_PUSH_ARRIVE = r"""
   {  // issuer=copy_engine: DMA copies into every reader's ring slot `me`, then its arrival flag

@@ -52,7 +52,7 @@ __global__ void signal_arrival_kernel(ncclDevComm dc, ncclWindow_t win_sym, size
 
 #: The side stream's pushes of this rank's block into every peer's A_full, chunk by chunk, each chunk's arrival flag
 #: raised on that peer after it. Pushing, not pulling: copy engines writing over NVLink ran 2.3-2.8x faster than
-#: reading at W = 4 with every GPU copying (benchmarks/results/w4/gemm_under_copy_w4.md: push 300-367 GB/s into each
+#: reading at W = 4 with every GPU copying (benchmarks/results/w4/gemm_under_copy_w4.log: push 300-367 GB/s into each
 #: GPU, pull 124-132). The barrier before it means every peer has finished the previous launch, whose GEMM read the
 #: rows these copies overwrite. Peer me - s multiplies this rank's rows at its step s: the first reader first.
 CE_CHUNK_PUSHES = r"""  for (int s = 1; s < g.W; ++s) {

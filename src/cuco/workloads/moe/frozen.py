@@ -184,16 +184,33 @@ static int route(cuco_ctx* ctx, State* st, bool fp8, cudaStream_t s) {
   return launch_ok();
 }
 
-// Copy engines: every rank's X (or only the peers') into the local staging area, on stream s. Each rank starts at
-// its own block and goes round from the next rank: at every step the W readers read W different ranks (in rank order
-// all W would read rank 0 first, then rank 1, sharing one rank's outbound links).
-static int stage_copies(State* st, bool peers_only, cudaStream_t s) {
+// Copy engines: every rank's X into this rank's staging area (pub's stage, block p from rank p), on stream s. Each
+// rank starts at its own block and goes round from the next rank: at every step the W readers read W different
+// ranks (in rank order all W would read rank 0 first, sharing its outbound links).
+static int stage_pulls(State* st, cudaStream_t s) {
   const Geo& g = st->g;
+  const size_t block = (size_t)g.T * g.H * 2;
   for (int i = 0; i < g.W; ++i) {
     const int p = (g.me + i) % g.W;
-    if (peers_only && p == g.me) continue;
-    if (cudaMemcpyAsync(W<char>(st, st->L.stage) + (size_t)p * g.T * g.H * 2, st->x.p[p], (size_t)g.T * g.H * 2,
-                        cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+    if (cudaMemcpyAsync(Pub<char>(st, st->P.stage) + p * block, st->x.p[p], block, cudaMemcpyDeviceToDevice, s) !=
+        cudaSuccess)
+      return 66;
+  }
+  return 0;
+}
+
+// Copy engines: this rank's X into block `me` of every peer's staging area, on stream s, from the next rank round
+// (a permutation at every step). Writing over NVLink, not reading: copy engines wrote 2.3-2.8x faster than they read
+// at W = 4 with every GPU copying (benchmarks/results/w4/gemm_under_copy_w4.log). The caller's barriers order it: the
+// one before (every peer finished the previous launch, whose gathers read its staging) and one after (every
+// rank's pushes have landed).
+static int stage_pushes(State* st, cudaStream_t s) {
+  const Geo& g = st->g;
+  const size_t block = (size_t)g.T * g.H * 2;
+  for (int i = 1; i < g.W; ++i) {
+    const int q = (g.me + i) % g.W;
+    if (cudaMemcpyAsync(st->pub.p[q] + st->P.stage + g.me * block, st->x.p[g.me], block, cudaMemcpyDeviceToDevice,
+                        s) != cudaSuccess)
       return 66;
   }
   return 0;

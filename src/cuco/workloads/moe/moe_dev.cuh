@@ -60,7 +60,7 @@ __host__ __device__ inline Geo geo_make(const int64_t* d, int W, int me) {
 
 // ---- symmetric "pub" buffer: what peers read (or write, for pushes) ----------------------------------------
 struct PubLayout {
-  int64_t cnt, order, xq, xs, recv, yrows, cnt_all, rowslot, back, bytes;
+  int64_t cnt, order, xq, xs, recv, yrows, cnt_all, rowslot, back, stage, bytes;
 };
 __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
   PubLayout L;
@@ -76,13 +76,15 @@ __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
   L.cnt_all = o; o += align256(4 * g.W * g.E);
   L.rowslot = o; o += align256(4 * g.rows_cap);
   L.back = o;    o += align256(2 * g.slots * g.H);
+  // copy-engine staging: every rank's X, block p written by rank p's pushes (stream_overlap) or pulled here
+  L.stage = o;   o += align256(2 * (int64_t)g.W * g.T * g.H);
   L.bytes = o;
   return L;
 }
 
 // ---- local "work" buffer: FFN scratch and the routing tables of this launch ----------------------------------
 struct WorkLayout {
-  int64_t h1, act, slot_rank, cnt_all, seg_off, grp_rows, grp_off, grp_exp, cbase, rowmap, total, stage, bytes;
+  int64_t h1, act, slot_rank, cnt_all, seg_off, grp_rows, grp_off, grp_exp, cbase, rowmap, total, bytes;
 };
 __host__ __device__ inline WorkLayout work_layout(const Geo& g) {
   WorkLayout L;
@@ -98,7 +100,6 @@ __host__ __device__ inline WorkLayout work_layout(const Geo& g) {
   L.cbase = o;     o += align256(8 * g.E);                  // row at expert g's owner of this rank's segment
   L.rowmap = o;    o += align256(8 * g.rows_cap);           // row -> (source << 32 | slot)
   L.total = o;     o += 256;                                // int64 rows received
-  L.stage = o;     o += align256(2 * (int64_t)g.W * g.T * g.H);  // copy-engine staging: every rank's X
   L.bytes = o;
   return L;
 }

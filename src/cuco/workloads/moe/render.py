@@ -15,8 +15,9 @@ pull of the outputs). The directives choose how dispatch meets the FFN:
   lands. The GEMM kernel itself does not poll flags.
 - sync_scope: world = LSA barriers; signal = per-source epoch flags (ready, outputs ready, done reading, rows
   arrived), no barrier at all.
-- issuer: thread / warp / cta rows per issuer group; copy_engine = DMA copies of the peers' token blocks into a
-  local staging area, then a local gather.
+- issuer: thread / warp / cta rows per issuer group; copy_engine = DMA copies of whole token blocks into each
+  rank's staging area (deferred pulls them; stream_overlap pushes its own into every peer's, then a barrier),
+  then a local gather.
 - chunk_bytes: rows per chunk of the fused pipeline = chunk_bytes / (2 H).
 - backend=gin (compiled; runs only with an RDMA NIC): split_put_wait with per-put signals, every byte by put
   (gin_block.py).
@@ -58,7 +59,7 @@ def _copy_engine_subset(d: Directives, _s: DesignSpace) -> str | None:
     if d.issuer != "copy_engine":
         return None
     if d.placement not in ("deferred", "stream_overlap") or d.sync_scope != "world":
-        return ("issuer=copy_engine copies the peers' token blocks into a local staging area (the host cannot see "
+        return ("issuer=copy_engine copies whole token blocks into the ranks' staging areas (the host cannot see "
                 "the device-side counts a row-wise copy needs) and is rendered for placement=deferred or "
                 "stream_overlap with sync_scope=world")
     if d.get("dispatch_dtype") != "bf16":
@@ -184,11 +185,12 @@ SIDE_PULL = r"""  gather_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
       Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;"""
 
-SIDE_COPY_ENGINE = r"""  if ((rc = stage_copies(st, true, ss))) return rc;  // issuer=copy_engine: DMA, no SM"""
+SIDE_COPY_ENGINE = r"""  if ((rc = stage_pushes(st, ss))) return rc;  // issuer=copy_engine: DMA into the peers' staging, no SM
+  if ((rc = barrier(ctx, ss))) return rc;  // every rank's pushes have landed"""
 
 AFTER_COPY_ENGINE = r"""  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_PEERS,
-      W<__nv_bfloat16>(st, st->L.stage), Pub<__nv_bfloat16>(st, st->P.recv));
+      Pub<__nv_bfloat16>(st, st->P.stage), Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;"""
 
 SPLIT_PUT_WAIT = r"""
@@ -250,9 +252,8 @@ def _dispatch(point: Directives) -> str:
     ce = point.issuer == "copy_engine"
     if point.placement == "deferred":
         return fill(DEFERRED, {
-            "STAGE": "  if ((rc = stage_copies(st, false, cs))) return rc;  // issuer=copy_engine: DMA, no SM" if ce
-            else "",
-            "STAGE_PTR": "W<__nv_bfloat16>(st, st->L.stage)" if ce else "nullptr"}, what="deferred")
+            "STAGE": "  if ((rc = stage_pulls(st, cs))) return rc;  // issuer=copy_engine: DMA, no SM" if ce else "",
+            "STAGE_PTR": "Pub<__nv_bfloat16>(st, st->P.stage)" if ce else "nullptr"}, what="deferred")
     if point.placement == "stream_overlap":
         return fill(STREAM_OVERLAP, {
             "SIDE": SIDE_COPY_ENGINE if ce else SIDE_PULL,

@@ -5,8 +5,9 @@ Every point runs the same W ring steps (attention of the local queries to one so
 log-sum-exp); the directives choose how the KV blocks reach the ring slots and when the attention may start:
 
 - deferred: move every block first, then the W steps.
-- stream_overlap: the side stream pulls the blocks in ring-step order (few CTAs, or the copy engines) while the
-  main stream attends to its own block; each later step waits for its block's landed flag.
+- stream_overlap: the side stream moves the blocks in ring-step order (few CTAs pull them; the copy engines push
+  this rank's block into every reader) while the main stream attends to its own block; each later step waits for
+  its block's landed (or arrival) flag.
 - split_put_wait: the put half pushes this rank's block into every reader's ring slot (side stream); the wait
   half (a barrier, or per-source arrival signals) holds each later step until its block landed.
 - fused: the chunk-pipelined form. Every block, the own one included, moves slice by slice (chunk_bytes); the
@@ -15,7 +16,8 @@ log-sum-exp); the directives choose how the KV blocks reach the ring slots and w
 - sync_scope: world / team = LSA barrier kernels around the transfers; signal = per-source ready / done /
   arrival epoch flags (per ring step), landed flags per slice.
 - issuer: thread / warp / cta groups of an SM pull or push kernel; copy_engine = DMA copies between LSA-mapped
-  buffers, bracketed by barrier kernels.
+  buffers, bracketed by barrier kernels (pushes with arrival flags where they overlap the attention: copy engines
+  wrote 2.3-2.8x faster than they read at W = 4).
 - chunk_bytes: slice size of the fused pipeline (K+V rows, multiples of 128 rows).
 - backend=gin (compiled; runs only with an RDMA NIC): split_put_wait with put-with-signal per ring step.
 """

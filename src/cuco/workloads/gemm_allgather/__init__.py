@@ -17,8 +17,9 @@ row-major, buffer 1 'B'), and computes C_r = AllGather(A) . B_r (M x N, bf16, fp
 row block p of the gathered A (rows p*M/W .. (p+1)*M/W) is A_p from rank p. Buffer 3 'A_full' (M x K, symmetric
 scratch) may hold the gathered A. Communication per rank: (W-1)*M/W*K*2 bytes received; compute 2*M*N*K flops.
 The host baseline is ncclAllGather followed by one cuBLASLt GEMM; the bound is max(GEMM alone, AllGather alone).
-What wins: move the remote rows with few SMs (an LSA pull on a handful of CTAs reaches ~317 GB/s on H200) while
-a GEMM on the other SMs multiplies the local rows, then multiply remote rows as they land.
+What wins: move the remote rows with few SMs (an LSA pull on a handful of CTAs reaches ~317 GB/s on H200) or none
+(copy engines pushing into the peers: 300-367 GB/s into each GPU at W = 4, where pulling reached ~130) while a GEMM
+on the other SMs multiplies the local rows, then multiply remote rows as they land.
 Compute library (#include "cuco/compute/gemm_allgather.h", linked): cuco_ag_gemm_persistent(args, stream) is one
 persistent CUTLASS GEMM over all M rows at cuBLASLt rate that takes the local rows first and, in its producer warp,
 waits for a remote row tile's per-chunk flags (flags[p*chunks_per_rank + c] >= epoch) before loading it; give it

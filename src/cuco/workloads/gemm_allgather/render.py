@@ -38,7 +38,7 @@ def _copy_engine_subset(d: Directives, _s: DesignSpace) -> str | None:
                 "barrier session or polls a peer's flag); use sync_scope=world or team")
     if d.placement == "split_put_wait" and d.chunk_bytes:
         return ("issuer=copy_engine with placement=split_put_wait multiplies the pushed rows after one barrier, "
-                "so chunks change nothing; use chunk_bytes=whole, or placement=stream_overlap for chunked pulls")
+                "so chunks change nothing; use chunk_bytes=whole, or placement=stream_overlap for chunked pushes")
     return None
 
 

@@ -93,6 +93,6 @@ def test_a_broken_layout_fails(tmp_path):
 def test_merges_at_the_partials_row_offsets_fail(tmp_path):
     """A piece and its merge pointed at bf16 row offsets inside fp32 outputs (the ring's partial and running
     output) land on the wrong rows wherever a piece starts past row 0: the causal layout must report it."""
-    out = _run_broken(tmp_path, "const int64_t oo = o_elem * p[i].q0 * q_row_elems(g);",
+    out = _run_broken(tmp_path, "const int64_t oo = 4 * p[i].q0 * q_row_elems(g);",
                       "const int64_t oo = qo;", 4, 4, 3, 1)
     assert out.returncode == 1 and "not at the piece's rows" in out.stdout, out.stdout

@@ -74,4 +74,4 @@ def test_overlapping_copy_engine_points_push_into_the_readers_ring_slots(label):
     else:
         assert writes_peers and not reads_peers
     if placement in ("stream_overlap", "fused"):
-        assert "signal_arrival_kernel<<<" in block and "f.sym[f.sf.arrive(src" in block
+        assert "cuco::kit::stream_publish_epoch(side" in block and "f.sym[f.sf.arrive(src" in block

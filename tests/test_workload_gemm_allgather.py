@@ -176,7 +176,7 @@ def test_overlapping_copy_engine_points_push_into_the_peers_and_wait_on_their_ar
     writes_peers = "peer_base(st, BUF_A_FULL" in block
     if point.placement in ("stream_overlap", "fused"):
         assert writes_peers and not reads_peers
-        assert "signal_arrival_kernel<<<" in block and "sym_arrive(g, g.me, c)" in block
+        assert "cuco::kit::stream_publish_epoch(side" in block and "sym_arrive(g, g.me, c)" in block
     elif point.placement == "split_put_wait":
         assert writes_peers and not reads_peers
     else:   # deferred: every rank's block copied on the GEMM's own stream, then one GEMM

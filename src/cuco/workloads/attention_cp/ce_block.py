@@ -3,8 +3,8 @@ this rank's KV block and the ring slots as the NCCL window maps them (no SM move
 
 from __future__ import annotations
 
-# Host-issued copy-engine transfers (no SM moves data); flags are raised in stream order (a one-thread kernel that
-# reads the device epoch: kit/stream_sync.cuh).
+# Host-issued copy-engine transfers (no SM moves data); flags are raised in stream order by one-thread kernels that
+# read the device epoch (stream_set_epoch here, kit/stream_sync.cuh; stream_publish_epoch on a peer, kit/sync.cuh).
 CE_PULL = r"""
   {  // issuer=copy_engine: DMA copies from the sources' KV blocks (LSA-mapped) into the ring slots
     const cuco::kit::Chunking ch = chunking(g);
@@ -28,30 +28,14 @@ CE_PULL = r"""
   }
 """
 
+#: This rank's rows into ring slot `me` of every reader, readers in the order they attend to this block (reader
+#: me + s at its step s); @ARRIVED@ follows each reader's copies. split_put_wait's barrier after the copies says they
+#: landed (nothing per reader); stream_overlap raises arrive[me] in the reader's symmetric flags (CE_ARRIVED). Copy
+#: engines wrote 2.3-2.8x faster over NVLink than they read at W = 4 with every GPU copying
+#: (benchmarks/results/w4/gemm_under_copy_w4.log); the barrier before the copies means every reader has finished the
+#: previous launch, whose steps read the slots these copies overwrite.
 CE_PUSH = r"""
   {  // issuer=copy_engine: DMA copies of this rank's rows into ring slot `me` of every reader (LSA-mapped)
-    const int64_t rb = 2 * kv_row_elems(g);
-    for (int s = 1; s < g.W; ++s) {
-      const int t = (ctx->rank + s) % g.W;
-      char* to = peer_base(st, BUF_RING, t);
-      if (!to) return 66;
-      to += ctx->rank * block_bytes(g);
-      const char* from = (const char*)ctx->buffers[BUF_KV].ptr;
-      const int64_t n = kv_rows_needed(g, t, ctx->rank) * rb;
-      if (cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess ||
-          cudaMemcpyAsync(to + g.Sr * rb, from + g.Sr * rb, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess)
-        return 67;
-    }
-  }
-"""
-
-#: stream_overlap with the copy engines: PUSH this rank's rows into ring slot `me` of every reader, each reader's
-#: copies followed by arrive[me] raised in its symmetric flags, readers in the order they attend to this block (reader
-#: me + s at its step s). Copy engines wrote 2.3-2.8x faster over NVLink than they read at W = 4 with every GPU
-#: copying (benchmarks/results/w4/gemm_under_copy_w4.log); the barrier before the copies means every reader has
-#: finished the previous launch, whose steps read the slots these copies overwrite.
-CE_PUSH_ARRIVE = r"""
-  {  // issuer=copy_engine: DMA copies into every reader's ring slot `me`, then its arrival flag
     const int64_t rb = 2 * kv_row_elems(g);
     const char* from = (const char*)ctx->buffers[BUF_KV].ptr;
     for (int s = 1; s < g.W; ++s) {
@@ -63,11 +47,14 @@ CE_PUSH_ARRIVE = r"""
       if (cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess ||
           cudaMemcpyAsync(to + g.Sr * rb, from + g.Sr * rb, n, cudaMemcpyDeviceToDevice, side) != cudaSuccess)
         return 67;
-      signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,
-                                               f.sf.arrive(ctx->rank, 0), ctx->rank, t, st->epoch_at);
-      if ((rc = launch_ok())) return rc;
-    }
+@ARRIVED@    }
   }
+"""
+
+#: stream_overlap's @ARRIVED@ of CE_PUSH: reader t's arrive[me], in stream order after the copies.
+CE_ARRIVED = r"""      if ((rc = cuco::kit::stream_publish_epoch(side, ctx->devcomm, ctx->symmetric_workspace.window,
+                                                f.sf.arrive(ctx->rank, 0), ctx->rank, t, st->epoch_at)))
+        return rc;
 """
 
 #: fused with the copy engines: PUSH this rank's rows slice by slice into ring slot `me` of every reader, itself
@@ -94,21 +81,11 @@ CE_PUSH_SLICES = r"""
         if (t == ctx->rank) {
           if ((rc = stream_set_epoch(st, side, &f.local[f.lf.chunk(t, c)]))) return rc;
         } else {
-          signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,
-                                                   f.sf.arrive(ctx->rank, c), ctx->rank, t, st->epoch_at);
-          if ((rc = launch_ok())) return rc;
+          if ((rc = cuco::kit::stream_publish_epoch(side, ctx->devcomm, ctx->symmetric_workspace.window,
+                                                    f.sf.arrive(ctx->rank, c), ctx->rank, t, st->epoch_at)))
+            return rc;
         }
       }
     }
   }
-"""
-
-#: The kernel behind CE_PUSH_ARRIVE's flags: arrive[me] := this launch's epoch on reader t, after the copies before it
-#: on this stream (release, system scope).
-SIGNAL_ARRIVAL_KERNEL = r"""
-__global__ void signal_arrival_kernel(ncclDevComm dc, ncclWindow_t win_sym, size_t word, int me, int t,
-                                      const uint32_t* epoch_at) {
-  __threadfence_system();
-  cuco::kit::publish_epoch(dc, win_sym, word, me, t, cuco::kit::load_epoch(epoch_at));
-}
 """

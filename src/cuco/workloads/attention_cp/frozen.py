@@ -24,7 +24,7 @@ HEAD = r"""
 #include <cuda_runtime.h>
 
 #include "cuco/abi.h"
-#include "cuco/compute/attention_cp.h"  // cuco_attn_block / cuco_attn_merge[_f32] (the compute library), zigzag layout
+#include "cuco/compute/attention_cp.h"  // cuco_attn_block_f32 / cuco_attn_merge_f32 (compute library), zigzag layout
 #include "cuco/kit/layout.cuh"
 #include "cuco/kit/skeleton.cuh"
 #include "cuco/kit/sync.cuh"
@@ -85,7 +85,7 @@ static inline void* running_f32(cuco_ctx* ctx, const Geo& g) {
 static inline int attend(cuco_ctx* ctx, const Geo& g, int src, int64_t a, int64_t b, const void* kv, bool direct,
                          cuco_attn::MergeFn merge, cudaStream_t s) {
   char* work = (char*)ctx->buffers[BUF_WORK].ptr;
-  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, running_f32(ctx, g), 4,
+  return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, running_f32(ctx, g),
                                 (float*)ctx->buffers[BUF_LSE].ptr, work,
                                 (float*)(work + cuco_attn::work_partial_lse_at(g)), direct, merge, s);
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cuco.design_space import Directives, format_bytes
 from cuco.kit.template import fill
-from cuco.workloads.attention_cp.ce_block import CE_PULL, CE_PUSH, CE_PUSH_ARRIVE, CE_PUSH_SLICES, SIGNAL_ARRIVAL_KERNEL
+from cuco.workloads.attention_cp.ce_block import CE_ARRIVED, CE_PULL, CE_PUSH, CE_PUSH_SLICES
 
 # copy_engine has no device issuer; its CTA type only names the (unused) kernel template's issuer.
 ISSUER_TYPES = {"thread": "ncclCoopThread", "warp": "ncclCoopWarp", "cta": "ncclCoopCta", "copy_engine": "ncclCoopCta"}
@@ -265,7 +265,7 @@ def _pull_parts(point: Directives) -> tuple[str, str, str]:
 def _split_parts(point: Directives) -> tuple[str, str, str]:
     ce = point.issuer == "copy_engine"
     mover = "" if ce else _push_kernel(point)
-    move = (CE_PUSH if ce else SM_PUSH).lstrip("\n")
+    move = (fill(CE_PUSH, {"ARRIVED": ""}, what="copy-engine push") if ce else SM_PUSH).lstrip("\n")
     if point.sync_scope == "signal":
         wait = ("    if (s > 0) {  // the wait half: src's rows landed in my ring slot\n"
                 "      wait_kernel<<<1, 32, 0, main>>>(&f.sym[f.sf.arrive(src, 0)], st->epoch_at);\n"
@@ -319,11 +319,11 @@ def render_lsa(point: Directives) -> str:
         if point.placement == "stream_overlap":
             subs["WAIT_LANDED"] = _landed_wait(point)
             if point.issuer == "copy_engine":
-                mover, subs["MOVE"] = SIGNAL_ARRIVAL_KERNEL, CE_PUSH_ARRIVE.lstrip("\n")
+                subs["MOVE"] = fill(CE_PUSH, {"ARRIVED": CE_ARRIVED}, what="copy-engine push").lstrip("\n")
         if point.placement == "fused":
             subs["WAIT_SLICE"] = _slice_wait(point)
             if point.issuer == "copy_engine":
-                mover, subs["MOVE"] = SIGNAL_ARRIVAL_KERNEL, CE_PUSH_SLICES.lstrip("\n")
+                subs["MOVE"] = CE_PUSH_SLICES.lstrip("\n")
         enqueue = fill(text, subs, what=f"{point.placement} enqueue")
     return fill(PROLOGUE, {
         "LABEL": point.label(),

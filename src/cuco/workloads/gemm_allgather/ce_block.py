@@ -40,16 +40,6 @@ static int enqueue(cuco_ctx* ctx, State* st) {
 CE_PUSH_NEEDS = block_needs("flag_bytes = 4 * local_words(g)", "sym_bytes = 4 * sym_words(g) + 4096",
                             "lsa_barriers = 1")
 
-#: The one-thread kernel behind each pushed chunk's arrival flag.
-SIGNAL_ARRIVAL_KERNEL = r"""
-// arrive[me][c] := this launch's epoch on peer p, after the copy before it on this stream (release, system scope).
-__global__ void signal_arrival_kernel(ncclDevComm dc, ncclWindow_t win_sym, size_t word, int me, int p,
-                                      const uint32_t* epoch_at) {
-  __threadfence_system();
-  cuco::kit::publish_epoch(dc, win_sym, word, me, p, cuco::kit::load_epoch(epoch_at));
-}
-"""
-
 #: The side stream's pushes of this rank's block into every peer's A_full, chunk by chunk, each chunk's arrival flag
 #: raised on that peer after it. Pushing, not pulling: copy engines writing over NVLink ran 2.3-2.8x faster than
 #: reading at W = 4 with every GPU copying (benchmarks/results/w4/gemm_under_copy_w4.log: push 300-367 GB/s into each
@@ -64,9 +54,9 @@ CE_CHUNK_PUSHES = r"""  for (int s = 1; s < g.W; ++s) {
       if (cudaMemcpyAsync(dst + g.me * g.Mr * row_bytes + off, a_local + off, rows * row_bytes,
                           cudaMemcpyDeviceToDevice, side) != cudaSuccess)
         return 67;
-      signal_arrival_kernel<<<1, 1, 0, side>>>(ctx->devcomm, ctx->symmetric_workspace.window,
-                                               sym_arrive(g, g.me, c), g.me, p, st->epoch_at);
-      if ((rc = launch_ok())) return rc;
+      if ((rc = cuco::kit::stream_publish_epoch(side, ctx->devcomm, ctx->symmetric_workspace.window,
+                                                sym_arrive(g, g.me, c), g.me, p, st->epoch_at)))
+        return rc;
     }
   }
 """
@@ -86,7 +76,8 @@ CE_CHUNK_PUSH = r"""
 // placement=stream_overlap, issuer=copy_engine: the side stream pushes this rank's block into every peer's A_full,
 // chunk by chunk, with copy engines, and after each chunk raises arrive[me][c] in that peer's symmetric flags; the
 // main stream multiplies the local rows on all SMs, then each remote chunk once its arrival flag is up.
-@NEEDS@""" + SIGNAL_ARRIVAL_KERNEL + "\n" + CE_PUSH_OPEN + r"""  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
+@NEEDS@
+""" + CE_PUSH_OPEN + r"""  char* c_out = (char*)ctx->buffers[BUF_C].ptr;
 @PRE@""" + CE_CHUNK_PUSHES + r"""@POST@  char* c_local = c_out + (size_t)g.me * g.Mr * g.N * 2;
   rc = gemm_rows(st, ctx, a_local, c_local, g.Mr, 0, main);
   if (rc) return rc;
@@ -134,7 +125,8 @@ CE_FUSED = FUSED_GEMM + r"""
 // kernels, which the GEMM's spinning producers must never starve (at W = 1 nothing is pushed or waited for, and the
 // GEMM takes every SM).
 constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
-@NEEDS@""" + SIGNAL_ARRIVAL_KERNEL + "\n" + CE_PUSH_OPEN + r"""  // chunk[p][c] is arrive[p][c] here: raised by the peer
+@NEEDS@
+""" + CE_PUSH_OPEN + r"""  // chunk[p][c] is arrive[p][c] here: raised by the peer
   // that pushed it, and by local_pieces for this rank's own rows
   Flags arrivals = f;
   arrivals.chunk = f.sym + sym_arrive(g, 0, 0);

@@ -9,29 +9,14 @@
 
 namespace {
 
-template <int D, class Out>
+// Only the fp32 O is instantiated (each forward<D, causal, Out> costs ~10 s of nvcc): every schedule merges fp32
+// partials into an fp32 running output and rounds once.
+template <int D>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t s) {
   cuco::kit::fmha::set_dense_strides(p, D);
   p.lse_head_stride = lse_ld;
   p.lse_batch_stride = lse_ld * p.heads_q;
-  return causal ? cuco::kit::fmha::forward<D, true, Out>(p, s) : cuco::kit::fmha::forward<D, false, Out>(p, s);
-}
-
-// cuco_attn_block with O of element type Out (bf16 or float).
-template <class Out>
-int block_any(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows, int64_t k_rows,
-              int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal, cudaStream_t stream) {
-  if (q_rows <= 0) return 0;
-  cuco::kit::fmha::Problem p{};
-  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
-  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
-  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
-  switch (head_dim) {
-    case 32: return block<32, Out>(p, lse_ld, causal, stream);
-    case 64: return block<64, Out>(p, lse_ld, causal, stream);
-    case 128: return block<128, Out>(p, lse_ld, causal, stream);
-    default: return 9;
-  }
+  return causal ? cuco::kit::fmha::forward<D, true, float>(p, s) : cuco::kit::fmha::forward<D, false, float>(p, s);
 }
 
 // One group of D/8 threads per (row, head): each thread merges 8 channels. The group reads both LSEs before any
@@ -64,26 +49,8 @@ __device__ __forceinline__ bool merge_slot(const float* lse, const float* lb, in
   return true;
 }
 
-template <int D>
-__global__ void merge_kernel(__nv_bfloat16* o, float* lse, const __nv_bfloat16* ob, const float* lb, int64_t rows,
-                             int heads, int64_t lse_ld) {
-  MergeSlot m;
-  if (!merge_slot<D>(lse, lb, rows, heads, lse_ld, &m)) return;
-  uint4 a = *reinterpret_cast<const uint4*>(o + m.off);
-  const uint4 b = *reinterpret_cast<const uint4*>(ob + m.off);
-  __nv_bfloat162* pa = reinterpret_cast<__nv_bfloat162*>(&a);
-  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
-    pa[i] = __floats2bfloat162_rn(fa.x * m.wa + fb.x * m.wb, fa.y * m.wa + fb.y * m.wb);
-  }
-  *reinterpret_cast<uint4*>(o + m.off) = a;
-  if (m.writes_lse) lse[m.lse_at] = m.lse;
-}
-
-// merge_kernel in fp32: an fp32 partial into an fp32 running output, 8 channels per thread as two float4 each (no
-// rounding: the finish rounds once).
+// The merge: an fp32 partial into an fp32 running output, 8 channels per thread as two float4 each (no rounding:
+// the finish rounds once).
 template <int D>
 __global__ void merge_f32_kernel(float* o, float* lse, const float* ob, const float* lb, int64_t rows, int heads,
                                  int64_t lse_ld) {
@@ -119,55 +86,44 @@ __global__ void finish_f32_kernel(__nv_bfloat16* o, const float* o32, int64_t n8
 
 unsigned grid_for(int64_t n) { return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
 
-// The merge of a bf16 partial into a bf16 running output, or (F32) of an fp32 partial into an fp32 one.
-template <int D, bool F32>
-int merge(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,
+template <int D>
+int merge(float* o, float* lse, const float* ob, const float* lb, int64_t rows, int heads, int64_t lse_ld,
           cudaStream_t s) {
   const int64_t threads = rows * heads * (D / 8);
   const unsigned blocks = (unsigned)((threads + 255) / 256);
-  if (F32)
-    merge_f32_kernel<D><<<blocks, 256, 0, s>>>((float*)o, lse, (const float*)ob, lb, rows, heads, lse_ld);
-  else
-    merge_kernel<D><<<blocks, 256, 0, s>>>((__nv_bfloat16*)o, lse, (const __nv_bfloat16*)ob, lb, rows, heads,
-                                           lse_ld);
+  merge_f32_kernel<D><<<blocks, 256, 0, s>>>(o, lse, ob, lb, rows, heads, lse_ld);
   return cudaGetLastError() == cudaSuccess ? 0 : 5;
-}
-
-template <bool F32>
-int merge_any(void* o, float* lse, const void* ob, const float* lb, int64_t rows, int heads, int head_dim,
-              int64_t lse_ld, cudaStream_t s) {
-  if (rows <= 0) return 0;
-  switch (head_dim) {
-    case 32: return merge<32, F32>(o, lse, ob, lb, rows, heads, lse_ld, s);
-    case 64: return merge<64, F32>(o, lse, ob, lb, rows, heads, lse_ld, s);
-    case 128: return merge<128, F32>(o, lse, ob, lb, rows, heads, lse_ld, s);
-    default: return 9;
-  }
 }
 
 }  // namespace
 
-extern "C" int cuco_attn_block(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
-                               int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
-                               cudaStream_t stream) {
-  return block_any<cutlass::bfloat16_t>(q, k, v, o, lse, q_rows, k_rows, heads_q, heads_kv, head_dim, lse_ld, causal,
-                                        stream);
-}
-
 extern "C" int cuco_attn_block_f32(const void* q, const void* k, const void* v, void* o32, float* lse, int64_t q_rows,
                                    int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                                    cudaStream_t stream) {
-  return block_any<float>(q, k, v, o32, lse, q_rows, k_rows, heads_q, heads_kv, head_dim, lse_ld, causal, stream);
-}
-
-extern "C" int cuco_attn_merge(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
-                               int head_dim, int64_t lse_ld, cudaStream_t stream) {
-  return merge_any<false>(o, lse, o_blk, lse_blk, rows, heads, head_dim, lse_ld, stream);
+  if (q_rows <= 0) return 0;
+  cuco::kit::fmha::Problem p{};
+  p.q = q, p.k = k, p.v = v, p.o = o32, p.lse = lse;
+  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
+  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
+  switch (head_dim) {
+    case 32: return block<32>(p, lse_ld, causal, stream);
+    case 64: return block<64>(p, lse_ld, causal, stream);
+    case 128: return block<128>(p, lse_ld, causal, stream);
+    default: return 9;
+  }
 }
 
 extern "C" int cuco_attn_merge_f32(void* o32, float* lse, const void* o_blk, const float* lse_blk, int64_t rows,
                                    int heads, int head_dim, int64_t lse_ld, cudaStream_t stream) {
-  return merge_any<true>(o32, lse, o_blk, lse_blk, rows, heads, head_dim, lse_ld, stream);
+  if (rows <= 0) return 0;
+  float* o = (float*)o32;
+  const float* ob = (const float*)o_blk;
+  switch (head_dim) {
+    case 32: return merge<32>(o, lse, ob, lse_blk, rows, heads, lse_ld, stream);
+    case 64: return merge<64>(o, lse, ob, lse_blk, rows, heads, lse_ld, stream);
+    case 128: return merge<128>(o, lse, ob, lse_blk, rows, heads, lse_ld, stream);
+    default: return 9;
+  }
 }
 
 extern "C" int cuco_attn_start_f32(void* o32, float* lse, int64_t rows, int heads, int head_dim,
@@ -189,7 +145,7 @@ extern "C" int cuco_attn_finish_f32(void* o, const void* o32, int64_t rows, int 
 }
 
 extern "C" const char* cuco_attn_config(void) {
-  return "CUTLASS 88_hopper_fmha forward, warp-specialised cooperative, tiles 128x64x32 / 128x64x64 / 128x128x128 "
-         "(d 32 / 64 / 128), bf16 in, bf16 or fp32 out, fp32 accumulate, LSE out; merge: elementwise, bf16 or fp32 "
-         "(the ring's: fp32 partials into an fp32 running output, one rounding to bf16 at the end)";
+  return "CUTLASS 88_hopper_fmha forward, warp-specialised cooperative, tiles 128x128xD (d 32 / 64 / 128), bf16 in, "
+         "fp32 out, fp32 accumulate, LSE out; merge: elementwise, fp32 partials into an fp32 running output, one "
+         "rounding to bf16 at the end";
 }

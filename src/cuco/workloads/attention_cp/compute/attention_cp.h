@@ -17,32 +17,24 @@
 extern "C" {
 #endif
 
-// O[q rows], LSE[q rows] = softmax(Q K^T / sqrt(D)) V for q_rows query rows against k_rows key rows. Pointers
-// point at the first row (q + q0 * HQ * D, k + k0 * HKV * D, o + q0 * HQ * D, lse + q0). causal: query i sees
-// keys j <= i (needs q_rows == k_rows). k_rows must be a multiple of 128; D one of 32, 64, 128; HQ % HKV == 0.
-// Enqueued on `stream`; 0 on success, else the FMHA's status (1 arguments, 2-4 CUTLASS) or 9 (head dim).
-int cuco_attn_block(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
-                    int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
-                    cudaStream_t stream);
-
-// cuco_attn_block with an fp32 O (o32 is a float [q rows][HQ][D]): the ring's partials, merged in fp32 and rounded
-// once at the end (a bf16 partial per ring step made the error grow with W: 2.2e-3 of max |O| at W = 1, 5.2e-3 at
-// W = 4 with fp32 merges of bf16 partials, 7.4e-3 with bf16 merges; benchmarks/attention_merge_accuracy.py).
+// O[q rows] (fp32), LSE[q rows] = softmax(Q K^T / sqrt(D)) V for q_rows query rows against k_rows key rows;
+// o32 is a float [q rows][HQ][D]. Pointers point at the first row (q + q0 * HQ * D, k + k0 * HKV * D,
+// o32 + q0 * HQ * D, lse + q0). causal: query i sees keys j <= i (needs q_rows == k_rows). k_rows must be a
+// multiple of 128; D one of 32, 64, 128; HQ % HKV == 0. Enqueued on `stream`; 0 on success, else the FMHA's status
+// (1 arguments, 2-4 CUTLASS) or 9 (head dim). The output is fp32 because the ring merges its partials in fp32 and
+// rounds once at the end: a bf16 partial per ring step made the error grow with W (2.2e-3 of max |O| at W = 1,
+// 5.2e-3 at W = 4 with fp32 merges of bf16 partials, 7.4e-3 with bf16 merges; benchmarks/attention_merge_accuracy.py).
 int cuco_attn_block_f32(const void* q, const void* k, const void* v, void* o32, float* lse, int64_t q_rows,
                         int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                         cudaStream_t stream);
 
-// Merge a partial result (o_blk, lse_blk) of `rows` query rows into the running one (o, lse), in place:
+// Merge an fp32 partial result (o_blk, lse_blk) of `rows` query rows into the fp32 running one (o32, lse), in place:
 //   lse' = log(exp(lse) + exp(lse_blk)),  o' = o * exp(lse - lse') + o_blk * exp(lse_blk - lse').
-// Pointers point at the first row, as for cuco_attn_block. 0 on success.
-int cuco_attn_merge(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
-                    int head_dim, int64_t lse_ld, cudaStream_t stream);
-
-// The same merge in fp32: an fp32 partial o_blk (from cuco_attn_block_f32) into an fp32 running output o32 (both
-// float [rows][HQ][D]; MergeFn-compatible): a slice pipeline merges once per slice, and a bf16 running output
-// rounded at every merge drifted past the check's tolerance after 16 to 128 merges. cuco_attn_start_f32 sets o32 = 0
-// and lse = -inf for `rows` rows (lse_ld = rows), so the first merge takes its partial as it is;
-// cuco_attn_finish_f32 writes bf16 o from o32 once at the end.
+// Pointers point at the first row, as for cuco_attn_block_f32; both outputs are float [rows][HQ][D] (MergeFn-
+// compatible). A slice pipeline merges once per slice: a bf16 running output rounded at every merge drifted past the
+// check's tolerance after 16 to 128 merges. cuco_attn_start_f32 sets o32 = 0 and lse = -inf for `rows` rows
+// (lse_ld = rows), so the first merge takes its partial as it is; cuco_attn_finish_f32 writes bf16 o from o32 once
+// at the end. 0 on success.
 int cuco_attn_merge_f32(void* o32, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
                         int head_dim, int64_t lse_ld, cudaStream_t stream);
 int cuco_attn_start_f32(void* o32, float* lse, int64_t rows, int heads, int head_dim, cudaStream_t stream);
@@ -151,14 +143,11 @@ typedef int (*MergeFn)(void* o, float* lse, const void* o_blk, const float* lse_
 
 // Attention of `me`'s queries q against rows [a, b) of src's KV block kv (the block's base: K rows, then V rows).
 // direct: the pieces write o and lse themselves (only for the first chunk of the own block, whose pieces cover
-// every row once); otherwise each piece goes to (o_blk, lse_blk) and `merge` folds it into (o, lse). o_elem is the
-// element size of the running output and of the partials (2: bf16, merged by cuco_attn_merge; 4: fp32, written by
-// cuco_attn_block_f32 and merged by cuco_attn_merge_f32): a piece's rows start at q0 rows of o and of o_blk in that
-// element size, and at q0 rows of q in bf16.
+// every row once); otherwise each piece goes to (o_blk, lse_blk) and `merge` folds it into (o, lse). o and o_blk
+// are fp32 (cuco_attn_block_f32 writes the pieces): a piece's rows start at q0 rows of o and of o_blk in fp32, and at
+// q0 rows of q in bf16.
 inline int attend_rows(const Geo& g, int me, int src, int64_t a, int64_t b, const void* q, const void* kv, void* o,
-                       int o_elem, float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge,
-                       cudaStream_t s) {
-  if (o_elem != 2 && o_elem != 4) return 9;
+                       float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge, cudaStream_t s) {
   Piece p[2];
   const int n = pieces(g, me, src, a, b, p);
   const char* qb = (const char*)q;
@@ -166,11 +155,11 @@ inline int attend_rows(const Geo& g, int me, int src, int64_t a, int64_t b, cons
   const char* vb = kb + 2 * g.Sr * kv_row_elems(g);
   for (int i = 0; i < n; ++i) {
     const int64_t qo = 2 * p[i].q0 * q_row_elems(g), ko = 2 * p[i].k0 * kv_row_elems(g);
-    const int64_t oo = o_elem * p[i].q0 * q_row_elems(g);
+    const int64_t oo = 4 * p[i].q0 * q_row_elems(g);
     char* out = (char*)(direct ? o : o_blk) + oo;
     float* l = (direct ? lse : lse_blk) + p[i].q0;
-    int rc = (o_elem == 4 ? cuco_attn_block_f32 : cuco_attn_block)(qb + qo, kb + ko, vb + ko, out, l, p[i].nq,
-                                                                   p[i].nk, g.hq, g.hkv, g.d, g.Sr, p[i].causal, s);
+    int rc = cuco_attn_block_f32(qb + qo, kb + ko, vb + ko, out, l, p[i].nq, p[i].nk, g.hq, g.hkv, g.d, g.Sr,
+                                 p[i].causal, s);
     if (rc) return 100 + rc;
     if (!direct && (rc = merge((char*)o + oo, lse + p[i].q0, out, l, p[i].nq, g.hq, g.d, g.Sr, s))) return 200 + rc;
   }
@@ -187,7 +176,7 @@ inline int64_t work_bytes(const Geo& g) { return work_running_at(g) + 4 * g.Sr *
 // output, each later one merges into it, and ring_finish rounds it to bf16 o once.
 inline int ring_step(const Geo& g, int me, int step, const void* q, const void* kv, float* lse, char* work,
                      cudaStream_t s) {
-  return attend_rows(g, me, source_at(me, step, g.W), 0, g.Sr, q, kv, work + work_running_at(g), 4, lse, work,
+  return attend_rows(g, me, source_at(me, step, g.W), 0, g.Sr, q, kv, work + work_running_at(g), lse, work,
                      (float*)(work + work_partial_lse_at(g)), step == 0, cuco_attn_merge_f32, s);
 }
 inline int ring_finish(const Geo& g, void* o, const char* work, cudaStream_t s) {

@@ -107,6 +107,37 @@ def test_compute_library_attention_matches_torch(gpus, case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [32, 64, 128])
+@pytest.mark.parametrize("causal", [0, 1])
+def test_blocks_of_one_kv_tile_match_torch_every_time(gpus, d, causal):
+    """A fused 1 MiB slice can be 128 key rows, one KV tile of the FMHA: such blocks, called again and again as a
+    slice pipeline calls them (4096 query rows against the slice, or its 128 x 128 causal diagonal), write every
+    row, finite, and match torch every time (the bench shapes' fused 1 MiB points found NaN rows at D = 32 and 64)."""
+    _need_gpu(gpus)
+    import torch
+
+    lib = _lib()
+    sq, hq = (128 if causal else 4096), 32
+    torch.manual_seed(d + causal)
+    q = torch.randn(sq, hq, d, device="cuda").bfloat16()
+    k, v = (torch.randn(128, hq, d, device="cuda").bfloat16() for _ in range(2))
+    ref, ref_lse = _reference(torch, q, k, v, causal)
+    stream = torch.cuda.current_stream().cuda_stream
+    wrong = []
+    for i in range(40):
+        o = torch.full((sq, hq, d), float("nan"), device="cuda")
+        lse = torch.full((hq, sq), float("nan"), device="cuda")
+        assert lib.cuco_attn_block_f32(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), sq,
+                                       128, hq, hq, d, sq, causal, stream) == 0
+        torch.cuda.synchronize()
+        bad_rows = int((~torch.isfinite(o)).any(-1).sum()) + int((~torch.isfinite(lse)).sum())
+        err = float((o - ref).norm() / ref.norm()) if bad_rows == 0 else float("nan")
+        if bad_rows or err > 0.01 or float((lse - ref_lse).abs().max()) > 2e-3:
+            wrong.append((i, bad_rows, err))
+    assert not wrong, f"{len(wrong)} of 40 calls wrong (call, non-finite rows, rel l2): {wrong[:5]}"
+
+
+@pytest.mark.gpu
 def test_compute_library_runs_on_every_gpu_of_one_process(gpus):
     """One process, one call per GPU (the harness's thread mode): CUTLASS's example adapter raises the FMHA's
     shared-memory limit once per process, but the limit is per device; every GPU after the first refused the

@@ -116,13 +116,20 @@ using Fusion =
     std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>;
 
 /// The example's forward epilogue (collective/fmha_epilogue.hpp, FmhaFwdEpilogue) with O's element type apart from
-/// the inputs': the example ties both to one type. The LSE store and the TMA store of O are the example's.
+/// the inputs' (the example ties both to one type), and O stored from registers straight to global memory. Not the
+/// example's TMA store through shared memory: in the example's non-persistent kernel the epilogue's shared memory
+/// is a union with the mainloop's, and the first math warpgroup to finish stages its O tile there while the other
+/// still reads its Q and the last K/V tiles. A bf16 tile fits in the finished warpgroup's own Q; an fp32 one did
+/// not (D 32 and 64): it overwrote the other warpgroup's operands now and then, and rows came out NaN or wrong
+/// (tests/test_workload_attention_cp_gpu.py, blocks of one KV tile). Each quad of threads stores 8 consecutive
+/// floats of a row: whole 32-byte sectors.
 template <class ElementOut, class TileShapeWG>
 struct EpilogueOut {
   static constexpr int Alignment = 16 / sizeof(ElementOut);
   using StrideO = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
   using StrideL = cute::tuple<cute::_1, cute::tuple<int, int>>;
   using Operation = cutlass::epilogue::fusion::LinearCombination<ElementOut, float, void>;
+  // Only for the kernel's epilogue-load pipeline types, which it builds whatever the epilogue does; never run.
   using CollectiveEpilogueTMA = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeWG, cute::Shape<cute::_1, cute::_1, cute::_1>,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, StrideO, Alignment, ElementOut, StrideO,
@@ -134,69 +141,54 @@ struct EpilogueOut {
     float* ptr_LSE;
     StrideL dLSE;
   };
-  struct Params {
-    float* ptr_LSE;
-    StrideL dLSE;
-    typename CollectiveEpilogueTMA::Params epilogue_TMA;
-  };
-  using TensorStorage = typename CollectiveEpilogueTMA::TensorStorage;
+  using Params = Arguments;
+  struct TensorStorage {};  // no shared memory: nothing aliases the mainloop's
   using PipelineStorage = typename CollectiveEpilogueTMA::PipelineStorage;
   using LoadPipeline = typename CollectiveEpilogueTMA::LoadPipeline;
-  static constexpr int TmaTransactionBytes = CollectiveEpilogueTMA::TmaTransactionBytes;
+  static constexpr int TmaTransactionBytes = 0;
 
   template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const& problem_size, Arguments const& args,
-                                        void* workspace = nullptr) {
-    using namespace cute;
-    auto problem_size_o = make_shape(get<2>(problem_size), get<4>(problem_size), 1,
-                                     make_shape(get<0>(problem_size), get<1>(problem_size)));
-    typename CollectiveEpilogueTMA::Arguments args_tma{{}, args.ptr_O, args.dO, args.ptr_O, args.dO};
-    return Params{args.ptr_LSE, args.dLSE,
-                  CollectiveEpilogueTMA::to_underlying_arguments(problem_size_o, args_tma, workspace)};
+  static Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void* = nullptr) {
+    return args;
   }
 
   template <class TileShape, class BlkCoord, class ResultTuple, class TiledMma, class ProblemShape>
   CUTLASS_DEVICE void operator()(TileShape const& tile_shape, BlkCoord const& blk_coord, ResultTuple const& result,
                                  TiledMma const& tiled_mma, ProblemShape const& problem_size, Params const& params,
-                                 LoadPipeline epi_load_pipeline, TensorStorage& epi_tensor_storage) {
+                                 LoadPipeline, TensorStorage&) {
     using namespace cute;
     using X = Underscore;
     auto acc = get<0>(result);
     auto lse = get<1>(result);
     auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x);
-    int num_batch = get<0>(problem_size);
-    int num_heads = get<1>(problem_size);
-    Tensor mLSE = make_tensor(make_gmem_ptr(params.ptr_LSE),
-                              make_shape(get<2>(problem_size), get<1>(tile_shape), make_shape(num_batch, num_heads)),
-                              make_stride(_1{}, _0{}, get<1>(params.dLSE)));
-    Tensor gLSE_full = local_tile(mLSE, tile_shape, make_coord(_, _, _), Step<_1, _1, X>{});
-    Tensor gLSE = gLSE_full(_, _, get<0>(blk_coord), get<1>(blk_coord), get<2>(blk_coord));
-    Tensor tOgLSE = thr_mma.partition_C(gLSE);
+    const int seq_q = get<2>(problem_size);
+    auto batch_heads = make_shape(get<0>(problem_size), get<1>(problem_size));
+    const int row0 = get<0>(blk_coord) * get<0>(tile_shape);
     Tensor cO = make_identity_tensor(take<0, 2>(tile_shape));
     Tensor tOcO = thr_mma.partition_C(cO);
-    if (get<1>(tOcO(_0{})) == 0) {  // one thread per row writes its LSE
+    // LSE: one thread per row (the example's)
+    Tensor mLSE = make_tensor(make_gmem_ptr(params.ptr_LSE), make_shape(seq_q, get<1>(tile_shape), batch_heads),
+                              make_stride(_1{}, _0{}, get<1>(params.dLSE)));
+    Tensor gLSE = local_tile(mLSE, tile_shape, make_coord(_, _, _), Step<_1, _1, X>{})(
+        _, _, get<0>(blk_coord), get<1>(blk_coord), get<2>(blk_coord));
+    Tensor tOgLSE = thr_mma.partition_C(gLSE);
+    if (get<1>(tOcO(_0{})) == 0) {
       auto tOgLSE_mn = make_tensor(tOgLSE.data(), cutlass::fmha::collective::layout_acc_mn(tiled_mma,
                                                                                             tOgLSE.layout()));
       auto tOcO_mn = make_tensor(tOcO.data(), cutlass::fmha::collective::layout_acc_mn(tiled_mma, tOcO.layout()));
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size<0>(tOgLSE_mn); i++)
-        if (get<0>(tOcO_mn(i)) + get<0>(blk_coord) * get<0>(tile_shape) < get<2>(problem_size))
-          tOgLSE_mn(i, _0{}) = lse(i);
+        if (get<0>(tOcO_mn(i)) + row0 < seq_q) tOgLSE_mn(i, _0{}) = lse(i);
     }
-    auto problem_size_o = make_shape(get<2>(problem_size), get<4>(problem_size), _,
-                                     make_shape(get<0>(problem_size), get<1>(problem_size)));
-    CollectiveEpilogueTMA epilogue_tma(params.epilogue_TMA, epi_tensor_storage);
-    using EpiStorePipeline = typename CollectiveEpilogueTMA::StorePipeline;
-    typename EpiStorePipeline::Params epi_store_pipeline_params;
-    epi_store_pipeline_params.always_wait = true;
-    EpiStorePipeline epi_store_pipeline(epi_store_pipeline_params);
-    typename CollectiveEpilogueTMA::LoadPipelineState epi_load_pipe_consumer_state;
-    cutlass::PipelineState epi_store_pipe_producer_state = cutlass::make_producer_start_state<EpiStorePipeline>();
-    auto [load_state_next, store_state_next] = epilogue_tma.store(
-        epi_load_pipeline, epi_load_pipe_consumer_state, epi_store_pipeline, epi_store_pipe_producer_state,
-        problem_size_o, tile_shape, make_coord(get<0>(blk_coord), _0{}, _, get<2>(blk_coord)), acc, tiled_mma,
-        threadIdx.x % cutlass::NumThreadsPerWarpGroup, epi_tensor_storage);
-    epilogue_tma.store_tail(epi_load_pipeline, load_state_next, epi_store_pipeline, store_state_next);
+    // O: each accumulator element to its place, rows past seq_q left alone
+    Tensor mO = make_tensor(make_gmem_ptr(params.ptr_O), make_shape(seq_q, get<4>(problem_size), batch_heads),
+                            params.dO);
+    Tensor gO = local_tile(mO, tile_shape, make_coord(_, _, _), Step<_1, _1, X>{})(
+        _, _, get<0>(blk_coord), _0{}, get<2>(blk_coord));
+    Tensor tOgO = thr_mma.partition_C(gO);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i++)
+      if (get<0>(tOcO(i)) + row0 < seq_q) tOgO(i) = static_cast<ElementOut>(acc(i));
   }
 };
 

@@ -67,7 +67,7 @@ def test_ci_installs_and_tests_exactly_as_the_readme_says() -> None:
     install, main_job = _fenced(readme, "Set up")
     assert install.startswith("pip install -e ") and install in ci
     assert main_job == "cuco run gemm_allgather"
-    assert _fenced(readme, "Test") == [ci[-1]] == ["python -m pytest"]
+    assert _fenced(readme, "Test") == [ci[-1]] == ["python -m pytest -n 2"]
 
 
 def test_cuco_dir_lists_the_lazily_loaded_names() -> None:

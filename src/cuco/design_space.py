@@ -14,7 +14,7 @@ import attrs
 
 from cuco.directives import (BACKENDS, CHUNK_SIZES, DIRECTIVE_NAMES, GiB, ISSUERS, KiB, MAX_CHUNK, MEANINGS, MIN_CHUNK,
                              MiB, PLACEMENTS, SYNC_SCOPES, WHOLE, Directives, IllegalPointError, _chunk_ok,
-                             format_bytes, parse_bytes)
+                             format_bytes, json_object, parse_bytes)
 from cuco.extra_directives import DirectiveError, ExtraDirective
 from cuco.space_rules import DEFAULT_RULES, Check, Rule
 from cuco.topology import Topology
@@ -252,13 +252,7 @@ class DesignSpace:
     @classmethod
     def from_json(cls, text: str, extra_rules: Sequence[Rule] = ()) -> "DesignSpace":
         """The space stored by `to_json` (see `from_dict`); raises DirectiveError for text that is not a JSON object."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DirectiveError(f"design space is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise DirectiveError("design space JSON must be an object (see DesignSpace.to_json)")
-        return cls.from_dict(data, extra_rules)
+        return cls.from_dict(json_object(text, "design space", "(see DesignSpace.to_json)"), extra_rules)
 
     # -- prompt ---------------------------------------------------------------------------------------
     def prompt_text(self) -> str:

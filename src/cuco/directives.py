@@ -72,6 +72,17 @@ def _chunk_ok(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
         )
 
 
+def json_object(text: str, what: str, hint: str) -> dict:
+    """The JSON object in `text`; DirectiveError naming `what` (and `hint` on what the object holds) otherwise."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DirectiveError(f"{what}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise DirectiveError(f"{what} JSON must be an object {hint}")
+    return data
+
+
 def format_bytes(n: int) -> str:
     """Human form of a chunk size: 'whole', '64KiB', '4MiB', '1GiB'."""
     if n == WHOLE:
@@ -160,13 +171,7 @@ class Directives:
     @classmethod
     def from_json(cls, text: str) -> "Directives":
         """The point stored by `to_json`; raises DirectiveError for text that is not a JSON object."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DirectiveError(f"directives are not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise DirectiveError("directives JSON must be an object with the five directive names as keys")
-        return cls.from_dict(data)
+        return cls.from_dict(json_object(text, "directives", "with the five directive names as keys"))
 
     def replace(self, **changes: Any) -> "Directives":
         """A copy with core or extra directives changed (an extra one only if the point already has it)."""

@@ -33,7 +33,8 @@ def test_directives_round_trips(p: Directives) -> None:
 
 def test_labels_are_distinct() -> None:
     assert len({p.label() for p in ALL_POINTS}) == len(ALL_POINTS)
-    assert Directives("lsa", "stream_overlap", "signal", "warp", 4 * MiB).label() == "lsa/stream_overlap/signal/warp/4MiB"
+    label = Directives("lsa", "stream_overlap", "signal", "warp", 4 * MiB).label()
+    assert label == "lsa/stream_overlap/signal/warp/4MiB"
 
 
 @given(st.sampled_from(VALID_CHUNKS))

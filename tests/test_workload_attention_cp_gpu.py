@@ -60,6 +60,7 @@ def _lib():
     lib = ctypes.CDLL(str(build_compute(WL, default_toolchain()).library))
     lib.cuco_attn_block_f32.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 3 + [
         ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
+    lib.cuco_attn_block_bf16.argtypes = lib.cuco_attn_block_f32.argtypes
     lib.cuco_attn_merge_f32.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int, ctypes.c_int,
                                                                  ctypes.c_int64, ctypes.c_void_p]
     return lib
@@ -104,6 +105,30 @@ def test_compute_library_attention_matches_torch(gpus, case):
     assert (o32 - ref).norm() / ref.norm() < 0.01
     assert (o32 - ref).norm() <= (o32.bfloat16().float() - ref).norm()
     assert (lse - ref_lse).abs().max() < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+def test_bf16_output_is_the_fp32_output_rounded(gpus, case):
+    """The single step at W = 1 writes bf16 O from the same kernel (O's type taken per call): every element is the
+    fp32 call's rounded to nearest even, bit for bit, the LSE the same, and nothing written past O's rows."""
+    _need_gpu(gpus)
+    import torch
+
+    sq, sk, hq, hkv, d, causal = case
+    torch.manual_seed(7 + sum(case))
+    q = torch.randn(sq, hq, d, device="cuda").bfloat16()
+    k, v = (torch.randn(sk, hkv, d, device="cuda").bfloat16() for _ in range(2))
+    lib = _lib()
+    o32, lse32 = _attend(torch, lib, q, k, v, causal)
+    guard = torch.full((sq + 8, hq, d), 7.0, device="cuda", dtype=torch.bfloat16)  # 8 rows past O, watched
+    lse = torch.full((hq, sq), float("nan"), device="cuda")
+    assert lib.cuco_attn_block_bf16(q.data_ptr(), k.data_ptr(), v.data_ptr(), guard.data_ptr(), lse.data_ptr(), sq,
+                                    sk, hq, hkv, d, sq, causal, torch.cuda.current_stream().cuda_stream) == 0
+    torch.cuda.synchronize()
+    assert torch.equal(guard[:sq].view(torch.int16), o32.bfloat16().view(torch.int16))
+    assert torch.equal(lse, lse32)
+    assert bool((guard[sq:] == 7.0).all())
 
 
 @pytest.mark.gpu

@@ -96,3 +96,20 @@ def test_merges_at_the_partials_row_offsets_fail(tmp_path):
     out = _run_broken(tmp_path, "const int64_t oo = 4 * p[i].q0 * q_row_elems(g);",
                       "const int64_t oo = qo;", 4, 4, 3, 1)
     assert out.returncode == 1 and "not at the piece's rows" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_a_finish_that_ignores_the_single_step_fails(tmp_path, world):
+    """At W = 1 the direct step writes bf16 O and nothing may round the stale running output over it; at W > 1 the
+    rounding must run. A finish that always rounds (W = 1) or never does (W = 2) is reported."""
+    bad = "return false ? 0 : round_running(g, o, work, s);" if world == 1 else "return 0;"
+    out = _run_broken(tmp_path, "return single_step(g) ? 0 : round_running(g, o, work, s);", bad, world, 4, 4, 1)
+    assert out.returncode == 1 and "ring_finish roundings" in out.stdout, out.stdout
+
+
+def test_a_single_step_slice_written_to_the_output_fails(tmp_path):
+    """At W = 1 a direct call for part of the block must be refused: written to O, the rest would never be rounded
+    in."""
+    out = _run_broken(tmp_path, "if (to_final && (a != 0 || b < kv_rows_needed(g, me, src) || !o_final)) return 300;",
+                      "if (to_final && !o_final) return 300;", 1, 4, 3, 1)
+    assert out.returncode == 1 and "not refused" in out.stdout, out.stdout

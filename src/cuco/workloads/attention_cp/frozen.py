@@ -81,18 +81,24 @@ static inline void* running_f32(cuco_ctx* ctx, const Geo& g) {
 
 // Attention of this rank's queries to rows [a, b) of src's KV block at `kv`, in fp32: direct for the first slice of
 // the own block (it writes the running output and the LSE), an fp32 partial folded in by `merge` otherwise
-// (cuco_attn_merge_f32).
+// (cuco_attn_merge_f32). At W = 1 a direct call takes the whole block and writes bf16 O itself.
 static inline int attend(cuco_ctx* ctx, const Geo& g, int src, int64_t a, int64_t b, const void* kv, bool direct,
                          cuco_attn::MergeFn merge, cudaStream_t s) {
   char* work = (char*)ctx->buffers[BUF_WORK].ptr;
   return cuco_attn::attend_rows(g, ctx->rank, src, a, b, ctx->buffers[BUF_Q].ptr, kv, running_f32(ctx, g),
                                 (float*)ctx->buffers[BUF_LSE].ptr, work,
-                                (float*)(work + cuco_attn::work_partial_lse_at(g)), direct, merge, s);
+                                (float*)(work + cuco_attn::work_partial_lse_at(g)), direct, merge,
+                                ctx->buffers[BUF_O].ptr, s);
 }
 
-// O = bf16(the running output): the one rounding, after the last merge.
+// O = bf16(the running output): the one rounding, after the last merge (none at W = 1: the direct step wrote O).
 static inline int finish(cuco_ctx* ctx, const Geo& g, cudaStream_t s) {
   return cuco_attn::ring_finish(g, ctx->buffers[BUF_O].ptr, (const char*)ctx->buffers[BUF_WORK].ptr, s);
+}
+
+// The same rounding whatever W, for a schedule that merged every slice (none direct).
+static inline int finish_merged(cuco_ctx* ctx, const Geo& g, cudaStream_t s) {
+  return cuco_attn::round_running(g, ctx->buffers[BUF_O].ptr, (const char*)ctx->buffers[BUF_WORK].ptr, s);
 }
 
 // This rank's ring slot of src (where src's block lands).

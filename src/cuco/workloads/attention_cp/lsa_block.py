@@ -181,7 +181,7 @@ FUSED = r"""
       if ((rc = attend(ctx, g, src, r0, r1, kv, false, cuco_attn_merge_f32, main))) return rc;
     }
   }
-  return finish(ctx, g, main);
+  return finish_merged(ctx, g, main);
 }
 """
 

@@ -151,7 +151,7 @@ int part_compute(cuco_ctx* ctx, State& s) {
   char* work = (char*)ctx->buffers[BUF_WORK].ptr;
   for (int step = 0; step < g.W; ++step) {
     int rc = cuco_attn::ring_step(g, s.me, step, ctx->buffers[BUF_Q].ptr, ctx->buffers[BUF_KV].ptr,
-                                  (float*)ctx->buffers[BUF_LSE].ptr, work, ctx->stream);
+                                  ctx->buffers[BUF_O].ptr, (float*)ctx->buffers[BUF_LSE].ptr, work, ctx->stream);
     if (rc) return rc;
   }
   return cuco_attn::ring_finish(g, ctx->buffers[BUF_O].ptr, work, ctx->stream);

@@ -3,7 +3,8 @@
 //
 // W ring steps. At step s this rank attends its queries to the KV block it holds (its own at s = 0, then the
 // block of rank me - s), merging each partial result into an fp32 running output with the log-sum-exp (rounded to
-// bf16 once, after the last step, as ring-flash-attention keeps its output in fp32); meanwhile
+// bf16 once, after the last step, as ring-flash-attention keeps its output in fp32; at W = 1 the only step writes
+// bf16 O itself); meanwhile
 // the side stream forwards that block to the next rank and receives the next one from the previous rank
 // (ncclSend/ncclRecv), as ring-flash-attention does with its communication stream.
 //
@@ -61,7 +62,8 @@ extern "C" int cuco_candidate_launch(cuco_ctx* ctx) {
       if (cudaEventRecord(s->landed[step + 1], comm) != cudaSuccess) return 4;
     }
     if (step > 0 && cudaStreamWaitEvent(st, s->landed[step], 0) != cudaSuccess) return 5;
-    int rc = cuco_attn::ring_step(g, me, step, ctx->buffers[0].ptr, cur, (float*)ctx->buffers[3].ptr, work, st);
+    int rc = cuco_attn::ring_step(g, me, step, ctx->buffers[0].ptr, cur, ctx->buffers[2].ptr,
+                                  (float*)ctx->buffers[3].ptr, work, st);
     if (rc) return rc;
   }
   if (int rc = cuco_attn::ring_finish(g, ctx->buffers[2].ptr, work, st)) return 300 + rc;

@@ -1,7 +1,8 @@
 // CUTLASS Hopper FMHA forward (examples/88_hopper_fmha of the nvidia-cutlass wheel) behind one plain function:
 // bf16 Q/K/V, bf16 or fp32 O, fp32 accumulation, the natural-log log-sum-exp of every query row written out, causal
 // or not, GQA through strides, head dims 32, 64 and 128. An fp32 O is for callers that merge partial results (a
-// ring's steps): they round to bf16 once, after the last merge, not once per partial.
+// ring's steps): they round to bf16 once, after the last merge, not once per partial. RegisterOut takes O's type
+// per call (Problem::o_bf16), so a caller that needs both pays for one instantiation.
 //
 // Use (in a compute library's .cu, compiled -arch=sm_90a -DNDEBUG --expt-relaxed-constexpr with the `cutlass`
 // library; -DNDEBUG matters: device asserts become calls and serialise wgmma):
@@ -10,8 +11,11 @@
 //   cuco::kit::fmha::Problem p{};            // pointers, sizes and strides below
 //   int status = cuco::kit::fmha::forward<128, /*causal=*/true>(p, stream);   // 0 = enqueued, bf16 O
 //   int status = cuco::kit::fmha::forward<128, true, float>(p, stream);       // fp32 O
+//   p.o_bf16 = true;   // or false: fp32
+//   int status = cuco::kit::fmha::forward<128, true, cuco::kit::fmha::RegisterOut>(p, stream);
 //
-// Each forward<D, causal> is one template instantiation (~20 s of nvcc on 2 cores); instantiate only what is used.
+// Each forward<D, causal, Out> is one template instantiation (about 5 s of nvcc on 2 cores,
+// benchmarks/results/attention_compute_build.log); instantiate only what is used.
 //
 // Layout (all strides in elements; the head dim is contiguous, stride 1):
 //   q, o   [batch][seq_q][heads_q][D]  by default (token-major, "BSHD"); any layout whose strides are given below.
@@ -46,6 +50,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -62,7 +68,7 @@ struct Problem {
   const void* q = nullptr;   // bf16
   const void* k = nullptr;   // bf16
   const void* v = nullptr;   // bf16
-  void* o = nullptr;         // bf16, or fp32 (forward<D, causal, float>)
+  void* o = nullptr;         // bf16, or fp32 (forward<D, causal, float>; RegisterOut: as o_bf16 says)
   float* lse = nullptr;      // fp32
   int batch = 1, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0;
   int64_t q_seq_stride = 0, q_head_stride = 0, q_batch_stride = 0;
@@ -70,7 +76,11 @@ struct Problem {
   int64_t v_seq_stride = 0, v_head_stride = 0, v_batch_stride = 0;
   int64_t o_seq_stride = 0, o_head_stride = 0, o_batch_stride = 0;
   int64_t lse_head_stride = 0, lse_batch_stride = 0;
+  bool o_bf16 = false;       // forward<D, causal, RegisterOut> only: O is bf16, else fp32
 };
+
+/// O's element type for forward: taken per call from Problem::o_bf16 (bf16 or fp32), stored from registers.
+struct RegisterOut {};
 
 /// Token-major ("BSHD") dense strides for q/o [batch][seq_q][heads_q][D], k/v [batch][seq_k][heads_kv][D] and
 /// lse [batch][heads_q][seq_q]; the caller sets the pointers and sizes first.
@@ -122,24 +132,28 @@ using Fusion =
 /// still reads its Q and the last K/V tiles. A bf16 tile fits in the finished warpgroup's own Q; an fp32 one did
 /// not (D 32 and 64): it overwrote the other warpgroup's operands now and then, and rows came out NaN or wrong
 /// (tests/test_workload_attention_cp_gpu.py, blocks of one KV tile). Each quad of threads stores 8 consecutive
-/// floats of a row: whole 32-byte sectors.
+/// floats of a row: whole 32-byte sectors. ElementOut float, or RegisterOut: fp32 or bf16 as Arguments::o_bf16 says
+/// (both stores in one instantiation; the branch is uniform over the grid).
 template <class ElementOut, class TileShapeWG>
 struct EpilogueOut {
-  static constexpr int Alignment = 16 / sizeof(ElementOut);
+  static constexpr bool kRuntimeType = std::is_same_v<ElementOut, RegisterOut>;
+  using Widest = std::conditional_t<kRuntimeType, float, ElementOut>;  // the widest element it stores
+  static constexpr int Alignment = 16 / sizeof(Widest);
   using StrideO = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
   using StrideL = cute::tuple<cute::_1, cute::tuple<int, int>>;
-  using Operation = cutlass::epilogue::fusion::LinearCombination<ElementOut, float, void>;
+  using Operation = cutlass::epilogue::fusion::LinearCombination<Widest, float, void>;
   // Only for the kernel's epilogue-load pipeline types, which it builds whatever the epilogue does; never run.
   using CollectiveEpilogueTMA = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeWG, cute::Shape<cute::_1, cute::_1, cute::_1>,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, StrideO, Alignment, ElementOut, StrideO,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, StrideO, Alignment, Widest, StrideO,
       Alignment, cutlass::epilogue::TmaWarpSpecialized, Operation>::CollectiveOp;
 
   struct Arguments {
-    ElementOut* ptr_O;
+    Widest* ptr_O;  // RegisterOut: the address of O whatever its type
     StrideO dO;
     float* ptr_LSE;
     StrideL dLSE;
+    bool o_bf16 = false;  // RegisterOut only
   };
   using Params = Arguments;
   struct TensorStorage {};  // no shared memory: nothing aliases the mainloop's
@@ -180,19 +194,37 @@ struct EpilogueOut {
       for (int i = 0; i < size<0>(tOgLSE_mn); i++)
         if (get<0>(tOcO_mn(i)) + row0 < seq_q) tOgLSE_mn(i, _0{}) = lse(i);
     }
-    // O: each accumulator element to its place, rows past seq_q left alone
-    Tensor mO = make_tensor(make_gmem_ptr(params.ptr_O), make_shape(seq_q, get<4>(problem_size), batch_heads),
-                            params.dO);
+    if constexpr (kRuntimeType) {
+      if (params.o_bf16)
+        store_o(reinterpret_cast<cutlass::bfloat16_t*>(params.ptr_O), tile_shape, blk_coord, acc, thr_mma, tOcO,
+                row0, seq_q, problem_size, params.dO);
+      else
+        store_o(params.ptr_O, tile_shape, blk_coord, acc, thr_mma, tOcO, row0, seq_q, problem_size, params.dO);
+    } else {
+      store_o(params.ptr_O, tile_shape, blk_coord, acc, thr_mma, tOcO, row0, seq_q, problem_size, params.dO);
+    }
+  }
+
+  // O: each accumulator element to its place in T, rows past seq_q left alone
+  template <class T, class TileShape, class BlkCoord, class Acc, class ThrMma, class CoordTensor, class ProblemShape>
+  CUTLASS_DEVICE static void store_o(T* ptr, TileShape const& tile_shape, BlkCoord const& blk_coord, Acc const& acc,
+                                     ThrMma const& thr_mma, CoordTensor const& tOcO, int row0, int seq_q,
+                                     ProblemShape const& problem_size, StrideO const& dO) {
+    using namespace cute;
+    using X = Underscore;
+    auto batch_heads = make_shape(get<0>(problem_size), get<1>(problem_size));
+    Tensor mO = make_tensor(make_gmem_ptr(ptr), make_shape(seq_q, get<4>(problem_size), batch_heads), dO);
     Tensor gO = local_tile(mO, tile_shape, make_coord(_, _, _), Step<_1, _1, X>{})(
         _, _, get<0>(blk_coord), _0{}, get<2>(blk_coord));
     Tensor tOgO = thr_mma.partition_C(gO);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i++)
-      if (get<0>(tOcO(i)) + row0 < seq_q) tOgO(i) = static_cast<ElementOut>(acc(i));
+      if (get<0>(tOcO(i)) + row0 < seq_q) tOgO(i) = static_cast<T>(acc(i));
   }
 };
 
-/// bf16 O: the example's builder as it is. Another O type: the example's mainloop and kernel with EpilogueOut.
+/// bf16 O: the example's builder as it is. Another O type (float, RegisterOut): the example's mainloop and kernel
+/// with EpilogueOut.
 template <int kHeadDim, bool kCausal, class ElementOut>
 struct OpFor {
   using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
@@ -211,6 +243,28 @@ template <int kHeadDim, bool kCausal, class ElementOut = Element>
 using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementOut>::Kernel>;
 
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
+
+/// Bytes of one O element for forward<D, causal, ElementOut> on p.
+template <class ElementOut>
+int out_bytes(const Problem& p) {
+  if constexpr (std::is_same_v<ElementOut, RegisterOut>) return p.o_bf16 ? 2 : 4;
+  else return int(sizeof(ElementOut));
+}
+
+template <class A, class = void>
+struct has_out_flag : std::false_type {};
+template <class A>
+struct has_out_flag<A, std::void_t<decltype(std::declval<A&>().o_bf16)>> : std::true_type {};
+
+/// The epilogue's arguments: the example's (bf16) or EpilogueOut's, whose O type may come from p.
+template <class EpiArgs, class StrideO, class StrideL>
+void set_out(EpiArgs& e, void* o, StrideO const& dO, float* lse, StrideL const& dLSE, const Problem& p) {
+  e.ptr_O = static_cast<decltype(e.ptr_O)>(o);
+  e.dO = dO;
+  e.ptr_LSE = lse;
+  e.dLSE = dLSE;
+  if constexpr (has_out_flag<EpiArgs>::value) e.o_bf16 = p.o_bf16;
+}
 inline bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 /// Raise `Kernel`'s dynamic shared-memory limit on the current device, once per device; false if CUDA refused.
@@ -253,8 +307,8 @@ int check(const Problem& p) {
   return 0;
 }
 
-/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O of ElementOut (bf16 or float); returns the status described
-/// at the top of this file.
+/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O of ElementOut (bf16, float, or RegisterOut: p.o_bf16 says);
+/// returns the status described at the top of this file.
 template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t>
 int forward(const Problem& p, cudaStream_t stream) {
   using namespace cute;
@@ -276,12 +330,13 @@ int forward(const Problem& p, cudaStream_t stream) {
     const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;
     const Element* k = static_cast<const Element*>(p.k) + b * p.k_batch_stride;
     const Element* v = static_cast<const Element*>(p.v) + b * p.v_batch_stride;
-    ElementOut* o = static_cast<ElementOut*>(p.o) + b * p.o_batch_stride;
+    void* o = static_cast<char*>(p.o) + b * p.o_batch_stride * detail::out_bytes<ElementOut>(p);
     float* lse = p.lse + b * p.lse_batch_stride;
     typename O::Arguments args{detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim},
                                {q, sQ, k, sK, v, sV},
-                               {o, sO, lse, sL},
+                               {},
                                hw};
+    detail::set_out(args.epilogue, o, sO, lse, sL, p);
     O op;
     if (op.can_implement(args) != cutlass::Status::kSuccess) return 2;
     if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return 3;

@@ -9,14 +9,32 @@
 
 namespace {
 
-// Only the fp32 O is instantiated (each forward<D, causal, Out> costs ~10 s of nvcc): every schedule merges fp32
-// partials into an fp32 running output and rounds once.
+// One instantiation per (D, causal), O's type per call (RegisterOut): the ring's steps write fp32 partials and
+// merge them, the single step at W = 1 writes bf16 O with no rounding pass.
 template <int D>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t s) {
+  using cuco::kit::fmha::RegisterOut;
   cuco::kit::fmha::set_dense_strides(p, D);
   p.lse_head_stride = lse_ld;
   p.lse_batch_stride = lse_ld * p.heads_q;
-  return causal ? cuco::kit::fmha::forward<D, true, float>(p, s) : cuco::kit::fmha::forward<D, false, float>(p, s);
+  return causal ? cuco::kit::fmha::forward<D, true, RegisterOut>(p, s)
+                : cuco::kit::fmha::forward<D, false, RegisterOut>(p, s);
+}
+
+int block_any(const void* q, const void* k, const void* v, void* o, bool o_bf16, float* lse, int64_t q_rows,
+              int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
+              cudaStream_t stream) {
+  if (q_rows <= 0) return 0;
+  cuco::kit::fmha::Problem p{};
+  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse, p.o_bf16 = o_bf16;
+  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
+  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
+  switch (head_dim) {
+    case 32: return block<32>(p, lse_ld, causal, stream);
+    case 64: return block<64>(p, lse_ld, causal, stream);
+    case 128: return block<128>(p, lse_ld, causal, stream);
+    default: return 9;
+  }
 }
 
 // One group of D/8 threads per (row, head): each thread merges 8 channels. The group reads both LSEs before any
@@ -100,17 +118,13 @@ int merge(float* o, float* lse, const float* ob, const float* lb, int64_t rows, 
 extern "C" int cuco_attn_block_f32(const void* q, const void* k, const void* v, void* o32, float* lse, int64_t q_rows,
                                    int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                                    cudaStream_t stream) {
-  if (q_rows <= 0) return 0;
-  cuco::kit::fmha::Problem p{};
-  p.q = q, p.k = k, p.v = v, p.o = o32, p.lse = lse;
-  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
-  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
-  switch (head_dim) {
-    case 32: return block<32>(p, lse_ld, causal, stream);
-    case 64: return block<64>(p, lse_ld, causal, stream);
-    case 128: return block<128>(p, lse_ld, causal, stream);
-    default: return 9;
-  }
+  return block_any(q, k, v, o32, false, lse, q_rows, k_rows, heads_q, heads_kv, head_dim, lse_ld, causal, stream);
+}
+
+extern "C" int cuco_attn_block_bf16(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
+                                    int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld,
+                                    int causal, cudaStream_t stream) {
+  return block_any(q, k, v, o, true, lse, q_rows, k_rows, heads_q, heads_kv, head_dim, lse_ld, causal, stream);
 }
 
 extern "C" int cuco_attn_merge_f32(void* o32, float* lse, const void* o_blk, const float* lse_blk, int64_t rows,
@@ -146,6 +160,6 @@ extern "C" int cuco_attn_finish_f32(void* o, const void* o32, int64_t rows, int 
 
 extern "C" const char* cuco_attn_config(void) {
   return "CUTLASS 88_hopper_fmha forward, warp-specialised cooperative, tiles 128x128xD (d 32 / 64 / 128), bf16 in, "
-         "fp32 out, fp32 accumulate, LSE out; merge: elementwise, fp32 partials into an fp32 running output, one "
-         "rounding to bf16 at the end";
+         "fp32 out (bf16 out for the single step at W = 1), fp32 accumulate, LSE out; merge: elementwise, fp32 "
+         "partials into an fp32 running output, one rounding to bf16 at the end";
 }

@@ -27,6 +27,11 @@ extern "C" {
 int cuco_attn_block_f32(const void* q, const void* k, const void* v, void* o32, float* lse, int64_t q_rows,
                         int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                         cudaStream_t stream);
+// The same with a bf16 O [q rows][HQ][D] (the same kernel instantiation: O's type is taken per call), for a result
+// that is never merged: the ring's only step at W = 1.
+int cuco_attn_block_bf16(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
+                         int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
+                         cudaStream_t stream);
 
 // Merge an fp32 partial result (o_blk, lse_blk) of `rows` query rows into the fp32 running one (o32, lse), in place:
 //   lse' = log(exp(lse) + exp(lse_blk)),  o' = o * exp(lse - lse') + o_blk * exp(lse_blk - lse').
@@ -141,25 +146,40 @@ CUCO_ATTN_HD inline int pieces(const Geo& g, int me, int src, int64_t a, int64_t
 typedef int (*MergeFn)(void* o, float* lse, const void* o_blk, const float* lse_blk, int64_t rows, int heads,
                        int head_dim, int64_t lse_ld, cudaStream_t stream);
 
+// A ring of one step (W = 1) attends its own block whole and direct, straight into the bf16 output: no fp32
+// running output and no rounding pass (ring_finish has nothing to do).
+CUCO_ATTN_HD inline bool single_step(const Geo& g) { return g.W == 1; }
+
 // Attention of `me`'s queries q against rows [a, b) of src's KV block kv (the block's base: K rows, then V rows).
 // direct: the pieces write o and lse themselves (only for the first chunk of the own block, whose pieces cover
 // every row once); otherwise each piece goes to (o_blk, lse_blk) and `merge` folds it into (o, lse). o and o_blk
 // are fp32 (cuco_attn_block_f32 writes the pieces): a piece's rows start at q0 rows of o and of o_blk in fp32, and at
-// q0 rows of q in bf16.
+// q0 rows of q in bf16. o_final is the bf16 output O: a direct call of a single-step ring writes it instead of o
+// and must cover the whole block (else 300: nothing would round the rest).
 inline int attend_rows(const Geo& g, int me, int src, int64_t a, int64_t b, const void* q, const void* kv, void* o,
-                       float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge, cudaStream_t s) {
+                       float* lse, void* o_blk, float* lse_blk, bool direct, MergeFn merge, void* o_final,
+                       cudaStream_t s) {
   Piece p[2];
   const int n = pieces(g, me, src, a, b, p);
+  const bool to_final = direct && single_step(g);
+  if (to_final && (a != 0 || b < kv_rows_needed(g, me, src) || !o_final)) return 300;
   const char* qb = (const char*)q;
   const char* kb = (const char*)kv;
   const char* vb = kb + 2 * g.Sr * kv_row_elems(g);
   for (int i = 0; i < n; ++i) {
     const int64_t qo = 2 * p[i].q0 * q_row_elems(g), ko = 2 * p[i].k0 * kv_row_elems(g);
     const int64_t oo = 4 * p[i].q0 * q_row_elems(g);
-    char* out = (char*)(direct ? o : o_blk) + oo;
     float* l = (direct ? lse : lse_blk) + p[i].q0;
-    int rc = cuco_attn_block_f32(qb + qo, kb + ko, vb + ko, out, l, p[i].nq, p[i].nk, g.hq, g.hkv, g.d, g.Sr,
-                                 p[i].causal, s);
+    int rc;
+    if (to_final) {
+      rc = cuco_attn_block_bf16(qb + qo, kb + ko, vb + ko, (char*)o_final + qo, l, p[i].nq, p[i].nk, g.hq, g.hkv,
+                                g.d, g.Sr, p[i].causal, s);
+      if (rc) return 100 + rc;
+      continue;
+    }
+    char* out = (char*)(direct ? o : o_blk) + oo;
+    rc = cuco_attn_block_f32(qb + qo, kb + ko, vb + ko, out, l, p[i].nq, p[i].nk, g.hq, g.hkv, g.d, g.Sr,
+                             p[i].causal, s);
     if (rc) return 100 + rc;
     if (!direct && (rc = merge((char*)o + oo, lse + p[i].q0, out, l, p[i].nq, g.hq, g.d, g.Sr, s))) return 200 + rc;
   }
@@ -173,14 +193,19 @@ inline int64_t work_running_at(const Geo& g) { return work_partial_lse_at(g) + 4
 inline int64_t work_bytes(const Geo& g) { return work_running_at(g) + 4 * g.Sr * q_row_elems(g); }
 
 // The ring's W steps in fp32, as every schedule runs them: step 0 (the own block, direct) writes the running
-// output, each later one merges into it, and ring_finish rounds it to bf16 o once.
-inline int ring_step(const Geo& g, int me, int step, const void* q, const void* kv, float* lse, char* work,
+// output, each later one merges into it, and ring_finish rounds it to bf16 o once. At W = 1 step 0 writes o itself.
+inline int ring_step(const Geo& g, int me, int step, const void* q, const void* kv, void* o, float* lse, char* work,
                      cudaStream_t s) {
   return attend_rows(g, me, source_at(me, step, g.W), 0, g.Sr, q, kv, work + work_running_at(g), lse, work,
-                     (float*)(work + work_partial_lse_at(g)), step == 0, cuco_attn_merge_f32, s);
+                     (float*)(work + work_partial_lse_at(g)), step == 0, cuco_attn_merge_f32, o, s);
 }
-inline int ring_finish(const Geo& g, void* o, const char* work, cudaStream_t s) {
+// o = bf16(the running output), whatever W: for a schedule that merged every slice (none direct).
+inline int round_running(const Geo& g, void* o, const char* work, cudaStream_t s) {
   return cuco_attn_finish_f32(o, work + work_running_at(g), g.Sr, g.hq, g.d, s);
+}
+// The ring's end after a direct step 0: the rounding, or nothing at W = 1 (step 0 wrote o).
+inline int ring_finish(const Geo& g, void* o, const char* work, cudaStream_t s) {
+  return single_step(g) ? 0 : round_running(g, o, work, s);
 }
 
 }  // namespace cuco_attn

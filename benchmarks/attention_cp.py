@@ -205,8 +205,8 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
              f"NCCL {env.get('nccl_version', '?')}, CUDA runtime {env.get('cuda_runtime_version', '?')}, "
              f"torch {env.get('torch', '?')}, {meta['date']}",
              "", "| shape | verified | host | fast path | best (cuco) | speedup | compute library | comm | "
-             "torch ring | torch SDPA (backend) | anchor/compute | one process: library, SDPA (backend), SDPA/library | "
-             "best point |",
+             "torch ring | torch SDPA (backend) | anchor/compute | "
+             "one process: library, SDPA (backend), SDPA/library | best point |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         backend = f" ({r['anchor_backend']})" if r.get("anchor_backend") else ""
@@ -232,7 +232,8 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
               "scaled_dot_product_attention on the same shape, flash and cuDNN backends, the faster one shown, in the "
               "same device session (W = 1). One process (W = 1): the compute library's attention (its one FMHA call) "
               "through ctypes and torch SDPA in this script's process, 7 interleaved rounds of 20 calls, the median "
-              "of the rounds' medians: the like-for-like ratio. torch ring (W > 1): benchmarks/torch_ring_attention.py — SDPA per ring "
+              "of the rounds' medians: the like-for-like ratio. torch ring (W > 1): "
+              "benchmarks/torch_ring_attention.py — SDPA per ring "
               "step, batch_isend_irecv of the next K/V block, log-sum-exp merge, zigzag for causal — on the same "
               "machine in the same device call. A torch ring several times slower than cuco's host-driven ring on "
               "the same shape (W = 4: 1.07 against 0.34 ms at s8192-d64, 1.47 against 0.13 ms at s4096-d32) is a "

@@ -111,6 +111,48 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     return row
 
 
+def fastest(runs: list[dict[str, Any]], labels: list[str]) -> tuple[str, dict[str, float | None]]:
+    """The label with the smallest median time over `runs` (`<label>_ms` each; a label never timed loses), and every
+    label's median."""
+    medians = {k: _median(runs, f"{k}_ms") for k in labels}
+    timed = [k for k in labels if medians[k] is not None]
+    if not timed:
+        raise RuntimeError(f"no finalist was timed: {', '.join(labels)}")
+    return min(timed, key=lambda k: medians[k]), medians
+
+
+def select_fastest(workload: str, shape: str, world: int, codes: dict[str, str], repeats: int = 3,
+                   iters: int = 30) -> dict[str, Any]:
+    """Which of `codes` (finalists by label; the host seed is added as 'host') runs fastest at `shape`: `repeats`
+    interleaved repeats on full-entropy inputs, the first verified, each one harness process; the choice is made on
+    these repeats and the figures of record are taken afterwards on fresh ones (`retime`), so the chosen program's
+    figures are not the minimum of the same noisy samples it was chosen by."""
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.workloads import get
+
+    wl = get(workload)
+    ev = Evaluator(wl, world=world, bench_shape=shape)
+    link = ev.link()
+    labels = ["host", *codes]
+    built = ev.compiler.compile_many([wl.seed_code(), *codes.values()], link.libraries, link.include_dirs, link.extra)
+    bad = [(k, b.log_excerpt) for k, b in zip(labels, built) if not b.ok]
+    if bad:
+        raise RuntimeError(f"selecting at {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
+    sos = {k: b.so_path for k, b in zip(labels, built)}
+    runs: list[dict[str, Any]] = []
+    with record_lock():
+        for i in range(repeats):
+            order = labels if i % 2 == 0 else labels[::-1]
+            run = _one_run(ev, sos, order, "full", i == 0, iters)
+            if run.get("failures"):
+                said = "; ".join(f"{k}: {v}" for k, v in run["failures"].items())
+                raise RuntimeError(f"selecting at {workload} {shape}: repeat {i + 1} failed: {said}")
+            runs.append(run)
+    winner, medians = fastest(runs, labels)
+    _say(f"{workload} {shape}: fastest of {len(labels)} over {repeats} repeats: {winner}")
+    return {"chosen": winner, "medians_ms": medians, "repeats": repeats}
+
+
 def repeat_until_steady(run_once: Callable[[list[str], bool], dict[str, Any]], labels: list[str], repeats: int,
                         max_repeats: int, what: str) -> list[dict[str, Any]]:
     """Repeats of `run_once(order, verify)` in alternating order (no candidate always runs first), the first one

@@ -108,33 +108,65 @@ def test_repeats_alternate_order_stop_when_steady_and_a_hang_ends_the_retiming()
         record.repeat_until_steady(hangs_second, ["host", "best"], 3, 7, "wl s")
 
 
-@pytest.mark.parametrize("mutation", ["original", "directive"])
-def test_an_original_best_is_the_hosts_figure_of_the_same_repeats(monkeypatch, mutation):
-    """A run whose best is the host seed itself is not re-timed as a second program: its figure of record is the
-    host's, from the same repeats (speedup exactly 1.0); any other best is re-timed beside the host."""
+@pytest.mark.parametrize("chosen", ["host", "fastpath", "lsa/deferred/world/cta/whole"])
+def test_the_selections_choice_is_re_timed_and_a_seed_or_fast_path_is_not_timed_twice(monkeypatch, chosen):
+    """The finalists (the search's best points and the fast path) and the host are timed together first; the fastest
+    is the row's best, whatever the search ranked first. Chosen host seed or fast path: not re-timed as a second
+    program, its figure of record is its own from the same repeats (the host's: speedup exactly 1.0); a chosen
+    point is re-timed beside the host."""
     import types
 
     import search_rows
 
+    from cuco.design_space import Directives
+
     timed: dict[str, str] = {}
+    offered: dict[str, str] = {}
 
     def retime_stand_in(workload, name, world, codes, iters=30):   # stands in for the GPU re-timing
         timed.update(codes)
-        out = {"host_ms": 2.0, "fastpath_ms": 2.2, "compute_ms": 1.0, "comm_ms": 0.5, "verified_full_entropy": True,
-               "host_ms_q": 1.8, "fastpath_ms_q": 2.0, "compute_ms_q": 0.9, "comm_ms_q": 0.4}
+        out = {"host_ms": 2.0, "fastpath_ms": 1.9, "compute_ms": 1.0, "comm_ms": 0.5, "verified_full_entropy": True,
+               "host_ms_q": 1.8, "fastpath_ms_q": 1.7, "compute_ms_q": 0.9, "comm_ms_q": 0.4}
         if "best" in codes:
             out.update(best_ms=1.6, best_ms_q=1.5)
         return out
 
+    def select_stand_in(workload, name, world, codes, repeats=3, iters=30):   # stands in for the GPU selection
+        offered.update(codes)
+        return {"chosen": chosen, "medians_ms": {}, "repeats": repeats}
+
+    points = ["lsa/deferred/world/cta/whole", "lsa/stream_overlap/team/copy_engine/whole"]
+    stored = [types.SimpleNamespace(id=f"c{i}", status="passed", fitness=1.1 + i, mutation="directive",
+                                    directives=Directives.from_label(p), code=f"code of {p}")
+              for i, p in enumerate(points)]
     monkeypatch.setattr(record, "retime", retime_stand_in)
-    best = types.SimpleNamespace(mutation=mutation, code="best code", status="passed",
-                                 metrics={"time_ms": 2.0, "host_ms": 2.0, "speedup": 1.0})
-    fast = types.SimpleNamespace(status="passed", code="fast path code")
-    row = search_rows.of_record("gemm_allgather", "s", 2, types.SimpleNamespace(best=best, fastpath=fast))
+    monkeypatch.setattr(record, "select_fastest", select_stand_in)
+    monkeypatch.setattr(search_rows, "stored_candidates", lambda run_dir, workload: stored)
+    best = stored[1]
+    fast = types.SimpleNamespace(status="passed", code="fast path code", mutation="fastpath", directives=None)
+    summary = types.SimpleNamespace(best=best, fastpath=fast, run_dir=Path("/nonexistent"))
+    best.metrics = {"time_ms": 1.7, "host_ms": 2.0, "speedup": 2.0 / 1.7}
+    row = search_rows.of_record("gemm_allgather", "s", 2, summary)
+    assert offered == {points[1]: f"code of {points[1]}", points[0]: f"code of {points[0]}",
+                       "fastpath": "fast path code"}
     assert timed["fastpath"] == "fast path code" and row["verified"]
-    if mutation == "original":
-        assert "best" not in timed
+    assert row["search_best_point"] == points[1] and row["selection"]["chosen"] == chosen
+    if chosen == "host":
+        assert "best" not in timed and row["best_point"] == "original"
         assert row["best_ms"] == row["host_ms"] == 2.0 and row["speedup"] == 1.0 and row["speedup_q"] == 1.0
         assert row["overlap_efficiency"] == 0.0 and row["best_ms_q"] == 1.8
+    elif chosen == "fastpath":
+        assert "best" not in timed and row["best_point"] == "fastpath"
+        assert row["best_ms"] == 1.9 and row["best_ms_q"] == 1.7 and row["speedup"] == pytest.approx(2.0 / 1.9)
     else:
-        assert timed["best"] == "best code" and row["best_ms"] == 1.6
+        assert timed["best"] == f"code of {chosen}" and row["best_ms"] == 1.6 and row["best_point"] == chosen
+
+
+def test_the_fastest_label_is_the_smallest_median_and_an_untimed_one_loses():
+    runs = [{"host_ms": 1.00, "a_ms": 0.90, "b_ms": 0.95, "c_ms": None},
+            {"host_ms": 1.02, "a_ms": 0.99, "b_ms": 0.93, "c_ms": None},
+            {"host_ms": 0.98, "a_ms": 0.97, "b_ms": 0.94, "c_ms": None}]
+    winner, medians = record.fastest(runs, ["host", "a", "b", "c"])
+    assert winner == "b" and medians["a"] == pytest.approx(0.97) and medians["c"] is None
+    with pytest.raises(RuntimeError, match="no finalist"):
+        record.fastest(runs, ["c"])

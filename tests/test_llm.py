@@ -9,7 +9,7 @@ import time
 import pytest
 
 from cuco.llm import (LLMBudgetError, LLMClient, LLMConfig, LLMConfigError, LLMError, LLMTimeoutError, ReplayCache,
-                      ReplayMissError, prompt_key)
+                      ReplayMissError)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before the import: no price-list download
 litellm = pytest.importorskip("litellm")
@@ -188,13 +188,6 @@ def test_replay_cache_survives_a_torn_last_line(tmp_path):
 def test_replay_without_a_cache_file_is_a_clear_error(tmp_path):
     with pytest.raises(LLMConfigError, match="record a run first"):
         client(cache_mode="replay", cache_path=str(tmp_path / "missing.jsonl"))
-
-
-def test_prompt_key_depends_on_everything_that_decides_the_reply():
-    k = prompt_key(MODEL, MSG, 0.2, 100)
-    assert k == prompt_key(MODEL, MSG, 0.2, 100)
-    assert len({k, prompt_key(MODEL, MSG, 0.5, 100), prompt_key("openai/gpt-4o", MSG, 0.2, 100),
-                prompt_key(MODEL, MSG, 0.2, 100, "1")}) == 4
 
 
 def test_import_cuco_llm_does_not_import_litellm():

@@ -26,7 +26,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
-from results_rows import merge_torch, open_meta, put_error, put_row, save_meta, torch_rows  # noqa: E402  (a sibling script)
+from results_rows import (merge_torch, newest_row, open_meta, put_error, put_row, save_meta,  # noqa: E402
+                          torch_rows)  # (a sibling script)
 from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -200,7 +201,7 @@ def _write(out: Path, meta: dict[str, Any]) -> None:
     tag = f"attention_cp_w{meta['world']}"
     meta = save_meta(out / f"{tag}.json", meta)  # merged with rows another lane wrote meanwhile
     rows = meta["rows"]
-    env = next((r for r in rows if r.get("device")), {})
+    env = newest_row(rows)
     lines = [f"# Ring attention, world {meta['world']} — {env.get('device', '?')}, "
              f"NCCL {env.get('nccl_version', '?')}, CUDA runtime {env.get('cuda_runtime_version', '?')}, "
              f"torch {env.get('torch', '?')}, {meta['date']}",

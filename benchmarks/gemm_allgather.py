@@ -21,7 +21,7 @@ from typing import Any
 from cuco.db import CandidateDB
 from cuco.run import RunOptions, run_workload
 from record import machine, record_lines, search_costs  # sibling scripts
-from results_rows import open_meta, save_meta, torch_rows
+from results_rows import newest_row, open_meta, save_meta, torch_rows
 from search_rows import SEARCH_BATCH, first_points, of_record
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -118,7 +118,8 @@ def main() -> None:
             if row.get("best_ms"):
                 row["faster_than_torch_fused"] = row["best_ms"] < t["torch_fused_ms"]
         rows.append(row)
-        searches.append({"shape": shape, **_history(run_dir, "gemm_allgather"), "search_wall_s": round(wall, 1)})
+        searches.append({"shape": shape, "device": row.get("device"), "date": row.get("date"),
+                         **_history(run_dir, "gemm_allgather"), "search_wall_s": round(wall, 1)})
         _write(Path(args.out), rows, searches, args.world, env)  # after every shape: a cut-off run keeps the rest
 
 
@@ -130,7 +131,7 @@ def _write(out: Path, rows: list[dict[str, Any]], searches: list[dict[str, Any]]
     out.mkdir(parents=True, exist_ok=True)
     tag = f"gemm_allgather_w{world}"   # one file per world size: W = 2 and W = 4 never overwrite each other
     meta = save_meta(out / f"{tag}.json", meta)  # merged with rows another lane wrote meanwhile
-    env_row = next((r for r in rows if r.get("device")), {})
+    env_row = newest_row(rows)
     (out / f"search_{tag}.json").write_text(json.dumps({"date": meta["date"], "device": env_row.get("device"),
                                                         "nccl_version": env_row.get("nccl_version"), "world": world,
                                                         "searches": searches}, indent=2))
@@ -144,7 +145,7 @@ def _fmt(v: Any, nd: int = 3) -> str:
 
 def _table(meta: dict[str, Any]) -> str:
     rows = meta["rows"]
-    env = next((r for r in rows if r.get("device")), {})
+    env = newest_row(rows)
     world = rows[0]["world"] if rows else "?"
     out = [f"# GEMM+AllGather, world {world} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, "
            f"CUDA runtime {env.get('cuda_runtime_version', '?')}, {meta['date']}", "",

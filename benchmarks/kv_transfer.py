@@ -25,7 +25,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from record import machine, record_lines  # noqa: E402  (a sibling script)
-from results_rows import merge_torch, save_meta, torch_rows  # noqa: E402  (a sibling script)
+from results_rows import merge_torch, newest_row, save_meta, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
@@ -166,7 +166,7 @@ def exposed_share(r: dict[str, Any]) -> float | None:
 
 def write_md(out: Path, meta: dict[str, Any]) -> None:
     rows = [*meta["rows"], *meta.get("small_rows", [])]
-    env = next((r for r in rows if r.get("device")), {})
+    env = newest_row(rows)
     world = meta.get("world", 1)
     lines = [f"# KV-cache transfer, world {world} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, CUDA "
              f"runtime {env.get('cuda_runtime_version', '?')}, driver {env.get('driver_version', '?')}, "

@@ -39,6 +39,12 @@ def open_meta(path: Path, world: int) -> dict[str, Any]:
 TABLES = ("rows", "small_rows")
 
 
+def newest_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The most recently measured row that names its device ({} if none): what a file's title names, since rows of
+    other shapes kept from earlier device calls may come from another machine."""
+    return max((r for r in rows if r.get("device")), key=lambda r: str(r.get("date") or ""), default={})
+
+
 def put_row(meta: dict[str, Any], row: dict[str, Any], key: str = "shape", table: str = "rows") -> None:
     """`row` replaces the row of the same shape in `table` (in place), or is appended; that shape's old errors go."""
     meta[table] = [r for r in meta.get(table, []) if r.get(key) != row.get(key)] + [row]

@@ -183,3 +183,14 @@ def test_saves_keep_the_latest_row_of_every_shape_whoever_saved_it(tmp_path_fact
         latest[shape] = max(latest.get(shape, -1), minute)
     rows = json.loads(p.read_text())["rows"] if saves else []
     assert {r["shape"]: r["m"] for r in rows} == latest
+
+
+def test_the_title_names_the_newest_rows_machine():
+    """Rows of other shapes kept from an earlier device call may come from another machine: the file's title names
+    the device of the most recently measured row, not of the first one."""
+    rows = [{"shape": "a", "device": "H100", "date": "2026-11-27T07:00:00+00:00"},
+            {"shape": "b", "device": "H200", "date": "2026-11-28T12:50:00+00:00"},
+            {"shape": "c", "date": "2026-11-29T00:00:00+00:00"},  # names no device
+            {"shape": "d", "device": "H100", "date": None}]
+    assert results_rows.newest_row(rows)["shape"] == "b"
+    assert results_rows.newest_row([{"shape": "c"}]) == {}

@@ -24,6 +24,10 @@ WARM_MS = 300.0
 # whole call off with nothing said (a W = 2 GEMM+AllGather re-timing sat silent for minutes in its second repeat).
 PHASE_TIMEOUT_S = float(os.environ.get("CUCO_RECORD_PHASE_TIMEOUT_S", "90"))
 FIGURES = ("host_ms", "best_ms", "fastpath_ms", "compute_ms", "comm_ms")
+# Launches per timed iteration (CUCO_RECORD_LAUNCHES, default 1: one launch from an idle GPU after a host barrier,
+# as every figure of record so far). More: that many back to back per iteration, the steady state of a training step
+# (HarnessRequest.launches_per_iteration); the row says which.
+LAUNCHES = int(os.environ.get("CUCO_RECORD_LAUNCHES", "1"))
 
 
 def _one_run(ev: Any, sos: dict[str, Any], order: list[str], inputs: str, verify: bool, iters: int) -> dict[str, Any]:
@@ -32,7 +36,8 @@ def _one_run(ev: Any, sos: dict[str, Any], order: list[str], inputs: str, verify
 
     res = run_harness(HarnessRequest(ev.plugin(), [sos[k] for k in order], tuple(ev.bench_shape.dims), world=ev.world,
                                      seeds=(1,), inputs=inputs, verify=verify, bench=True, parts=True, warmup=5,
-                                     iters=iters, timeout_s=PHASE_TIMEOUT_S, warm_ms=WARM_MS),
+                                     iters=iters, timeout_s=PHASE_TIMEOUT_S, warm_ms=WARM_MS,
+                                     launches_per_iteration=LAUNCHES),
                       toolchain=ev.compiler.toolchain)
     by_path = {str(r.path): r for r in res.candidates}
     out: dict[str, Any] = {"status": {}, "failures": {}}
@@ -102,7 +107,7 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     row.update(spread=spread, spread_by_figure=by_figure, repeats=len(runs), inputs="full",
                verified_full_entropy=all(s == "ok" for s in runs[0]["status"].values()),
                statuses=runs[0]["status"], retime_wall_s=round(time.monotonic() - start, 1),
-               record_lock_wait_s=round(waited_s, 1), iters=iters,
+               record_lock_wait_s=round(waited_s, 1), iters=iters, launches_per_iteration=LAUNCHES,
                spread_above_limit=spread > SPREAD_LIMIT,
                device=runs[0]["device"], nccl_version=runs[0]["nccl_version"], date=runs[0]["date"],
                commit=source_commit(), **{f"{k}_q": q.get(k) for k in FIGURES})

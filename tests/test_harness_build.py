@@ -72,6 +72,7 @@ def test_harness_binary_rejects_bad_command_lines(toolchain: Toolchain) -> None:
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     proc = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
     assert "[--graph-replays 0]" in proc.stderr and "[--warm-ms 0]" in proc.stderr
+    assert "[--launches-per-iteration 1]" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["copy_workload", *CANDIDATES])

@@ -124,6 +124,10 @@ def test_request_argv_and_deadline() -> None:
     (dict(graph_replays=-1), "graph_replays"), (dict(graph_replays=100_001), "graph_replays"),
     (dict(graph_replays=2.5), "graph_replays"), (dict(graph_replays=True), "graph_replays"),
     (dict(warm_ms=-1), "warm_ms"), (dict(warm_ms=61000), "warm_ms"),
+    (dict(launches_per_iteration=0), "launches_per_iteration"),
+    (dict(launches_per_iteration=1001), "launches_per_iteration"),
+    (dict(launches_per_iteration=2.0), "launches_per_iteration"),
+    (dict(launches_per_iteration=True), "launches_per_iteration"),
 ])
 def test_request_validation(kwargs: dict, match: str) -> None:
     base = dict(workload_plugin="w.so", candidates=["a.so"], dims=(4,), world=2)
@@ -395,3 +399,25 @@ def test_a_hang_names_a_rank_that_never_reached_the_phase(report_selftest: Path,
     assert hung.status == "hang", hung
     assert ("rank 0: candidate 4 bench iteration 0, at host agreement 1; rank 1: candidate 4 setup, in the "
             "candidate's setup, then waiting for its GPU") in hung.message, hung.message
+
+
+def test_launches_per_iteration_crosses_the_command_line_and_comes_back_in_the_timing(report_selftest: Path,
+                                                                                    tmp_path: Path) -> None:
+    """Off (1) unless asked; asked, the flag reaches the harness and its timing says how many launches each
+    iteration held, which Python reads back; out of range, the harness refuses it by name."""
+    base = HarnessRequest("w.so", ["a.so"], dims=(4,), world=2)
+    assert "--launches-per-iteration" not in base.argv(Path("h"), Path("o"))
+    asked = attrs.evolve(base, launches_per_iteration=20).argv(Path("h"), Path("o"))
+    assert asked[asked.index("--launches-per-iteration") + 1] == "20"
+    proc = _report(report_selftest, "finish", tmp_path, "--launches-per-iteration", "20")
+    assert proc.returncode == 0, proc.stderr
+    written = HarnessResult.from_dict(json.loads((tmp_path / "r.json").read_text()))
+    timed = [c.timing for c in written.candidates if c.timing is not None]
+    assert timed and all(t.launches_per_iteration == 20 for t in timed)
+    assert _report(report_selftest, "finish", tmp_path).returncode == 0
+    timed = [c.timing for c in HarnessResult.from_dict(json.loads((tmp_path / "r.json").read_text())).candidates
+             if c.timing is not None]
+    assert all(t.launches_per_iteration == 1 for t in timed)
+    for value in ("0", "1001", "x"):
+        bad = _report(report_selftest, "finish", tmp_path, "--launches-per-iteration", value)
+        assert bad.returncode == 2 and "--launches-per-iteration" in bad.stderr, bad.stderr

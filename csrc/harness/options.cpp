@@ -65,7 +65,9 @@ std::string usage() {
          "         [--nvshmem-lib PATH]  (libnvshmem_host.so.3, for candidates that declare uses_nvshmem)\n"
          "         [--warm-ms 0]  (with --parts 1: run the compute part this long before anything is timed)\n"
          "         [--graph-replays 0]  (capture one delayed launch per candidate in a CUDA graph, replay and check it\n"
-         "                               N times with fresh inputs; the result's per-candidate \"graph\")\n";
+         "                               N times with fresh inputs; the result's per-candidate \"graph\")\n"
+         "         [--launches-per-iteration 1]  (each timed iteration: N launches back to back, no host barrier\n"
+         "                                        between them, one event pair; its time is the total / N)\n";
 }
 
 Options parse_options(int argc, char** argv) {
@@ -101,6 +103,13 @@ Options parse_options(int argc, char** argv) {
         throw std::invalid_argument("--graph-replays must be between 0 (off) and " + std::to_string(kMaxGraphReplays) +
                                     ", got '" + v + "'");
       o.graph_replays = static_cast<int>(n);
+    }
+    else if (flag == "--launches-per-iteration") {
+      long long n = parse_int(flag, v);
+      if (n < 1 || n > kMaxLaunchesPerIteration)
+        throw std::invalid_argument("--launches-per-iteration must be between 1 and " +
+                                    std::to_string(kMaxLaunchesPerIteration) + ", got '" + v + "'");
+      o.launches_per_iteration = static_cast<int>(n);
     }
     else throw std::invalid_argument("unknown flag " + flag + "\n" + usage());
   }

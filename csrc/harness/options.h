@@ -9,6 +9,8 @@ namespace cuco_harness {
 
 // The most graph replays one run may ask for (each replay refills, launches and checks once).
 constexpr int kMaxGraphReplays = 100000;
+// The most launches one timed iteration may hold (--launches-per-iteration).
+constexpr int kMaxLaunchesPerIteration = 1000;
 
 struct Options {
   std::string workload;                 // --workload W.so
@@ -32,6 +34,7 @@ struct Options {
   std::string trace_dir;                // --trace DIR: after its timed runs, trace a few launches per candidate (CUPTI)
   double warm_ms = 0;                   // --warm-ms: before anything is timed, run the compute part this long
   int graph_replays = 0;                // --graph-replays N: capture one launch in a CUDA graph, replay and check N times
+  int launches_per_iteration = 1;       // --launches-per-iteration N: each timed iteration is N back-to-back launches
 
   bool process_mode() const { return rank >= 0; }
 

@@ -74,6 +74,9 @@ class Rank {
   // Forks the side stream, launches, joins it back; returns "" or why the launch failed.
   // delayed: queue the delayed-arrival spin (opts.delay_comm_us) on the side stream before the launch.
   std::string launch_joined(cuco_candidate_launch_fn launch, bool timed, bool delayed = false);
+  // One timed iteration: opts.launches_per_iteration launches back to back between start_ and stop_ (one launch:
+  // launch_joined timed); "" or the first launch's failure (the rest are not enqueued).
+  std::string launch_timed(cuco_candidate_launch_fn launch);
   // n untimed launches; every rank agrees before any waits (a rank whose launch failed enqueued nothing its peers'
   // kernels could wait for), then ctx_.stream is synchronised: "" or the first failure on any rank, on every rank.
   std::string launches_agreed(Target t, cuco_candidate_launch_fn launch, int n);

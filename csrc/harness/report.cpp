@@ -49,6 +49,7 @@ void write_timing(JsonWriter& w, const std::vector<std::vector<double>>& t, cons
   w.key("spread").value(s.spread);
   w.key("iters").value(static_cast<int>(t[0].size()));
   w.key("warmup").value(o.warmup);
+  w.key("launches_per_iteration").value(o.launches_per_iteration);
   w.end_object();
 }
 

@@ -69,6 +69,7 @@ class Timing:
     max_rank: int = 0
     iters: int = 0
     warmup: int = 0
+    launches_per_iteration: int = 1  # each iteration's time is its launches' total over this count
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "timing") -> "Timing":
@@ -85,6 +86,7 @@ class Timing:
             max_rank=int(d.get("max_rank", 0)),
             iters=int(d.get("iters", 0)),
             warmup=int(d.get("warmup", 0)),
+            launches_per_iteration=int(d.get("launches_per_iteration", 1)),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -47,6 +47,8 @@ def _paths(xs: Sequence[str | Path]) -> tuple[Path, ...]:
 INPUTS = ("q256", "full")
 #: The most graph replays one request may ask for (the harness's kMaxGraphReplays).
 MAX_GRAPH_REPLAYS = 100_000
+#: The most launches one timed iteration may hold (the harness's kMaxLaunchesPerIteration).
+MAX_LAUNCHES_PER_ITERATION = 1000
 #: The seed bit that selects full-entropy inputs in cuco/gen.cuh (kFullEntropySeed).
 FULL_ENTROPY_SEED = 1 << 63
 
@@ -104,6 +106,11 @@ class HarnessRequest:
     # With parts: every rank runs the workload's compute part this many milliseconds before anything is timed, so
     # the first timed target (the parts) does not meet a GPU at idle clocks. 0: off.
     warm_ms: float = 0.0
+    # Each timed iteration: this many launches back to back (no host barrier between them, one event pair), its time
+    # the total over this count. 1: one launch per iteration after a host barrier, from an idle GPU (host enqueue
+    # latency and the ranks' skew at the barrier inside every interval); more: the steady state of a training step,
+    # where the GPU runs ahead of the host and the skew is paid once per iteration.
+    launches_per_iteration: int = 1
 
     def __attrs_post_init__(self) -> None:
         # Non-negative: a dim may be a flag (attention_cp's CAUSAL is 0 or 1); each workload checks its own ranges.
@@ -125,6 +132,10 @@ class HarnessRequest:
                 or not 0 <= self.graph_replays <= MAX_GRAPH_REPLAYS):
             raise HarnessRequestError(f"graph_replays must be an integer from 0 (off) to {MAX_GRAPH_REPLAYS}, "
                                       f"got {self.graph_replays!r}")
+        if (isinstance(self.launches_per_iteration, bool) or not isinstance(self.launches_per_iteration, int)
+                or not 1 <= self.launches_per_iteration <= MAX_LAUNCHES_PER_ITERATION):
+            raise HarnessRequestError(f"launches_per_iteration must be an integer from 1 to "
+                                      f"{MAX_LAUNCHES_PER_ITERATION}, got {self.launches_per_iteration!r}")
         if not 0 <= self.warm_ms <= 60000:
             raise HarnessRequestError(f"warm_ms must be between 0 and 60000 (a minute), got {self.warm_ms}")
         if not self.candidates and not self.parts:
@@ -158,6 +169,8 @@ class HarnessRequest:
             argv += ["--graph-replays", str(self.graph_replays)]
         if self.warm_ms:
             argv += ["--warm-ms", f"{self.warm_ms:g}"]
+        if self.launches_per_iteration != 1:
+            argv += ["--launches-per-iteration", str(self.launches_per_iteration)]
         if self.nvshmem_lib is not None:
             argv += ["--nvshmem-lib", str(self.nvshmem_lib)]
         return argv

@@ -194,7 +194,7 @@ def test_mocks_match_the_real_harness_types():
     assert {"candidates", "parts", "device", "nccl_version", "date"} <= names(result.HarnessResult)
     assert {"workload_plugin", "candidates", "dims", "world", "devices", "seeds", "verify", "bench", "warmup",
             "iters", "parts", "timeout_s", "delay_comm_us", "mode", "trace_dir", "nvshmem_lib",
-            "inputs", "graph_replays", "warm_ms"} == names(runner.HarnessRequest)
+            "inputs", "graph_replays", "warm_ms", "launches_per_iteration"} == names(runner.HarnessRequest)
 
 
 class FakeHarnessRunner:

@@ -33,23 +33,33 @@ from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
 RESULTS = HERE / "results"
 
 
-def anchor(dims: dict[str, int]) -> dict[str, Any]:
-    """torch SDPA (bf16, [1, H, S, D]) on this shape: each of the flash and cuDNN backends, and the faster."""
+def sdpa_calls(dims: dict[str, int]) -> dict[str, Any]:
+    """torch SDPA (bf16, randn inputs in [1, H, S, D]) on this shape, one call per backend: flash, cuDNN."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from event_timing import event_times_ms
-
     s, hq, hkv, d, causal = (dims[k] for k in ("S", "HQ", "HKV", "D", "CAUSAL"))
     q = torch.randn(1, hq, s, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(1, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    out: dict[str, Any] = {"torch": torch.__version__}
-    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+
+    def call_with(backend):
         def call():
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), enable_gqa=hq != hkv)
+        return call
 
+    return {"flash": call_with(SDPBackend.FLASH_ATTENTION), "cudnn": call_with(SDPBackend.CUDNN_ATTENTION)}
+
+
+def anchor(dims: dict[str, int]) -> dict[str, Any]:
+    """torch SDPA on this shape: each of the flash and cuDNN backends, and the faster."""
+    import torch
+
+    from event_timing import event_times_ms
+
+    out: dict[str, Any] = {"torch": torch.__version__}
+    for name, call in sdpa_calls(dims).items():
         try:
             out[f"anchor_{name}_ms"] = statistics.median(event_times_ms(call, iters=30, warmup=5))
         except RuntimeError as exc:  # a backend that does not take this shape
@@ -67,8 +77,6 @@ def same_process(dims: dict[str, int], library: Path, rounds: int = 7, iters: in
     `rounds` interleaved rounds of `iters` timed calls each: per side the median over rounds of each round's
     median. Like for like: one process, one GPU clock history (the harness and this script run apart otherwise)."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from event_timing import event_times_ms
 
@@ -89,17 +97,7 @@ def same_process(dims: dict[str, int], library: Path, rounds: int = 7, iters: in
         if rc:
             raise RuntimeError(f"cuco_attn_block_bf16 returned {rc}")
 
-    qt = torch.randn(1, hq, s, d, device="cuda", dtype=torch.bfloat16)  # torch's: [1][H][S][D], as anchor()
-    kt, vt = (torch.randn(1, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-
-    def sdpa(backend):
-        def call():
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=hq != hkv)
-        return call
-
-    sides = {"library": library_call, "flash": sdpa(SDPBackend.FLASH_ATTENTION),
-             "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    sides = {"library": library_call, **sdpa_calls(dims)}  # torch's own inputs, as anchor()
     out: dict[str, Any] = {}
     for name in list(sides):  # warm each side; a backend that does not take the shape drops out
         try:

@@ -82,20 +82,8 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     re-time at the same moment. max_repeats: CUCO_RECORD_MAX_REPEATS, else 7."""
     if max_repeats is None:
         max_repeats = int(os.environ.get("CUCO_RECORD_MAX_REPEATS", "7"))
-    from cuco.evaluate.cascade import Evaluator
-    from cuco.workloads import get
-
-    wl = get(workload)
-    ev = Evaluator(wl, world=world, bench_shape=shape)
-    link = ev.link()
-    labels = ["host", *codes]
-    t0 = time.monotonic()
-    built = ev.compiler.compile_many([wl.seed_code(), *codes.values()], link.libraries, link.include_dirs, link.extra)
-    _say(f"{workload} {shape}: {len(built)} programs built in {time.monotonic() - t0:.1f} s; waiting for the lock")
-    bad = [(k, b.log_excerpt) for k, b in zip(labels, built) if not b.ok]
-    if bad:
-        raise RuntimeError(f"re-timing {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
-    sos = {k: b.so_path for k, b in zip(labels, built)}
+    ev, sos = _built(workload, shape, world, codes, "re-timing")
+    labels = list(sos)
     with record_lock() as waited_s:
         start = time.monotonic()
         _say(f"{workload} {shape}: lock held after {waited_s:.1f} s")
@@ -116,6 +104,26 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     return row
 
 
+def _built(workload: str, shape: str, world: int, codes: dict[str, str],
+           doing: str) -> tuple[Any, dict[str, Any]]:
+    """The workload's evaluator at `shape` and the shared objects of the host seed ('host') and `codes`, by label;
+    an error saying what it was `doing` and naming the first that does not compile."""
+    from cuco.evaluate.cascade import Evaluator
+    from cuco.workloads import get
+
+    wl = get(workload)
+    ev = Evaluator(wl, world=world, bench_shape=shape)
+    link = ev.link()
+    labels = ["host", *codes]
+    t0 = time.monotonic()
+    built = ev.compiler.compile_many([wl.seed_code(), *codes.values()], link.libraries, link.include_dirs, link.extra)
+    _say(f"{workload} {shape}: {len(built)} programs built in {time.monotonic() - t0:.1f} s; waiting for the lock")
+    bad = [(k, b.log_excerpt) for k, b in zip(labels, built) if not b.ok]
+    if bad:
+        raise RuntimeError(f"{doing} {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
+    return ev, {k: b.so_path for k, b in zip(labels, built)}
+
+
 def fastest(runs: list[dict[str, Any]], labels: list[str]) -> tuple[str, dict[str, float | None]]:
     """The label with the smallest median time over `runs` (`<label>_ms` each; a label never timed loses), and every
     label's median."""
@@ -132,27 +140,11 @@ def select_fastest(workload: str, shape: str, world: int, codes: dict[str, str],
     interleaved repeats on full-entropy inputs, the first verified, each one harness process; the choice is made on
     these repeats and the figures of record are taken afterwards on fresh ones (`retime`), so the chosen program's
     figures are not the minimum of the same noisy samples it was chosen by."""
-    from cuco.evaluate.cascade import Evaluator
-    from cuco.workloads import get
-
-    wl = get(workload)
-    ev = Evaluator(wl, world=world, bench_shape=shape)
-    link = ev.link()
-    labels = ["host", *codes]
-    built = ev.compiler.compile_many([wl.seed_code(), *codes.values()], link.libraries, link.include_dirs, link.extra)
-    bad = [(k, b.log_excerpt) for k, b in zip(labels, built) if not b.ok]
-    if bad:
-        raise RuntimeError(f"selecting at {workload} {shape}: {bad[0][0]} does not compile: {bad[0][1][:500]}")
-    sos = {k: b.so_path for k, b in zip(labels, built)}
-    runs: list[dict[str, Any]] = []
-    with record_lock():
-        for i in range(repeats):
-            order = labels if i % 2 == 0 else labels[::-1]
-            run = _one_run(ev, sos, order, "full", i == 0, iters)
-            if run.get("failures"):
-                said = "; ".join(f"{k}: {v}" for k, v in run["failures"].items())
-                raise RuntimeError(f"selecting at {workload} {shape}: repeat {i + 1} failed: {said}")
-            runs.append(run)
+    ev, sos = _built(workload, shape, world, codes, "selecting at")
+    labels = list(sos)
+    with record_lock():  # exactly `repeats`: the choice needs no steadiness of its own, the record after it does
+        runs = repeat_until_steady(lambda order, verify: _one_run(ev, sos, order, "full", verify, iters), labels,
+                                   repeats, repeats, f"selecting at {workload} {shape}")
     winner, medians = fastest(runs, labels)
     _say(f"{workload} {shape}: fastest of {len(labels)} over {repeats} repeats: {winner}")
     return {"chosen": winner, "medians_ms": medians, "repeats": repeats}

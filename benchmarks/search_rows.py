@@ -113,9 +113,10 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
 
 
 #: How many of the search's best design points go on to the selection before the figures of record
-#: (CUCO_RECORD_FINALISTS): the search ranks on one harness run per point, whose spread (5-15 % at W = 2) is wider
-#: than the gaps between its leaders, so its first was not always the fastest when re-timed (a W = 2 GEMM+AllGather
-#: row reported the fast path at 0.99x the host while a copy-engine point had run 1.06x in the same search).
+#: (CUCO_RECORD_FINALISTS): the search ranks on one harness run per point, whose spread (up to 15 % at W = 2) is
+#: wider than the gaps between its leaders, so its first was not always the fastest when re-timed (a W = 2
+#: GEMM+AllGather row reported the fast path at 0.99x the host while a copy-engine point had run 1.06x in the same
+#: search).
 FINALISTS = int(os.environ.get("CUCO_RECORD_FINALISTS", "3"))
 
 
@@ -126,7 +127,7 @@ def finalists(candidates: list[Any], k: int) -> list[Any]:
                      and c.mutation not in ("original", "fastpath")), key=lambda c: -c.fitness)
     out, seen = [], set()
     for c in ranked:
-        label = c.directives.label() if c.directives else c.id
+        label = program_label(c)
         if label not in seen:
             seen.add(label)
             out.append(c)
@@ -143,20 +144,19 @@ def of_record(workload: str, name: str, world: int, summary: Any, iters: int = 3
     from record import derived, retime, select_fastest
 
     fastpath = summary.fastpath if summary.fastpath is not None and summary.fastpath.status == "passed" else None
-    points = finalists(stored_candidates(summary.run_dir, workload), FINALISTS)
-    by_label = {c.directives.label() if c.directives else c.id: c for c in points}
+    # the programs a row may report as best, by label: the finalists, the fast path and the search's own first
+    pool = {program_label(c): c for c in finalists(stored_candidates(summary.run_dir, workload), FINALISTS)}
     if fastpath is not None:
-        by_label["fastpath"] = fastpath
+        pool["fastpath"] = fastpath
+    if summary.best.mutation != "original":
+        pool.setdefault(program_label(summary.best), summary.best)
     m = summary.best.metrics
     searched = {"search_best_ms": m.get("time_ms"), "search_host_ms": m.get("host_ms"),
-                "search_speedup": m.get("speedup"), "search_best_point": point_label(summary.best)}
-    chosen = "host" if summary.best.mutation == "original" else point_label(summary.best)
-    selection = None
-    if by_label:
-        selection = select_fastest(workload, name, world, {k: c.code for k, c in by_label.items()}, iters=iters)
-        chosen = selection["chosen"]
-    codes = {} if chosen in ("host", "fastpath") else {"best": by_label[chosen].code if chosen in by_label
-                                                         else summary.best.code}
+                "search_speedup": m.get("speedup"), "search_best_point": program_label(summary.best)}
+    selection = select_fastest(workload, name, world, {k: c.code for k, c in pool.items()}, iters=iters) \
+        if pool else None
+    chosen = selection["chosen"] if selection else "host"
+    codes = {} if chosen in ("host", "fastpath") else {"best": pool[chosen].code}
     if fastpath is not None:
         codes["fastpath"] = fastpath.code
     rec = retime(workload, name, world, codes, iters=iters)
@@ -166,12 +166,10 @@ def of_record(workload: str, name: str, world: int, summary: Any, iters: int = 3
             figures["best_ms"] = rec.get(f"{chosen}_ms{suffix}")
             rec[f"best_ms{suffix}"] = figures["best_ms"]
             rec.update({f"{k}{suffix}": v for k, v in derived(figures).items()})
-    winner = summary.best if chosen == "host" else fastpath if chosen == "fastpath" else by_label.get(chosen,
-                                                                                                  summary.best)
     rec["best_point"] = "original" if chosen == "host" else chosen
-    rec["verified"] = winner.status == "passed" and rec["verified_full_entropy"]
+    rec["verified"] = pool.get(chosen, summary.best).status == "passed" and rec["verified_full_entropy"]
     if selection is not None:
-        rec["selection"] = {**selection, "finalists": list(by_label)}
+        rec["selection"] = {**selection, "finalists": list(pool)}
     return {**searched, **rec}
 
 
@@ -186,6 +184,9 @@ def stored_candidates(run_dir: Path, workload: str) -> list[Any]:
         db.close()
 
 
-def point_label(c: Any) -> str:
-    """A candidate's design point, or its mutation ('original', 'fastpath') where it has none."""
-    return c.directives.label() if c.directives else c.mutation
+def program_label(c: Any) -> str:
+    """How a row names a candidate: its design point, else 'fastpath' or 'original' for those, else its id (an
+    LLM's rewrite has no point, and two of them are two programs)."""
+    if c.directives:
+        return c.directives.label()
+    return c.mutation if c.mutation in ("fastpath", "original") else c.id

@@ -56,3 +56,11 @@ def test_finalists_hold_only_ranked_distinct_points_best_first(specs, k):
     assert [c.fitness for c in got] == sorted((c.fitness for c in got), reverse=True)
     best = max((c.fitness for c in cands if c.status == "passed" and c.fitness is not None), default=None)
     assert (got[0].fitness if got else None) == best
+
+
+def test_two_rewrites_without_a_point_are_two_finalists():
+    """An LLM's rewrites have no design point: each is its own program, named by its id."""
+    cands = [_cand(0, "passed", 1.2, None, "llm"), _cand(1, "passed", 1.1, None, "llm"),
+             _cand(2, "passed", 1.0, POINTS[0])]
+    got = search_rows.finalists(cands, 3)
+    assert [search_rows.program_label(c) for c in got] == ["c0", "c1", POINTS[0]]

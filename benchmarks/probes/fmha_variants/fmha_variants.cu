@@ -5,10 +5,10 @@
 //
 //   fmha_variants S HQ HKV [iters]      (D and the mask are the build's)
 //
-// Variants: `library` and `library_bf16` are cuco::kit::fmha::forward<D, causal, float / bf16> as the compute
-// library calls them; the others are the same mainloop and fp32-O epilogue with another (query, key) tile or the
-// persistent tile scheduler with a separate Q-loading warp (what example 88 calls "ping-pong"). Every variant's O
-// and LSE are compared with `library`'s on the same inputs; one JSON line per variant on stdout.
+// Variants: `library` and `library_bf16` are cuco::kit::fmha::forward<D, causal, RegisterOut (fp32 O) / bf16> as
+// the compute library calls them; the others are the same mainloop and fp32-O epilogue with another (query, key)
+// tile or the persistent tile scheduler with a separate Q-loading warp (what example 88 calls "ping-pong"). Every
+// variant's O and LSE are compared with `library`'s on the same inputs; one JSON line per variant on stdout.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -51,7 +51,7 @@ struct VariantOp {
     using Scheduler = std::conditional_t<kPersistent, cutlass::fmha::kernel::PersistentTileScheduler,
                                          cutlass::fmha::kernel::IndividualTileScheduler>;
     using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
-        Mainloop, dt::EpilogueOut<float, typename Mainloop::TileShapePV>, Scheduler, Opts...>;
+        Mainloop, dt::EpilogueOut<typename Mainloop::TileShapePV>, Scheduler, Opts...>;
   };
   using Kernel = typename std::conditional_t<kPersistent, With<Persist, LoadQ>, With<>>::Kernel;
   using Op = cutlass::device::Universal<Kernel>;
@@ -94,7 +94,7 @@ struct Variant {
   bool bf16_out;
 };
 
-int library_f32(fm::Problem p, cudaStream_t s) { return fm::forward<kD, kCausal, float>(p, s); }
+int library_f32(fm::Problem p, cudaStream_t s) { return fm::forward<kD, kCausal, fm::RegisterOut>(p, s); }
 int library_bf16(fm::Problem p, cudaStream_t s) { return fm::forward<kD, kCausal>(p, s); }
 
 std::vector<Variant> variants() {

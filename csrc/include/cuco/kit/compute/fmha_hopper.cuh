@@ -10,8 +10,7 @@
 //   #include "cuco/kit/compute/fmha_hopper.cuh"
 //   cuco::kit::fmha::Problem p{};            // pointers, sizes and strides below
 //   int status = cuco::kit::fmha::forward<128, /*causal=*/true>(p, stream);   // 0 = enqueued, bf16 O
-//   int status = cuco::kit::fmha::forward<128, true, float>(p, stream);       // fp32 O
-//   p.o_bf16 = true;   // or false: fp32
+//   p.o_bf16 = false;  // fp32 O (true: bf16), stored from registers
 //   int status = cuco::kit::fmha::forward<128, true, cuco::kit::fmha::RegisterOut>(p, stream);
 //
 // Each forward<D, causal, Out> is one template instantiation (about 5 s of nvcc on 2 cores,
@@ -51,7 +50,6 @@
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -68,7 +66,7 @@ struct Problem {
   const void* q = nullptr;   // bf16
   const void* k = nullptr;   // bf16
   const void* v = nullptr;   // bf16
-  void* o = nullptr;         // bf16, or fp32 (forward<D, causal, float>; RegisterOut: as o_bf16 says)
+  void* o = nullptr;         // bf16, or as o_bf16 says (forward<D, causal, RegisterOut>)
   float* lse = nullptr;      // fp32
   int batch = 1, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0;
   int64_t q_seq_stride = 0, q_head_stride = 0, q_batch_stride = 0;
@@ -132,28 +130,26 @@ using Fusion =
 /// still reads its Q and the last K/V tiles. A bf16 tile fits in the finished warpgroup's own Q; an fp32 one did
 /// not (D 32 and 64): it overwrote the other warpgroup's operands now and then, and rows came out NaN or wrong
 /// (tests/test_workload_attention_cp_gpu.py, blocks of one KV tile). Each quad of threads stores 8 consecutive
-/// floats of a row: whole 32-byte sectors. ElementOut float, or RegisterOut: fp32 or bf16 as Arguments::o_bf16 says
-/// (both stores in one instantiation; the branch is uniform over the grid).
-template <class ElementOut, class TileShapeWG>
+/// floats of a row: whole 32-byte sectors. O is fp32 or bf16 as Arguments::o_bf16 says (RegisterOut: both stores in
+/// one instantiation; the branch is uniform over the grid).
+template <class TileShapeWG>
 struct EpilogueOut {
-  static constexpr bool kRuntimeType = std::is_same_v<ElementOut, RegisterOut>;
-  using Widest = std::conditional_t<kRuntimeType, float, ElementOut>;  // the widest element it stores
-  static constexpr int Alignment = 16 / sizeof(Widest);
+  static constexpr int Alignment = 16 / sizeof(float);  // fp32, the wider of the two O types
   using StrideO = cute::tuple<int, cute::_1, cute::tuple<int, int>>;
   using StrideL = cute::tuple<cute::_1, cute::tuple<int, int>>;
-  using Operation = cutlass::epilogue::fusion::LinearCombination<Widest, float, void>;
+  using Operation = cutlass::epilogue::fusion::LinearCombination<float, float, void>;
   // Only for the kernel's epilogue-load pipeline types, which it builds whatever the epilogue does; never run.
   using CollectiveEpilogueTMA = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeWG, cute::Shape<cute::_1, cute::_1, cute::_1>,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, StrideO, Alignment, Widest, StrideO,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, StrideO, Alignment, float, StrideO,
       Alignment, cutlass::epilogue::TmaWarpSpecialized, Operation>::CollectiveOp;
 
   struct Arguments {
-    Widest* ptr_O;  // RegisterOut: the address of O whatever its type
+    float* ptr_O;  // the address of O whatever its type
     StrideO dO;
     float* ptr_LSE;
     StrideL dLSE;
-    bool o_bf16 = false;  // RegisterOut only
+    bool o_bf16 = false;
   };
   using Params = Arguments;
   struct TensorStorage {};  // no shared memory: nothing aliases the mainloop's
@@ -194,15 +190,11 @@ struct EpilogueOut {
       for (int i = 0; i < size<0>(tOgLSE_mn); i++)
         if (get<0>(tOcO_mn(i)) + row0 < seq_q) tOgLSE_mn(i, _0{}) = lse(i);
     }
-    if constexpr (kRuntimeType) {
-      if (params.o_bf16)
-        store_o(reinterpret_cast<cutlass::bfloat16_t*>(params.ptr_O), tile_shape, blk_coord, acc, thr_mma, tOcO,
-                row0, seq_q, problem_size, params.dO);
-      else
-        store_o(params.ptr_O, tile_shape, blk_coord, acc, thr_mma, tOcO, row0, seq_q, problem_size, params.dO);
-    } else {
+    if (params.o_bf16)
+      store_o(reinterpret_cast<cutlass::bfloat16_t*>(params.ptr_O), tile_shape, blk_coord, acc, thr_mma, tOcO, row0,
+              seq_q, problem_size, params.dO);
+    else
       store_o(params.ptr_O, tile_shape, blk_coord, acc, thr_mma, tOcO, row0, seq_q, problem_size, params.dO);
-    }
   }
 
   // O: each accumulator element to its place in T, rows past seq_q left alone
@@ -223,15 +215,14 @@ struct EpilogueOut {
   }
 };
 
-/// bf16 O: the example's builder as it is. Another O type (float, RegisterOut): the example's mainloop and kernel
-/// with EpilogueOut.
+/// RegisterOut: the example's mainloop and kernel with EpilogueOut. bf16 O: the example's builder as it is.
 template <int kHeadDim, bool kCausal, class ElementOut>
 struct OpFor {
+  static_assert(std::is_same_v<ElementOut, RegisterOut>, "O is bf16 (the example's epilogue) or RegisterOut");
   using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
       Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>>;
   using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
-      Mainloop, EpilogueOut<ElementOut, typename Mainloop::TileShapePV>,
-      cutlass::fmha::kernel::IndividualTileScheduler>;
+      Mainloop, EpilogueOut<typename Mainloop::TileShapePV>, cutlass::fmha::kernel::IndividualTileScheduler>;
 };
 template <int kHeadDim, bool kCausal>
 struct OpFor<kHeadDim, kCausal, Element> {
@@ -244,27 +235,6 @@ using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementO
 
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
-/// Bytes of one O element for forward<D, causal, ElementOut> on p.
-template <class ElementOut>
-int out_bytes(const Problem& p) {
-  if constexpr (std::is_same_v<ElementOut, RegisterOut>) return p.o_bf16 ? 2 : 4;
-  else return int(sizeof(ElementOut));
-}
-
-template <class A, class = void>
-struct has_out_flag : std::false_type {};
-template <class A>
-struct has_out_flag<A, std::void_t<decltype(std::declval<A&>().o_bf16)>> : std::true_type {};
-
-/// The epilogue's arguments: the example's (bf16) or EpilogueOut's, whose O type may come from p.
-template <class EpiArgs, class StrideO, class StrideL>
-void set_out(EpiArgs& e, void* o, StrideO const& dO, float* lse, StrideL const& dLSE, const Problem& p) {
-  e.ptr_O = static_cast<decltype(e.ptr_O)>(o);
-  e.dO = dO;
-  e.ptr_LSE = lse;
-  e.dLSE = dLSE;
-  if constexpr (has_out_flag<EpiArgs>::value) e.o_bf16 = p.o_bf16;
-}
 inline bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 /// Raise `Kernel`'s dynamic shared-memory limit on the current device, once per device; false if CUDA refused.
@@ -307,7 +277,7 @@ int check(const Problem& p) {
   return 0;
 }
 
-/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O of ElementOut (bf16, float, or RegisterOut: p.o_bf16 says);
+/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O bf16 (ElementOut bf16) or as p.o_bf16 says (RegisterOut);
 /// returns the status described at the top of this file.
 template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t>
 int forward(const Problem& p, cudaStream_t stream) {
@@ -330,13 +300,17 @@ int forward(const Problem& p, cudaStream_t stream) {
     const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;
     const Element* k = static_cast<const Element*>(p.k) + b * p.k_batch_stride;
     const Element* v = static_cast<const Element*>(p.v) + b * p.v_batch_stride;
-    void* o = static_cast<char*>(p.o) + b * p.o_batch_stride * detail::out_bytes<ElementOut>(p);
     float* lse = p.lse + b * p.lse_batch_stride;
     typename O::Arguments args{detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim},
                                {q, sQ, k, sK, v, sV},
                                {},
                                hw};
-    detail::set_out(args.epilogue, o, sO, lse, sL, p);
+    if constexpr (std::is_same_v<ElementOut, RegisterOut>) {
+      char* o = static_cast<char*>(p.o) + b * p.o_batch_stride * (p.o_bf16 ? 2 : 4);
+      args.epilogue = {reinterpret_cast<float*>(o), sO, lse, sL, p.o_bf16};
+    } else {
+      args.epilogue = {static_cast<Element*>(p.o) + b * p.o_batch_stride, sO, lse, sL};
+    }
     O op;
     if (op.can_implement(args) != cutlass::Status::kSuccess) return 2;
     if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return 3;

@@ -35,15 +35,20 @@ def best_points(workload: str, world: int, results: Path = RESULTS) -> list[str]
     raise SystemExit(f"no results file of {workload} names a best point; run its benchmark first")
 
 
-def point_codes(workload: Any, names: Sequence[str], include_dirs: Sequence[Path] = ()) -> dict[str, str]:
+def point_codes(workload: Any, names: Sequence[str], include_dirs: Sequence[Path] | None = None) -> dict[str, str]:
     """Source code per point name: FAST_PATH (the rule-based fast-path agent over the seed, no LLM, no GPU), SEED
-    (the host-driven seed), or a directive label rendered by the workload. SystemExit for a label it cannot render."""
+    (the host-driven seed), or a directive label rendered by the workload. The fast path compiles the seed's rewrite
+    with `include_dirs`, by default the workload's own (cuco.fastpath_cache.compute_includes: a seed that includes
+    its compute library's header does not compile without it). SystemExit for a label it cannot render."""
     from cuco.design_space import Directives
     from cuco.fastpath.agent import FastPathAgent
+    from cuco.fastpath_cache import compute_includes
 
     codes: dict[str, str] = {}
     for name in names:
         if name == FAST_PATH:
+            if include_dirs is None:
+                include_dirs = compute_includes(workload)
             codes[name] = FastPathAgent(llm=None, check_input=False, run_on_gpu=False,
                                         include_dirs=list(include_dirs)).run(workload.seed_code()).code
         elif name == SEED:

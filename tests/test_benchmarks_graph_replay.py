@@ -50,6 +50,20 @@ def test_a_label_the_workload_cannot_render_is_named():
     assert list(codes) == [points.SEED, "lsa/stream_overlap/team/cta/whole"] and all(codes.values())
 
 
+def test_the_fast_path_of_a_workload_with_a_compute_library_compiles_with_its_header():
+    """Without the compute library's include folder the rewrite of a seed that includes its header does not
+    compile (retime_points on ring attention: 'cuco/compute/attention_cp.h not found')."""
+    from cuco import workloads
+    from cuco.toolchain import ToolchainError, default_toolchain
+
+    try:
+        default_toolchain()
+    except ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+    code = points.point_codes(workloads.get("attention_cp"), [points.FAST_PATH])[points.FAST_PATH]
+    assert "cuco/compute/attention_cp.h" in code and "ncclDevComm" in code
+
+
 def test_rows_table_and_exit_rule_follow_the_graph_records():
     result = HarnessResult.from_file(FIXTURES / "graph_result.json")
     ok = SimpleNamespace(ok=True, so_path=Path("x.so"), log_excerpt="")

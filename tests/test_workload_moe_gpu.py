@@ -1,7 +1,8 @@
 """GPU tests of the MoE workload through the cuco harness on min(2, GPUs) ranks: the host seed, its fast-path
 transform and every LSA point verify at the verify shapes on two seeds under delayed arrival (the cascade's L2
 mode); the fixtures (moe/fixtures.py: a dropped token, a dropped slot output, a wrong gate, an FFN that never
-waits for arriving rows, LSA and NVSHMEM) must fail. Run with `pytest -m gpu` on a GPU machine.
+waits for arriving rows, LSA and NVSHMEM, and at W >= 2 outputs copied back before their owners computed them)
+must fail. Run with `pytest -m gpu` on a GPU machine.
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ def test_broken_candidates_fail_verification(plugin, world):
     sos = _compile([make() for make in fixtures.FIXTURES.values()])
     runs = _verify(plugin, sos, "verify-top2", world)
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(fixtures.FIXTURES, sos)
+             if runs[so].status != "verify_failed"]
+    assert not wrong, wrong
+
+
+@pytest.mark.gpu
+def test_returns_that_never_wait_fail_verification(plugin, world):
+    """stream_overlap copies this rank's outputs at the other ranks back beside its second FFN part; copied before
+    their owners computed them (right after the delayed dispatch pull), the combine reads poison. W >= 2 only: at
+    W = 1 nothing comes back."""
+    if world < 2:
+        pytest.skip("nothing comes back from other ranks at W = 1")
+    sos = _compile([make() for make in fixtures.MULTI_GPU_FIXTURES.values()])
+    runs = _verify(plugin, sos, "verify-top2", world)
+    wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(fixtures.MULTI_GPU_FIXTURES, sos)
              if runs[so].status != "verify_failed"]
     assert not wrong, wrong
 

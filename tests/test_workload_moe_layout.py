@@ -1,13 +1,14 @@
 """MoE receive-layout arithmetic of moe_dev.cuh (__host__ __device__), compiled for the CPU with nvcc and checked
 against the routing for W = 1, 2, 4, 8: segments tile each rank's rows, sources' combine bases match the owners'
-segments, and rows_bound() holds every rank's rows."""
+segments, rows_bound() holds every rank's rows, and the own rows' split around the peers' rows keeps GEMM tiles
+whole."""
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cuco.workloads.moe import routing
 
@@ -20,7 +21,13 @@ _DRIVER = r"""
 #include "moe_dev.cuh"
 // argv: T E K R W, then W*E counts (cnt_all[p*E + g]). Prints per rank q: rows_bound, then seg_off[(e,p)] for all
 // e, p, then for every source p and expert g the combine base segment_offset(owner(g), g % El, p).
+// argv: split, then triples own rows_in rows_back: prints own_first_part of each.
 int main(int argc, char** argv) {
+  if (argc > 1 && argv[1][0] == 's') {
+    for (int i = 2; i + 2 < argc; i += 3)
+      printf("%lld\n", (long long)cuco_moe::own_first_part(atol(argv[i]), atol(argv[i + 1]), atol(argv[i + 2])));
+    return 0;
+  }
   long T = atol(argv[1]), E = atol(argv[2]), K = atol(argv[3]), R = atol(argv[4]);
   int W = atoi(argv[5]);
   std::vector<int32_t> cnt(W * E);
@@ -90,3 +97,22 @@ def test_layout_tiles_rows_and_matches_combine(driver, world, tokens, experts, t
     for p in range(world):
         for g in range(experts):
             assert cbase[(p, g)] == seg[(g // el, g % el, p)]
+
+
+TILE = 128  # moe_dev.cuh kFfnTileRows
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 40000), st.integers(0, 40000)), min_size=1,
+                max_size=20))
+def test_own_rows_split_follows_the_rows_moved_in_whole_tiles(driver, triples):
+    out = subprocess.run([str(driver), "split", *(str(v) for t in triples for v in t)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    for (own, rows_in, rows_back), got in zip(triples, map(int, out), strict=True):
+        assert 0 <= got <= own
+        if rows_in + rows_back == 0:
+            assert got == own  # nothing moves: every own row in the first part
+            continue
+        assert got == own or got % TILE == 0, "the first part ends on a tile boundary (or takes every own row)"
+        share = own * rows_in / (rows_in + rows_back)
+        assert abs(got - min(share, own)) <= TILE / 2 + 1, "the split follows rows in / (rows in + rows back)"

@@ -49,7 +49,7 @@ def store(seed_code: str, code: str, rules: list[str]) -> None:
     atomic.write_text(path, json.dumps({"code": code, "rules": rules}))
 
 
-def _compute_includes(workload: Any) -> tuple[Path, ...]:
+def compute_includes(workload: Any) -> tuple[Path, ...]:
     """Where the workload's compute header (cuco/compute/<name>.h) is published, for the fast path's compile check
     of a seed that calls the compute library; nothing for a workload without one."""
     if getattr(workload, "compute", None) is None:
@@ -73,7 +73,7 @@ def candidate(workload: Any, workdir: Path) -> Candidate:
         shutil.rmtree(workdir, ignore_errors=True)  # what a killed start left behind
         try:
             result = FastPathAgent(llm=None, check_input=False, run_on_gpu=False, workdir=workdir,
-                                   include_dirs=_compute_includes(workload)).run(seed)
+                                   include_dirs=compute_includes(workload)).run(seed)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         hit = {"code": result.code, "rules": list(result.rules_applied)}

@@ -151,7 +151,7 @@ static int tables(cuco_ctx* ctx, State* st, cudaStream_t s) {
   return launch_ok();
 }
 
-// FFN over `which` groups (0: all rows, 1: own tokens' rows, 2: peers' rows) of the received rows.
+// FFN over the group set `which` (GROUPS_ALL, GROUPS_OWN, ... in moe_dev.cuh) of the received rows.
 static int ffn(cuco_ctx* ctx, State* st, cuco_moe_ffn* plan, int which, cudaStream_t s) {
   if (!kFfn) return 0;
   const Geo& g = st->g;
@@ -161,13 +161,15 @@ static int ffn(cuco_ctx* ctx, State* st, cuco_moe_ffn* plan, int which, cudaStre
                           W<int64_t>(st, st->L.grp_off) + which * g.El, W<int32_t>(st, st->L.grp_exp), s);
 }
 
-static int combine(cuco_ctx* ctx, State* st, cudaStream_t s) {
+// returned: this rank's slots at other ranks were copied into P.back (return_kernel) and are read there.
+static int combine(cuco_ctx* ctx, State* st, cudaStream_t s, bool returned = false) {
   if (!kCombine) return 0;
   const Geo& g = st->g;
   const int blocks = (int)(g.T < 4 * ctx->sm_count ? g.T : 4 * ctx->sm_count);
   combine_kernel<<<blocks, 256, 0, s>>>(g, (const int32_t*)ctx->buffers[BUF_EXPERT].ptr,
                                         (const float*)ctx->buffers[BUF_GATE].ptr, W<int32_t>(st, st->L.slot_rank),
                                         W<int64_t>(st, st->L.cbase), st->pub, st->P,
+                                        returned ? Pub<__nv_bfloat16>(st, st->P.back) : nullptr,
                                         (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
   return launch_ok();
 }

@@ -83,6 +83,11 @@ __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
 }
 
 // ---- local "work" buffer: FFN scratch and the routing tables of this launch ----------------------------------
+// FFN group sets of the received rows (the `which` of an FFN call), each El groups: every row; own tokens' rows;
+// peers' rows; own rows split in two (returns overlap the second part: GROUPS_OWN_A, GROUPS_OWN_B).
+enum { GROUPS_ALL = 0, GROUPS_OWN = 1, GROUPS_PEERS = 2, GROUPS_OWN_A = 3, GROUPS_OWN_B = 4, kGroupSets = 5 };
+constexpr int64_t kFfnTileRows = 128;  // the grouped GEMM's tile M: the own-rows split keeps tiles whole
+
 struct WorkLayout {
   int64_t h1, act, slot_rank, cnt_all, seg_off, grp_rows, grp_off, grp_exp, cbase, rowmap, total, bytes;
 };
@@ -94,8 +99,9 @@ __host__ __device__ inline WorkLayout work_layout(const Geo& g) {
   L.slot_rank = o; o += align256(4 * g.slots);              // position of a slot within its expert's list
   L.cnt_all = o;   o += align256(4 * g.W * g.E);            // every rank's cnt
   L.seg_off = o;   o += align256(8 * g.El * g.W);           // row of segment (local expert e, source p)
-  L.grp_rows = o;  o += align256(4 * 3 * g.El);             // FFN groups: [all | own rows | peers' rows]
-  L.grp_off = o;   o += align256(8 * 3 * g.El);
+  // FFN groups: [all | own rows | peers' rows | own rows, first part | own rows, second part]
+  L.grp_rows = o;  o += align256(4 * kGroupSets * g.El);
+  L.grp_off = o;   o += align256(8 * kGroupSets * g.El);
   L.grp_exp = o;   o += align256(4 * g.El);
   L.cbase = o;     o += align256(8 * g.E);                  // row at expert g's owner of this rank's segment
   L.rowmap = o;    o += align256(8 * g.rows_cap);           // row -> (source << 32 | slot)
@@ -156,8 +162,18 @@ __global__ void quant_kernel(const __nv_bfloat16* x, int64_t T, int64_t H, __nv_
   }
 }
 
-// Receiver tables from every rank's counts (cnt_all already gathered): segment offsets, FFN groups (all rows,
-// own rows, peers' rows per local expert), the combine bases of this rank's segments at every owner, the total.
+// Own rows of an expert computed before the peers' rows (the rest after them): the share of the rows this rank
+// takes in (hidden behind the first part) over those plus the rows it takes back (hidden behind the second),
+// rounded to whole GEMM tiles.
+__host__ __device__ inline int64_t own_first_part(int64_t own, int64_t rows_in, int64_t rows_back) {
+  if (rows_in + rows_back == 0) return own;
+  int64_t a = (own * rows_in + (rows_in + rows_back) / 2) / (rows_in + rows_back);
+  a = (a + kFfnTileRows / 2) / kFfnTileRows * kFfnTileRows;
+  return a < own ? a : own;
+}
+
+// Receiver tables from every rank's counts (cnt_all already gathered): segment offsets, FFN groups (the
+// kGroupSets sets per local expert), the combine bases of this rank's segments at every owner, the total.
 __global__ void plan_kernel(Geo g, const int32_t* cnt_all, int64_t* seg_off, int32_t* grp_rows, int64_t* grp_off,
                             int32_t* grp_exp, int64_t* cbase, int64_t* total) {
   for (int64_t i = threadIdx.x; i < g.El * g.W; i += blockDim.x) {
@@ -173,6 +189,17 @@ __global__ void plan_kernel(Geo g, const int32_t* cnt_all, int64_t* seg_off, int
     grp_rows[e] = all, grp_off[e] = base;
     grp_rows[g.El + e] = own, grp_off[g.El + e] = base;
     grp_rows[2 * g.El + e] = all - own, grp_off[2 * g.El + e] = base + own;
+    // rows in from peers, and this rank's slots at other ranks' experts (their outputs come back)
+    int64_t rows_in = 0, rows_back = g.slots;
+    for (int64_t f = 0; f < g.El; ++f) {
+      const int64_t own_f = cnt_all[(int64_t)g.me * g.E + g.me * g.El + f];
+      rows_back -= own_f;
+      for (int s = 0; s < g.W; ++s)
+        if (s != g.me) rows_in += cnt_all[(int64_t)s * g.E + g.me * g.El + f];
+    }
+    const int32_t first = (int32_t)own_first_part(own, rows_in, rows_back);
+    grp_rows[GROUPS_OWN_A * g.El + e] = first, grp_off[GROUPS_OWN_A * g.El + e] = base;
+    grp_rows[GROUPS_OWN_B * g.El + e] = own - first, grp_off[GROUPS_OWN_B * g.El + e] = base + first;
     grp_exp[e] = (int32_t)e;
   }
   for (int64_t x = threadIdx.x; x < g.E; x += blockDim.x) {
@@ -200,25 +227,52 @@ struct Rows {
   __device__ static int lane() { return kGroup ? (int)(threadIdx.x % kGroup) : (int)threadIdx.x; }
 };
 
-// One bf16 row of H channels: 16-byte words.
+// 16-byte words in flight per thread in a row copy, dequantisation or combine: one load at a time per thread
+// leaves NVLink's latency uncovered (a whole-CTA row of H = 7168 is 3.5 words per thread of 256; MoE's dispatch
+// ran at 110-130 GB/s of 347 at the paper shapes). Loads first, then stores: the destination may not alias the
+// source, so the compiler keeps them in flight together.
+constexpr int kRowUnroll = 4;
+
+// One bf16 row of H channels: 16-byte words, kRowUnroll per thread in flight.
 template <int kGroup>
-__device__ inline void copy_row(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t H) {
+__device__ inline void copy_row(__nv_bfloat16* __restrict__ dst, const __nv_bfloat16* __restrict__ src, int64_t H) {
   const int4* s = reinterpret_cast<const int4*>(src);
   int4* d = reinterpret_cast<int4*>(dst);
-  for (int64_t w = Rows<kGroup>::lane(); w < H / 8; w += Rows<kGroup>::size()) d[w] = __ldcg(s + w);
+  const int64_t n = H / 8, lanes = Rows<kGroup>::size(), lane = Rows<kGroup>::lane();
+  for (int64_t base = lane; base < n; base += lanes * kRowUnroll) {
+    int4 v[kRowUnroll];
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u)
+      if (base + u * lanes < n) v[u] = __ldcg(s + base + u * lanes);
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u)
+      if (base + u * lanes < n) d[base + u * lanes] = v[u];
+  }
 }
 
-// One fp8 row with its scales, dequantised to bf16: 8 channels per step.
+// One fp8 row with its scales, dequantised to bf16: 8 channels per word, kRowUnroll words per thread in flight.
 template <int kGroup>
-__device__ inline void dequant_row(__nv_bfloat16* dst, const __nv_fp8_e4m3* q, const float* scales, int64_t H) {
-  for (int64_t w = Rows<kGroup>::lane(); w < H / 8; w += Rows<kGroup>::size()) {
-    const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(q) + w);
-    const __nv_fp8_e4m3* v = reinterpret_cast<const __nv_fp8_e4m3*>(&raw);
-    const float s = __ldcg(scales + (w * 8) / kScaleBlock);
-    __align__(16) __nv_bfloat16 out[8];
+__device__ inline void dequant_row(__nv_bfloat16* __restrict__ dst, const __nv_fp8_e4m3* __restrict__ q,
+                                   const float* __restrict__ scales, int64_t H) {
+  const int64_t n = H / 8, lanes = Rows<kGroup>::size(), lane = Rows<kGroup>::lane();
+  for (int64_t base = lane; base < n; base += lanes * kRowUnroll) {
+    uint2 raw[kRowUnroll];
+    float s[kRowUnroll];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = __float2bfloat16(float(v[i]) * s);
-    reinterpret_cast<int4*>(dst)[w] = *reinterpret_cast<const int4*>(out);
+    for (int u = 0; u < kRowUnroll; ++u) {
+      const int64_t w = base + u * lanes;
+      if (w < n) raw[u] = __ldcg(reinterpret_cast<const uint2*>(q) + w), s[u] = __ldcg(scales + (w * 8) / kScaleBlock);
+    }
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) {
+      const int64_t w = base + u * lanes;
+      if (w >= n) continue;
+      const __nv_fp8_e4m3* v = reinterpret_cast<const __nv_fp8_e4m3*>(&raw[u]);
+      __align__(16) __nv_bfloat16 out[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] = __float2bfloat16(float(v[i]) * s[u]);
+      reinterpret_cast<int4*>(dst)[w] = *reinterpret_cast<const int4*>(out);
+    }
   }
 }
 
@@ -319,27 +373,58 @@ __global__ void push_kernel(Geo g, const __nv_bfloat16* x, const int32_t* expert
   }
 }
 
-// Y[t] = sum_j gate[t, j] * (expert output of slot (t, j)), pulled from the experts' owners; fp32 sum, bf16 out.
+// This rank's slots' expert outputs at other ranks copied back into `back` (slot order), once their owners have
+// computed them: the combine then reads only local rows.
+template <int kGroup>
+__global__ void return_kernel(Geo g, const int32_t* expert, const int32_t* slot_rank, const int64_t* cbase,
+                              PeerBases pub, PubLayout P, __nv_bfloat16* back) {
+  for (int64_t j = Rows<kGroup>::group(); j < g.slots; j += Rows<kGroup>::groups()) {
+    const int64_t ge = expert[j];
+    const int q = (int)(ge / g.El);
+    if (q == g.me) continue;
+    copy_row<kGroup>(back + j * g.H,
+                     reinterpret_cast<const __nv_bfloat16*>(pub.p[q] + P.yrows) + (cbase[ge] + slot_rank[j]) * g.H,
+                     g.H);
+  }
+}
+
+// Y[t] = sum_j gate[t, j] * (expert output of slot (t, j)), pulled from the experts' owners, or read from `back`
+// for slots at other ranks where return_kernel copied them (back: nullptr otherwise); fp32 sum in slot order, bf16
+// out. Each thread keeps kRowUnroll words of a slot's row in flight.
 __global__ void combine_kernel(Geo g, const int32_t* expert, const float* gate, const int32_t* slot_rank,
-                               const int64_t* cbase, PeerBases pub, PubLayout P, __nv_bfloat16* y) {
+                               const int64_t* cbase, PeerBases pub, PubLayout P, const __nv_bfloat16* back,
+                               __nv_bfloat16* __restrict__ y) {
+  const int64_t n = g.H / 8, lanes = blockDim.x;
   for (int64_t t = blockIdx.x; t < g.T; t += gridDim.x) {
-    for (int64_t w = threadIdx.x; w < g.H / 8; w += blockDim.x) {
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t base = threadIdx.x; base < n; base += lanes * kRowUnroll) {
+      float acc[kRowUnroll][8] = {};
       for (int64_t k = 0; k < g.K; ++k) {
         const int64_t j = t * g.K + k, ge = expert[j];
         const int q = (int)(ge / g.El);
-        const __nv_bfloat16* row =
+        const __nv_bfloat16* at_owner =
             reinterpret_cast<const __nv_bfloat16*>(pub.p[q] + P.yrows) + (cbase[ge] + slot_rank[j]) * g.H;
-        const int4 raw = __ldcg(reinterpret_cast<const int4*>(row) + w);
-        const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&raw);
+        const int4* row = reinterpret_cast<const int4*>(back && q != g.me ? back + j * g.H : at_owner);
         const float gw = gate[j];
+        int4 raw[kRowUnroll];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += gw * __bfloat162float(v[i]);
+        for (int u = 0; u < kRowUnroll; ++u)
+          if (base + u * lanes < n) raw[u] = __ldcg(row + base + u * lanes);
+#pragma unroll
+        for (int u = 0; u < kRowUnroll; ++u) {
+          if (base + u * lanes >= n) continue;
+          const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&raw[u]);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[u][i] += gw * __bfloat162float(v[i]);
+        }
       }
-      __align__(16) __nv_bfloat16 out[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = __float2bfloat16(acc[i]);
-      reinterpret_cast<int4*>(y + t * g.H)[w] = *reinterpret_cast<const int4*>(out);
+      for (int u = 0; u < kRowUnroll; ++u) {
+        if (base + u * lanes >= n) continue;
+        __align__(16) __nv_bfloat16 out[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) out[i] = __float2bfloat16(acc[u][i]);
+        reinterpret_cast<int4*>(y + t * g.H)[base + u * lanes] = *reinterpret_cast<const int4*>(out);
+      }
     }
   }
 }

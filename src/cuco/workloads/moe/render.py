@@ -9,7 +9,10 @@ pull of the outputs). The directives choose how dispatch meets the FFN:
   compute stream, the others' on the side stream; own rows are computed while the puts fly, then a wait
   (barrier or per-source arrival signals) and the peers' rows.
 - stream_overlap: own tokens' rows are gathered and computed while a few CTAs (or the copy engines) pull the
-  peers' rows on the high-priority side stream; then the peers' rows are computed.
+  peers' rows on the high-priority side stream; then the peers' rows are computed. With an SM issuer the own rows
+  are computed in two parts, around the peers' rows: while the second part computes, a few CTAs copy this rank's
+  outputs at the other ranks back (their owners have computed them), so the combine reads local rows only and
+  neither exchange waits in the open. The split follows the rows moved: rows in over rows in plus rows back.
 - fused: all rows are pulled chunk by chunk on the side stream; the expert GEMM tiles of a chunk are launched as
   soon as its arrival flag is set (an in-stream wait: no SM held), so the FFN starts on the first chunk that
   lands. The GEMM kernel itself does not poll flags.
@@ -148,7 +151,7 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   if ((rc = tables(ctx, st, cs))) return rc;
 @DISPATCH_AND_FFN@
 @OUTPUTS_READY@
-  if ((rc = combine(ctx, st, cs))) return rc;
+  if ((rc = combine(ctx, st, cs@RETURNED@))) return rc;
 @FINISHED@
   return 0;
 }
@@ -179,6 +182,39 @@ STREAM_OVERLAP = r"""
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
 @AFTER_SIDE@
   if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;"""
+
+STREAM_OVERLAP_RETURNS = r"""
+  // placement=stream_overlap: peers' rows move on the side stream while the first part of the own tokens' rows is
+  // computed; then the peers' rows; then this rank's outputs at the other ranks come back on the side stream while
+  // the second part of the own rows is computed
+  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
+@SIDE@
+  if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
+  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
+      g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_OWN, nullptr,
+      Pub<__nv_bfloat16>(st, st->P.recv));
+  if ((rc = launch_ok())) return rc;
+  if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN_A, cs))) return rc;
+  if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
+  if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_PEERS, cs))) return rc;
+  if (cudaEventRecord(st->ev[2], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[2], 0) != cudaSuccess) return 73;
+@RETURNS_READY@
+  if (kCombine) {  // the returns are the combine's pulls (off where benchmarks/moe.py times the dispatch alone)
+    return_kernel<kGroup><<<kCommCtas, 256, 0, ss>>>(g, (const int32_t*)ctx->buffers[BUF_EXPERT].ptr,
+        W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase), st->pub, st->P,
+        Pub<__nv_bfloat16>(st, st->P.back));
+    if ((rc = launch_ok())) return rc;
+  }
+  if (cudaEventRecord(st->ev[3], ss) != cudaSuccess) return 74;
+  if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN_B, cs))) return rc;
+  if (cudaStreamWaitEvent(cs, st->ev[3], 0) != cudaSuccess) return 75;"""
+
+#: Before the returns: every rank has computed the rows it took in (sync_scope: world barrier or per-source flags).
+RETURNS_READY = {
+    "world": "  if ((rc = barrier(ctx, ss))) return rc;  // every rank computed the peers' rows it took in",
+    "signal": "  if ((rc = signal_all(ctx, st, ss, SIG_OUT)) || (rc = wait_all(ctx, st, ss, SIG_OUT, kThisLaunch)))"
+              " return rc;",
+}
 
 SIDE_PULL = r"""  gather_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_PEERS, nullptr,
@@ -254,6 +290,9 @@ def _dispatch(point: Directives) -> str:
         return fill(DEFERRED, {
             "STAGE": "  if ((rc = stage_pulls(st, cs))) return rc;  // issuer=copy_engine: DMA, no SM" if ce else "",
             "STAGE_PTR": "Pub<__nv_bfloat16>(st, st->P.stage)" if ce else "nullptr"}, what="deferred")
+    if point.placement == "stream_overlap" and not ce:
+        return fill(STREAM_OVERLAP_RETURNS, {"SIDE": SIDE_PULL, "RETURNS_READY": RETURNS_READY[point.sync_scope]},
+                    what="stream_overlap with returns")
     if point.placement == "stream_overlap":
         return fill(STREAM_OVERLAP, {
             "SIDE": SIDE_COPY_ENGINE if ce else SIDE_PULL,
@@ -268,6 +307,11 @@ def _dispatch(point: Directives) -> str:
             wait = "  if ((rc = wait_all(ctx, st, cs, SIG_ARRIVED, kThisLaunch))) return rc;  // per-source arrival"
         return fill(SPLIT_PUT_WAIT, {"ARRIVED_SIGNAL": arrived, "ARRIVED_WAIT": wait}, what="split_put_wait")
     return FUSED
+
+
+def _returns(point: Directives) -> bool:
+    """Whether the point copies its outputs at other ranks back beside the FFN (then the combine reads local rows)."""
+    return point.placement == "stream_overlap" and point.issuer != "copy_engine"
 
 
 def _uses_comm_ctas(point: Directives) -> bool:
@@ -312,7 +356,8 @@ def block(point: Directives) -> str:
         "START": start,
         "PUBLISHED": published,
         "DISPATCH_AND_FFN": _dispatch(point),
-        "OUTPUTS_READY": outputs,
+        "OUTPUTS_READY": "" if _returns(point) else outputs,
+        "RETURNED": ", true" if _returns(point) else "",
         "FINISHED": finished,
     }, what=f"moe block {point.label()}")
 

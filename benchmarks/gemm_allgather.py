@@ -84,9 +84,9 @@ def main() -> None:
     for shape in args.shapes.split(";"):
         run_dir = Path(args.runs) / f"gemm_allgather-{shape.replace(',', 'x')}-{int(time.time())}"
         start = time.monotonic()
+        first = first_points("gemm_allgather", args.world)
         opts = RunOptions(workload="gemm_allgather", world=args.world, shape=shape, evaluations=args.evals,
-                          run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH,
-                          first_points=first_points("gemm_allgather", args.world))
+                          run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH, first_points=first)
         summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
         wall = time.monotonic() - start
         print(summary.text(), flush=True)
@@ -94,6 +94,8 @@ def main() -> None:
         best = summary.best
         row: dict[str, Any] = {"M": m, "K": k, "N": n, "world": args.world, "search_wall_s": round(wall, 1),
                                "evaluations": summary.evaluated, "measured": summary.measured}
+        if first:  # the search spent its first evaluations on these (CUCO_FIRST_POINTS)
+            row["first_points"] = list(first)
         if best is not None:
             bm = best.metrics
             row.update(best_point=best.directives.label() if best.directives else best.mutation,

@@ -280,6 +280,8 @@ def record_lines(meta: dict[str, Any]) -> list[str]:
         when = f"{r.get('device', '?')}, {str(r.get('date') or '?')[:16]}, commit {r.get('commit') or '?'}"
         if r.get("superseded"):
             when += f" — superseded: {r['superseded']}"
+        if r.get("first_points"):  # evaluations the search did not choose (CUCO_FIRST_POINTS)
+            when += f" — search began with {', '.join(f'`{x}`' for x in r['first_points'])}"
         if r.get("record_error"):  # its figures above are the search's, one repeat on 256-level inputs
             when += f" — not re-timed, search figures only: {r['record_error'][:240]}"
         lines.append(f"| {r.get('shape', r.get('M', '?'))} | {when} | {r.get('repeats', '—')} | "

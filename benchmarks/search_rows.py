@@ -87,9 +87,9 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
     shape = get(workload).parse_shape(name)
     run_dir = runs / f"{workload}-{name}-w{world}-{int(time.time())}"
     start = time.monotonic()
+    first = first_points(workload, world)
     opts = RunOptions(workload=workload, world=world, shape=search_shape or name, evaluations=evals,
-                      run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH, islands=2,
-                      first_points=first_points(workload, world))
+                      run_dir=str(run_dir), progress=False, batch_size=SEARCH_BATCH, islands=2, first_points=first)
     summary = run_workload(opts, on_event=lambda s: print(s, flush=True))
     print(summary.text(), flush=True)
     row: dict[str, Any] = {"shape": name, "dims": dict(zip(get(workload).dim_names, shape.dims)), "world": world,
@@ -97,6 +97,8 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
                            "measured": summary.measured, "run_dir": str(run_dir)}
     if search_shape:
         row["searched_at"] = search_shape
+    if first:  # the search spent its first evaluations on these (CUCO_FIRST_POINTS), not on its own proposals
+        row["first_points"] = list(first)
     row.update(search_costs(run_dir, workload, row["search_wall_s"]))
     if summary.best is not None:
         row.update(candidate_row(summary.best))

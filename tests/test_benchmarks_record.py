@@ -46,7 +46,8 @@ def test_results_lines_carry_repeats_spread_and_search_costs():
     meta = {"rows": [{"shape": "s1", "repeats": 4, "spread": 0.021, "verified_full_entropy": True, "host_ms_q": 1.5,
                       "best_ms_q": 1.1, "search_wall_s": 60.0, "compile_s": 20.0, "seconds_per_evaluation": 5.0,
                       "device": "H100", "date": "2026-11-26T22:31:05+00:00", "commit": "9059f93"},
-                     {"shape": "s2", "device": "H100", "date": "2026-11-26T14:01:00+00:00", "superseded": "old S"},
+                     {"shape": "s2", "device": "H100", "date": "2026-11-26T14:01:00+00:00", "superseded": "old S",
+                      "first_points": ["lsa/a/b", "lsa/c/d"]},
                      {"shape": "s3", "device": "H100", "date": "2026-11-26T14:02:00+00:00",
                       "record_error": "RuntimeError: repeat 2 in the order fastpath, best, host failed: host: hang"}],
             "machine": {"p2p": {"one_peer_median_gbps": 375.3, "ring_all_at_once_gbps_per_rank": 327.7,
@@ -55,6 +56,7 @@ def test_results_lines_carry_repeats_spread_and_search_costs():
     assert ("| s1 | H100, 2026-11-26T22:31, commit 9059f93 | 4 | 0.021 | True | 1.500 | 1.100 | 60.0 | 20.0 | 5.00 |"
             in text)
     assert "| s3 | H100, 2026-11-26T14:02, commit ? — not re-timed, search figures only: RuntimeError: repeat 2" in text
+    assert "search began with `lsa/a/b`, `lsa/c/d`" in text and "began with" not in text.split("| s2 |")[0]
     assert "superseded: old S" in text and "2 device calls (hours 2026-11-26T14, 2026-11-26T22" in text
     assert "375 GB/s one peer at a time" in text and "full-entropy" in text
 

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from points import point_codes  # noqa: E402
+from points import add_point_arguments, point_codes, point_names  # noqa: E402
 
 
 def medians(runs: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, float | None]:
@@ -35,17 +35,11 @@ def medians(runs: list[dict[str, Any]], labels: Sequence[str]) -> dict[str, floa
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--shape", required=True, help="the workload's shape name or dims, as its benchmark takes")
-    ap.add_argument("--points", required=True, help="comma-separated: fastpath and/or directive labels")
+    add_point_arguments(ap)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
-    names = list(dict.fromkeys(p.strip() for p in a.points.split(",") if p.strip()))
-    if not names or "host" in names or "seed" in names:
-        raise SystemExit("--points names the points to compare (the host seed is always timed beside them)")
+    names = point_names(a.points)
     if a.repeats < 1:
         raise SystemExit("--repeats must be at least 1")
 

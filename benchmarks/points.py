@@ -35,6 +35,27 @@ def best_points(workload: str, world: int, results: Path = RESULTS) -> list[str]
     raise SystemExit(f"no results file of {workload} names a best point; run its benchmark first")
 
 
+def add_point_arguments(ap: Any) -> None:
+    """The arguments of a script that times named points of one workload at one shape (retime_points.py,
+    compare_points.py): --workload, --world, --shape, --points, --iters."""
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--shape", required=True, help="the workload's shape name or dims, as its benchmark takes")
+    ap.add_argument("--points", required=True, help="comma-separated: fastpath and/or directive labels")
+    ap.add_argument("--iters", type=int, default=30)
+
+
+def point_names(text: str) -> list[str]:
+    """The point names of a --points value, in order, each once; SystemExit for none, or for the host seed (every
+    such script times it anyway)."""
+    names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not names:
+        raise SystemExit("--points names no point")
+    if "host" in names or SEED in names:
+        raise SystemExit("--points: the host seed is always timed; name only the fast path and labels")
+    return names
+
+
 def point_codes(workload: Any, names: Sequence[str], include_dirs: Sequence[Path] | None = None) -> dict[str, str]:
     """Source code per point name: FAST_PATH (the rule-based fast-path agent over the seed, no LLM, no GPU), SEED
     (the host-driven seed), or a directive label rendered by the workload. The fast path compiles the seed's rewrite

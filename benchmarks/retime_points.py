@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from points import FAST_PATH, point_codes  # noqa: E402
+from points import FAST_PATH, add_point_arguments, point_codes  # noqa: E402
 
 
 def labelled(names: Sequence[str]) -> dict[str, str]:
@@ -37,17 +37,13 @@ def labelled(names: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--shape", required=True, help="the workload's shape name or dims, as its benchmark takes")
-    ap.add_argument("--points", required=True, help="comma-separated: fastpath and/or directive labels")
-    ap.add_argument("--iters", type=int, default=30)
+    add_point_arguments(ap)
     ap.add_argument("--json", type=Path, default=None, help="the row, written here")
     a = ap.parse_args(argv)
     names = [p.strip() for p in a.points.split(",") if p.strip()]
-    if not names:
-        raise SystemExit("--points names no point")
     rows = labelled(names)
+    if not rows:
+        raise SystemExit("--points names no point")
 
     from cuco.workloads import get
     from record import retime

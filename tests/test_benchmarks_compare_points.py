@@ -26,7 +26,7 @@ def test_a_median_lies_within_its_repeats(values):
     assert min(values) <= got <= max(values)
 
 
-@pytest.mark.parametrize("points,why", [("host,lsa/a", "host seed is always timed"), (" , ", "names the points"),
+@pytest.mark.parametrize("points,why", [("host,lsa/a", "host seed is always timed"), (" , ", "names no point"),
                                         ("seed", "host seed is always timed")])
 def test_points_it_cannot_compare_are_refused_before_any_build(points, why):
     with pytest.raises(SystemExit, match=why):

@@ -169,15 +169,19 @@ DEFERRED = r"""
   if ((rc = launch_ok())) return rc;
   if ((rc = ffn(ctx, st, st->ffn_all, 0, cs))) return rc;"""
 
-STREAM_OVERLAP = r"""
-  // placement=stream_overlap: peers' rows move on the side stream while own tokens' rows are computed
-  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
+#: Both stream_overlap schedules begin alike: the side stream forks and moves the peers' rows (@SIDE@) while the
+#: compute stream gathers the own tokens' rows.
+SIDE_AND_OWN_ROWS = r"""  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
 @SIDE@
   if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
   gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_OWN, nullptr,
       Pub<__nv_bfloat16>(st, st->P.recv));
-  if ((rc = launch_ok())) return rc;
+  if ((rc = launch_ok())) return rc;"""
+
+STREAM_OVERLAP = r"""
+  // placement=stream_overlap: peers' rows move on the side stream while own tokens' rows are computed
+@SIDE_AND_OWN_ROWS@
   if ((rc = ffn(ctx, st, @OWN_PLAN@, 1, cs))) return rc;
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
 @AFTER_SIDE@
@@ -187,13 +191,7 @@ STREAM_OVERLAP_RETURNS = r"""
   // placement=stream_overlap: peers' rows move on the side stream while the first part of the own tokens' rows is
   // computed; then the peers' rows; then this rank's outputs at the other ranks come back on the side stream while
   // the second part of the own rows is computed
-  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
-@SIDE@
-  if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
-  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
-      g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_OWN, nullptr,
-      Pub<__nv_bfloat16>(st, st->P.recv));
-  if ((rc = launch_ok())) return rc;
+@SIDE_AND_OWN_ROWS@
   if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN_A, cs))) return rc;
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
   if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_PEERS, cs))) return rc;
@@ -291,11 +289,14 @@ def _dispatch(point: Directives) -> str:
             "STAGE": "  if ((rc = stage_pulls(st, cs))) return rc;  // issuer=copy_engine: DMA, no SM" if ce else "",
             "STAGE_PTR": "Pub<__nv_bfloat16>(st, st->P.stage)" if ce else "nullptr"}, what="deferred")
     if point.placement == "stream_overlap" and not ce:
-        return fill(STREAM_OVERLAP_RETURNS, {"SIDE": SIDE_PULL, "RETURNS_READY": RETURNS_READY[point.sync_scope]},
+        side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_PULL}, what="stream_overlap side")
+        return fill(STREAM_OVERLAP_RETURNS, {"SIDE_AND_OWN_ROWS": side,
+                                             "RETURNS_READY": RETURNS_READY[point.sync_scope]},
                     what="stream_overlap with returns")
     if point.placement == "stream_overlap":
+        side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_COPY_ENGINE if ce else SIDE_PULL}, what="stream_overlap side")
         return fill(STREAM_OVERLAP, {
-            "SIDE": SIDE_COPY_ENGINE if ce else SIDE_PULL,
+            "SIDE_AND_OWN_ROWS": side,
             "AFTER_SIDE": AFTER_COPY_ENGINE if ce else "",
             "OWN_PLAN": "st->ffn_all" if ce else "st->ffn_part"}, what="stream_overlap")
     if point.placement == "split_put_wait":

@@ -7,7 +7,8 @@ suite` writes (one `tests-<name>` part per GPU test file, resumable over device 
 OUT.log holds, per GPU test file (tests/test_*_gpu.py), its log's device line, commit and pytest summary line, then
 the suite's line: every file passed at one version of the library, or which files failed, are missing or ran at
 another. Files passed at several commits count as one version where git shows no change to the library (src/, csrc/)
-between them (a fixed test re-run alone); the line names the commits and the devices. A run that failed before the
+between them (a fixed test re-run alone); the line names the commits and the devices. Where git does not know
+the commits (the GPU machine's copy of the tree), the line says it cannot tell, not that the library differs. A run that failed before the
 file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh) and the suite line names it:
 a pass on a re-run never hides the failure before it. A kept run of the same commit that is dated after the log it
 sits beside (a later device call that did not finish the file) is named as a later run. Exit 0 when the suite
@@ -67,6 +68,20 @@ def same_library(commits: list[str], repo: Path = ROOT, also: tuple[str, ...] = 
     return True
 
 
+def git_knows(commits: list[str], repo: Path = ROOT) -> bool:
+    """Whether git here knows every one of `commits` (a GPU machine's copy of the tree may carry no history: there
+    same_library cannot tell one library from two)."""
+    for c in commits:
+        try:
+            known = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{c}^{{commit}}"], capture_output=True,
+                                   timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        if known.returncode != 0:
+            return False
+    return True
+
+
 def failed_runs(world: int, log_dir: Path, name: str, commit: str | None) -> list[tuple[Path, dict]]:
     """(kept log, what read_log read from it) of each run of part `name` at `commit` that did not pass (gpu_w.sh
     keeps them before a re-run)."""
@@ -118,13 +133,21 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
                      f"{' or '.join(d + '/' for d in LIBRARY)} between them); devices: {on}")
     else:
         said = [f"failed: {', '.join(failed)}" if failed else "", f"no log: {', '.join(missing)}" if missing else "",
-                f"commits: {', '.join(order)} (the library differs)" if len(order) > 1 else ""]
+                f"commits: {', '.join(order)} ({_why_apart(order, repo)})" if len(order) > 1 else ""]
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
     if earlier:   # named whether or not the file passed since
         lines[-1] += f"; {'a run failed before passing' if ok else 'earlier failed runs'}: {', '.join(earlier)}"
     if after:
         lines[-1] += f"; later runs that did not pass: {', '.join(after)}"
     return lines, ok
+
+
+def _why_apart(commits: list[str], repo: Path) -> str:
+    """Why files passed at these commits do not count as one library: it differs, or git here cannot say."""
+    if git_knows(commits, repo):
+        return "the library differs"
+    return ("git here does not know every one of these commits, so it cannot tell whether the library differs: "
+            "gather the log again where it does")
 
 
 def seconds(summary: str | None) -> float:

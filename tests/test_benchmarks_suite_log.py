@@ -89,7 +89,14 @@ def test_files_passed_at_commits_that_differ_only_outside_the_library_are_one_su
     lines, ok = suite_log.gather(2, logs, FILES, repo=repo)
     assert not ok and "(the library differs)" in lines[-1]
     _log(logs, "fastpath", "0000000", "5 passed in 122.95s (0:02:02)")   # a commit git does not know
-    assert not suite_log.gather(2, logs, FILES, repo=repo)[1]
+    lines, ok = suite_log.gather(2, logs, FILES, repo=repo)
+    assert not ok and "cannot tell whether the library differs" in lines[-1]
+    # a copy of the tree with no history (the GPU machine's) cannot tell either, and says so
+    _log(logs, "fastpath", test_fix, "5 passed in 122.95s (0:02:02)")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    lines, ok = suite_log.gather(2, logs, FILES, repo=bare)
+    assert not ok and "git here does not know every one of these commits" in lines[-1]
 
 
 def test_a_failed_run_before_the_pass_is_named_in_the_suite_line(tmp_path):

@@ -8,8 +8,9 @@ OUT.log holds, per GPU test file (tests/test_*_gpu.py), its log's device line, c
 the suite's line: every file passed at one version of the library, or which files failed, are missing or ran at
 another. Files passed at several commits count as one version where git shows no change to the library (src/, csrc/)
 between them (a fixed test re-run alone); the line names the commits and the devices. Where git does not know
-the commits (the GPU machine's copy of the tree), the line says it cannot tell, not that the library differs. A run that failed before the
-file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh) and the suite line names it:
+the commits (the GPU machine's copy of the tree), the line says it cannot tell, not that the library differs. A
+run that failed before the file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh)
+and the suite line names it:
 a pass on a re-run never hides the failure before it. A kept run of the same commit that is dated after the log it
 sits beside (a later device call that did not finish the file) is named as a later run. Exit 0 when the suite
 passed, else 1."""

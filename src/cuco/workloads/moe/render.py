@@ -179,12 +179,17 @@ SIDE_AND_OWN_ROWS = r"""  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || c
       Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;"""
 
-STREAM_OVERLAP = r"""
+#: issuer=copy_engine (no SM free beside the FFN for the returns): the copy engines push the tokens while the own
+#: rows are computed on every SM; then the peers' rows are gathered from the staging and computed.
+STREAM_OVERLAP_COPY_ENGINE = r"""
   // placement=stream_overlap: peers' rows move on the side stream while own tokens' rows are computed
 @SIDE_AND_OWN_ROWS@
-  if ((rc = ffn(ctx, st, @OWN_PLAN@, 1, cs))) return rc;
+  if ((rc = ffn(ctx, st, st->ffn_all, 1, cs))) return rc;
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
-@AFTER_SIDE@
+  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
+      g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_PEERS,
+      Pub<__nv_bfloat16>(st, st->P.stage), Pub<__nv_bfloat16>(st, st->P.recv));
+  if ((rc = launch_ok())) return rc;
   if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;"""
 
 STREAM_OVERLAP_RETURNS = r"""
@@ -221,11 +226,6 @@ SIDE_PULL = r"""  gather_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
 
 SIDE_COPY_ENGINE = r"""  if ((rc = stage_pushes(st, ss))) return rc;  // issuer=copy_engine: DMA into the peers' staging, no SM
   if ((rc = barrier(ctx, ss))) return rc;  // every rank's pushes have landed"""
-
-AFTER_COPY_ENGINE = r"""  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
-      g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_PEERS,
-      Pub<__nv_bfloat16>(st, st->P.stage), Pub<__nv_bfloat16>(st, st->P.recv));
-  if ((rc = launch_ok())) return rc;"""
 
 SPLIT_PUT_WAIT = r"""
   // placement=split_put_wait: put own rows locally and the peers' rows remotely, compute own rows, wait, the rest
@@ -288,17 +288,14 @@ def _dispatch(point: Directives) -> str:
         return fill(DEFERRED, {
             "STAGE": "  if ((rc = stage_pulls(st, cs))) return rc;  // issuer=copy_engine: DMA, no SM" if ce else "",
             "STAGE_PTR": "Pub<__nv_bfloat16>(st, st->P.stage)" if ce else "nullptr"}, what="deferred")
-    if point.placement == "stream_overlap" and not ce:
+    if _returns(point):
         side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_PULL}, what="stream_overlap side")
         return fill(STREAM_OVERLAP_RETURNS, {"SIDE_AND_OWN_ROWS": side,
                                              "RETURNS_READY": RETURNS_READY[point.sync_scope]},
                     what="stream_overlap with returns")
     if point.placement == "stream_overlap":
-        side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_COPY_ENGINE if ce else SIDE_PULL}, what="stream_overlap side")
-        return fill(STREAM_OVERLAP, {
-            "SIDE_AND_OWN_ROWS": side,
-            "AFTER_SIDE": AFTER_COPY_ENGINE if ce else "",
-            "OWN_PLAN": "st->ffn_all" if ce else "st->ffn_part"}, what="stream_overlap")
+        side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_COPY_ENGINE}, what="stream_overlap side")
+        return fill(STREAM_OVERLAP_COPY_ENGINE, {"SIDE_AND_OWN_ROWS": side}, what="stream_overlap")
     if point.placement == "split_put_wait":
         if point.sync_scope == "world":
             arrived = "  if ((rc = barrier(ctx, ss))) return rc;  // every rank's puts have landed"
@@ -316,8 +313,7 @@ def _returns(point: Directives) -> bool:
 
 
 def _uses_comm_ctas(point: Directives) -> bool:
-    return point.placement in ("split_put_wait", "fused") or (
-        point.placement == "stream_overlap" and point.issuer != "copy_engine")
+    return point.placement in ("split_put_wait", "fused") or _returns(point)
 
 
 def _gin_block(point: Directives) -> str:

@@ -171,13 +171,14 @@ DEFERRED = r"""
 
 #: Both stream_overlap schedules begin alike: the side stream forks and moves the peers' rows (@SIDE@) while the
 #: compute stream gathers the own tokens' rows.
-SIDE_AND_OWN_ROWS = r"""  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
+SIDE_AND_OWN_ROWS = r"""
+  if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
 @SIDE@
   if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
   gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_OWN, nullptr,
       Pub<__nv_bfloat16>(st, st->P.recv));
-  if ((rc = launch_ok())) return rc;"""
+  if ((rc = launch_ok())) return rc;""".lstrip("\n")
 
 #: issuer=copy_engine (no SM free beside the FFN for the returns): the copy engines push the tokens while the own
 #: rows are computed on every SM; then the peers' rows are gathered from the staging and computed.

@@ -11,7 +11,8 @@ between them (a fixed test re-run alone); the line names the commits and the dev
 the commits (the GPU machine's copy of the tree), the line says it cannot tell, not that the library differs. A
 run that failed before the file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh)
 and the suite line names it:
-a pass on a re-run never hides the failure before it. A kept run of the same commit that is dated after the log it
+a pass on a re-run never hides the failure before it. A kept run that the part's time limit stopped (`gpu tests:
+exit 124`, or 137, before any pytest summary) is named as cut off, with the test it was in, not as a failure. A kept run of the same commit that is dated after the log it
 sits beside (a later device call that did not finish the file) is named as a later run. Exit 0 when the suite
 passed, else 1."""
 
@@ -26,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|error|errors|skipped|deselected)\b.* in [\d.]+s.*) =+$")
+EXIT = re.compile(r"(?:^|\s)gpu tests: exit (\d+)$")
+TIMED_OUT = (124, 137)  # timeout(1)'s exit, and a kill after it
 
 
 def part_name(test_file: Path) -> str:
@@ -35,15 +38,21 @@ def part_name(test_file: Path) -> str:
 
 
 def read_log(path: Path) -> dict[str, str | None]:
-    """A per-file log's device line, commit and last pytest summary line (None where absent)."""
+    """A per-file log's device line, commit, last pytest summary line and, where the part's time limit stopped it
+    before any summary, `cut_off`: the test it was in (None where absent or not cut off)."""
     text = path.read_text(errors="replace") if path.is_file() else ""
     device = next((ln for ln in text.splitlines() if ln.startswith("# device:")), None)
     commit = next((ln.split()[2] for ln in text.splitlines() if ln.startswith("# commit ") and len(ln.split()) > 2),
                   None)
     summaries = [m.group(1) for ln in text.splitlines() if (m := SUMMARY.match(ln.strip()))]
     date = re.search(r"; date: (\S+)", device or "")
+    exits = [(ln, m) for ln in text.splitlines() if (m := EXIT.search(ln.strip()))]
+    cut_off = None
+    if not summaries and exits and int(exits[-1][1].group(1)) in TIMED_OUT:
+        test = exits[-1][0].strip()[:exits[-1][1].start() if exits[-1][1].start() else 0].strip()
+        cut_off = f"cut off by the part's time limit (exit {exits[-1][1].group(1)})" + (f" in {test}" if test else "")
     return {"device": device, "commit": commit, "summary": summaries[-1] if summaries else None,
-            "date": date.group(1) if date else None}
+            "date": date.group(1) if date else None, "cut_off": cut_off}
 
 
 def passed(summary: str | None) -> bool:
@@ -104,6 +113,7 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
     lines = [f"# the GPU suite at world {world}: one pytest run per GPU test file (benchmarks/gpu_w.sh {world} suite)"]
     failed, missing, commits, devices = [], [], set(), Counter()
     earlier: list[str] = []
+    cut: list[str] = []
     after: list[str] = []
     for f in test_files:
         name = part_name(f)
@@ -113,8 +123,8 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         for kept, run in failed_runs(world, log_dir, name, log["commit"]):
             after_pass = later(run, log)
             lines.append(f"  {'a later' if after_pass else 'an earlier'} run at {log['commit']}: "
-                         f"{run['summary'] or 'no summary'}  [{kept.name}]")
-            (after if after_pass else earlier).append(f"{name} ({kept.name})")
+                         f"{run['summary'] or run['cut_off'] or 'no summary'}  [{kept.name}]")
+            (after if after_pass else cut if run["cut_off"] else earlier).append(f"{name} ({kept.name})")
         if log["summary"] is None:
             missing.append(name)
         elif not passed(log["summary"]):
@@ -138,6 +148,8 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
     if earlier:   # named whether or not the file passed since
         lines[-1] += f"; {'a run failed before passing' if ok else 'earlier failed runs'}: {', '.join(earlier)}"
+    if cut:
+        lines[-1] += f"; runs cut off by their part's time limit{' before passing' if ok else ''}: {', '.join(cut)}"
     if after:
         lines[-1] += f"; later runs that did not pass: {', '.join(after)}"
     return lines, ok

@@ -116,6 +116,25 @@ def test_a_failed_run_before_the_pass_is_named_in_the_suite_line(tmp_path):
     assert not any("failed-2" in ln for ln in lines)
 
 
+def test_a_run_cut_off_by_its_time_limit_is_named_as_cut_off_with_its_test_not_as_a_failure(tmp_path):
+    _log(tmp_path, "moe", "c405229", "4 passed, 12 skipped in 75.51s (0:01:15)")
+    (tmp_path / "gpu_tests_fastpath_w2.failed-1.log").write_text(
+        "# device: NVIDIA H200, 580.159.04 x4; date: 2026-11-27T07:30:00Z\n# commit c405229\n"
+        "tests/x.py::test_a PASSED [ 50%]\ntests/x.py::test_b[w4] gpu tests: exit 124\n")
+    _log(tmp_path, "fastpath", "c405229", "5 passed in 27.45s")
+    lines, ok = suite_log.gather(2, tmp_path, FILES)
+    assert ok
+    assert lines[-1] == ("suite: all 2 files passed at commit c405229; runs cut off by their part's time limit "
+                         "before passing: fastpath (gpu_tests_fastpath_w2.failed-1.log)")
+    assert any("cut off by the part's time limit (exit 124) in tests/x.py::test_b[w4]" in ln for ln in lines)
+    # a run that ended with pytest's own failure is a failure, whatever its exit code
+    (tmp_path / "gpu_tests_fastpath_w2.failed-1.log").write_text(
+        "# device: NVIDIA H200, 580.159.04 x4; date: 2026-11-27T07:30:00Z\n# commit c405229\n"
+        "==== 1 failed, 4 passed in 58.21s ====\ngpu tests: exit 124\n")
+    lines, ok = suite_log.gather(2, tmp_path, FILES)
+    assert lines[-1].endswith("a run failed before passing: fastpath (gpu_tests_fastpath_w2.failed-1.log)")
+
+
 def test_an_earlier_failed_run_is_named_in_a_suite_that_did_not_pass_either(tmp_path):
     _log(tmp_path, "moe", "c405229", "1 failed, 3 passed in 75.51s (0:01:15)")
     (tmp_path / "gpu_tests_moe_w2.log").rename(tmp_path / "gpu_tests_moe_w2.failed-1.log")
@@ -137,7 +156,7 @@ def test_a_kept_run_dated_after_the_pass_is_named_as_a_later_run(tmp_path):
     assert ok
     assert lines[-1] == ("suite: all 2 files passed at commit c405229; later runs that did not pass: "
                          "fastpath (gpu_tests_fastpath_w2.failed-1.log)")
-    assert any(ln.startswith("  a later run at c405229: no summary") for ln in lines)
+    assert any(ln.startswith("  a later run at c405229: cut off by the part's time limit (exit 124)") for ln in lines)
 
 
 def test_todo_skips_a_file_passed_where_neither_the_library_nor_the_test_file_changed_since(tmp_path):

@@ -66,12 +66,12 @@ def test_broken_candidates_fail_verification(plugin, world):
 
 
 @pytest.mark.gpu
-def test_returns_that_never_wait_fail_verification(plugin, world):
-    """stream_overlap copies this rank's outputs at the other ranks back beside its second FFN part; copied before
-    their owners computed them (right after the delayed dispatch pull), the combine reads poison. W >= 2 only: at
-    W = 1 nothing comes back."""
+def test_outputs_that_never_wait_fail_verification(plugin, world):
+    """stream_overlap: the owners store this rank's slots' outputs into its back rows after their (delayed)
+    dispatch; a combine that does not wait for the owners' signals reads poison. W >= 2 only: at W = 1 no output
+    comes from another rank."""
     if world < 2:
-        pytest.skip("nothing comes back from other ranks at W = 1")
+        pytest.skip("no output comes from another rank at W = 1")
     sos = _compile([make() for make in fixtures.MULTI_GPU_FIXTURES.values()])
     runs = _verify(plugin, sos, "verify-top2", world)
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(fixtures.MULTI_GPU_FIXTURES, sos)

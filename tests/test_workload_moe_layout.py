@@ -1,14 +1,12 @@
 """MoE receive-layout arithmetic of moe_dev.cuh (__host__ __device__), compiled for the CPU with nvcc and checked
 against the routing for W = 1, 2, 4, 8: segments tile each rank's rows, sources' combine bases match the owners'
-segments, rows_bound() holds every rank's rows, and the own rows' split around the peers' rows keeps GEMM tiles
-whole."""
+segments, rows_bound() holds every rank's rows, and each expert's run in a rank's order list (where owners store
+that rank's outputs) starts after the slots of the experts before it."""
 
 import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from cuco.workloads.moe import routing
 
@@ -21,13 +19,8 @@ _DRIVER = r"""
 #include "moe_dev.cuh"
 // argv: T E K R W, then W*E counts (cnt_all[p*E + g]). Prints per rank q: rows_bound, then seg_off[(e,p)] for all
 // e, p, then for every source p and expert g the combine base segment_offset(owner(g), g % El, p).
-// argv: split, then triples own rows_in rows_back: prints own_first_part of each.
+// Then for every source p and expert g the start of g's run in p's order list, order_start(p, g).
 int main(int argc, char** argv) {
-  if (argc > 1 && argv[1][0] == 's') {
-    for (int i = 2; i + 2 < argc; i += 3)
-      printf("%lld\n", (long long)cuco_moe::own_first_part(atol(argv[i]), atol(argv[i + 1]), atol(argv[i + 2])));
-    return 0;
-  }
   long T = atol(argv[1]), E = atol(argv[2]), K = atol(argv[3]), R = atol(argv[4]);
   int W = atoi(argv[5]);
   std::vector<int32_t> cnt(W * E);
@@ -42,6 +35,9 @@ int main(int argc, char** argv) {
   for (int p = 0; p < W; ++p)
     for (long g = 0; g < E; ++g)
       printf("cbase %d %ld %lld\n", p, g, (long long)cuco_moe::segment_offset(cnt.data(), E, W, (int)(g / El), g % El, p));
+  for (int p = 0; p < W; ++p)
+    for (long g = 0; g < E; ++g)
+      printf("ostart %d %ld %lld\n", p, g, (long long)cuco_moe::order_start(cnt.data(), E, p, g));
   return 0;
 }
 """
@@ -74,7 +70,7 @@ def test_layout_tiles_rows_and_matches_combine(driver, world, tokens, experts, t
     out = subprocess.run([str(driver), *map(str, (tokens, experts, topk, skew, world)), *map(str, cnt.ravel())],
                          check=True, capture_output=True, text=True).stdout.split("\n")
     el = experts // world
-    seg, cbase, bound = {}, {}, {}
+    seg, cbase, bound, ostart = {}, {}, {}, {}
     for line in filter(None, out):
         kind, *v = line.split()
         v = list(map(int, v))
@@ -82,6 +78,8 @@ def test_layout_tiles_rows_and_matches_combine(driver, world, tokens, experts, t
             bound[v[0]] = v[1]
         elif kind == "seg":
             seg[tuple(v[:3])] = v[3]
+        elif kind == "ostart":
+            ostart[(v[0], v[1])] = v[2]
         else:
             cbase[(v[0], v[1])] = v[2]
     for q in range(world):
@@ -97,22 +95,6 @@ def test_layout_tiles_rows_and_matches_combine(driver, world, tokens, experts, t
     for p in range(world):
         for g in range(experts):
             assert cbase[(p, g)] == seg[(g // el, g % el, p)]
-
-
-TILE = 128  # moe_dev.cuh kFfnTileRows
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 40000), st.integers(0, 40000)), min_size=1,
-                max_size=20))
-def test_own_rows_split_follows_the_rows_moved_in_whole_tiles(driver, triples):
-    out = subprocess.run([str(driver), "split", *(str(v) for t in triples for v in t)], check=True,
-                         capture_output=True, text=True).stdout.split()
-    for (own, rows_in, rows_back), got in zip(triples, map(int, out), strict=True):
-        assert 0 <= got <= own
-        if rows_in + rows_back == 0:
-            assert got == own  # nothing moves: every own row in the first part
-            continue
-        assert got == own or got % TILE == 0, "the first part ends on a tile boundary (or takes every own row)"
-        share = own * rows_in / (rows_in + rows_back)
-        assert abs(got - min(share, own)) <= TILE / 2 + 1, "the split follows rows in / (rows in + rows back)"
+            # owner g // el stores segment (g % el, p) as cnt[p, g] rows from here in p's back; runs tile the slots
+            assert ostart[(p, g)] == int(cnt[p, :g].sum())
+        assert ostart[(p, experts - 1)] + int(cnt[p, experts - 1]) == int(cnt[p].sum())

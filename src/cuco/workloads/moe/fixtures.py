@@ -6,8 +6,9 @@ only and pass the static check against their base point, so only verification un
   (the own rows' included) are delayed on the side stream: it reads rows before they land, at any W;
 - nvshmem_never_waits: backend=nvshmem, the own-rows FFN starts without waiting for its rows' puts (the own rows'
   puts included), which run late on the side stream: at any W;
-- returns_never_wait: stream_overlap with returns, the outputs at the other ranks copied back right after the
-  (delayed) dispatch pull, before their owners computed them: at W >= 2 (at W = 1 nothing comes back).
+- outputs_never_wait: stream_overlap, whose owners store the peers' rows' outputs at their sources: the combine
+  reads them without waiting for the owners' signals, while the owners still wait for their (delayed) dispatch:
+  at W >= 2 (at W = 1 no output comes from another rank).
 
 The plugin's check is tested by three more, which edit the shared device code (moe_dev.cuh, in the frozen head; the
 static check would refuse them as candidates, the harness runs them all the same):
@@ -33,9 +34,7 @@ _ROWMAP = "    const int64_t m = rowmap[r];\n"
 _GATE = "        const float gw = gate[j];"
 _CHUNK_WAIT = "    if ((rc = stream_wait_epoch(st, cs, flag + c))) return rc;\n"
 _NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
-_RETURNS_AFTER_FFN = ("  if (cudaEventRecord(st->ev[2], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[2], 0) != "
-                      "cudaSuccess) return 73;\n")
-_RETURNS_READY = ("  if ((rc = signal_all(ctx, st, ss, SIG_OUT)) || (rc = wait_all(ctx, st, ss, SIG_OUT, kThisLaunch)))"
+_OUTPUTS_READY = ("  if ((rc = signal_all(ctx, st, cs, SIG_OUT)) || (rc = wait_all(ctx, st, cs, SIG_OUT, kThisLaunch)))"
                   " return rc;\n")
 
 
@@ -74,21 +73,21 @@ def nvshmem_never_waits() -> str:
     return _edit(NVSHMEM_BASE, _NV_WAIT_OWN, "  // fixture: the own-rows FFN never waits for its rows\n")
 
 
-def returns_never_wait() -> str:
-    """stream_overlap: this rank's outputs at the other ranks are copied back without waiting for their owners'
-    FFN (neither this rank's peers' rows nor the peers' signals)."""
-    code = _edit(OVERLAP_BASE, _RETURNS_AFTER_FFN, "  // fixture: the returns never wait for this rank's FFN\n")
-    return _edit(OVERLAP_BASE, _RETURNS_READY, "  // fixture: ... nor for the owners' outputs\n", code)
+def outputs_never_wait() -> str:
+    """stream_overlap: the combine reads this rank's outputs stored by the other ranks without waiting for their
+    owners' signals (it still raises its own)."""
+    return _edit(OVERLAP_BASE, _OUTPUTS_READY, "  if ((rc = signal_all(ctx, st, cs, SIG_OUT))) return rc;  "
+                 "// fixture: the combine never waits for the owners' outputs\n")
 
 
 #: The LSA fixtures (one process, any W), by name; each must fail verification.
 FIXTURES = {"dropped token": dropped_token, "dropped slot output": dropped_slot_output, "wrong gate": wrong_gate,
             "never waits": never_waits}
 #: LSA fixtures that fail at W >= 2 only (at W = 1 what they skip waiting for is not there).
-MULTI_GPU_FIXTURES = {"returns never wait": returns_never_wait}
+MULTI_GPU_FIXTURES = {"outputs never wait": outputs_never_wait}
 #: The fixtures whose fault sits in the EVOLVE block (legal candidates for the static check).
-NEVER_WAITS = ("never waits", "nvshmem never waits", "returns never wait")
+NEVER_WAITS = ("never waits", "nvshmem never waits", "outputs never wait")
 #: Every fixture with the point it is derived from (NVSHMEM's included), for the CPU checks.
 BASES = {"dropped token": DEFERRED_BASE, "dropped slot output": DEFERRED_BASE, "wrong gate": OVERLAP_BASE,
-         "never waits": FUSED_BASE, "nvshmem never waits": NVSHMEM_BASE, "returns never wait": OVERLAP_BASE}
+         "never waits": FUSED_BASE, "nvshmem never waits": NVSHMEM_BASE, "outputs never wait": OVERLAP_BASE}
 ALL = {**FIXTURES, **MULTI_GPU_FIXTURES, "nvshmem never waits": nvshmem_never_waits}

@@ -69,6 +69,7 @@ struct State : cuco::kit::Base {
   int comm_ctas = 0;                 // Needs::comm_ctas of the block
   cuco_moe_ffn* ffn_all = nullptr;   // FFN on every SM
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
+  cuco_moe_ffn* ffn_segs = nullptr;  // FFN on every SM over the El * W segment groups (outputs at the sources)
   cudaEvent_t ev[4] = {};
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
   char* work = nullptr;
@@ -144,10 +145,12 @@ static int tables(cuco_ctx* ctx, State* st, cudaStream_t s) {
   plan_kernel<<<1, 1024, 0, s>>>(g, W<int32_t>(st, st->L.cnt_all), W<int64_t>(st, st->L.seg_off),
                                  W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
                                  W<int32_t>(st, st->L.grp_exp), W<int64_t>(st, st->L.cbase),
-                                 W<int64_t>(st, st->L.total));
+                                 W<int64_t>(st, st->L.ostart), W<int64_t>(st, st->L.total));
   const int blocks = (int)(g.El * g.W < 1024 ? g.El * g.W : 1024);
   rowmap_kernel<<<blocks, 256, 0, s>>>(g, st->pub, st->P, W<int32_t>(st, st->L.cnt_all),
-                                       W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
+                                       W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap),
+                                       W<int32_t>(st, st->L.seg_rows), W<int32_t>(st, st->L.seg_exp),
+                                       W<void*>(st, st->L.seg_out));
   return launch_ok();
 }
 
@@ -161,7 +164,25 @@ static int ffn(cuco_ctx* ctx, State* st, cuco_moe_ffn* plan, int which, cudaStre
                           W<int64_t>(st, st->L.grp_off) + which * g.El, W<int32_t>(st, st->L.grp_exp), s);
 }
 
-// returned: this rank's slots at other ranks were copied into P.back (return_kernel) and are read there.
+// FFN of the peers' rows, one group per segment (e, p), each group's outputs stored by the down GEMM's epilogue
+// straight into its source's back rows (NVLink stores: nothing to pull at the combine). The exchange alone
+// (kFfn = false) stores the received rows there instead: the same bytes.
+static int ffn_to_sources(cuco_ctx* ctx, State* st, cudaStream_t s) {
+  const Geo& g = st->g;
+  if (kFfn)
+    return cuco_moe_ffn_run_to(st->ffn_segs, (int)(g.El * g.W), Pub<char>(st, st->P.recv), ctx->buffers[BUF_W1].ptr,
+                               ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
+                               Pub<char>(st, st->P.yrows), W<void*>(st, st->L.seg_out),
+                               W<int32_t>(st, st->L.seg_rows), W<int64_t>(st, st->L.seg_off),
+                               W<int32_t>(st, st->L.seg_exp), s);
+  if (!kCombine) return 0;
+  segment_put_kernel<<<2 * ctx->sm_count, 256, 0, s>>>(g, Pub<__nv_bfloat16>(st, st->P.recv),
+                                                       W<int32_t>(st, st->L.seg_rows), W<int64_t>(st, st->L.seg_off),
+                                                       W<void*>(st, st->L.seg_out));
+  return launch_ok();
+}
+
+// returned: this rank's slots at other ranks were stored into P.back by their owners (order layout), read there.
 static int combine(cuco_ctx* ctx, State* st, cudaStream_t s, bool returned = false) {
   if (!kCombine) return 0;
   const Geo& g = st->g;
@@ -170,7 +191,7 @@ static int combine(cuco_ctx* ctx, State* st, cudaStream_t s, bool returned = fal
                                         (const float*)ctx->buffers[BUF_GATE].ptr, W<int32_t>(st, st->L.slot_rank),
                                         W<int64_t>(st, st->L.cbase), st->pub, st->P,
                                         returned ? Pub<__nv_bfloat16>(st, st->P.back) : nullptr,
-                                        (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
+                                        W<int64_t>(st, st->L.ostart), (__nv_bfloat16*)ctx->buffers[BUF_Y].ptr);
   return launch_ok();
 }
 
@@ -241,6 +262,7 @@ static int frozen_setup(cuco_ctx* ctx, State* st, int comm_ctas) {
   }
   if (cuco_moe_ffn_create(&st->ffn_all, (int)st->g.El, st->g.H, st->g.I, 0)) return 10;
   if (cuco_moe_ffn_create(&st->ffn_part, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas)) return 11;
+  if (cuco_moe_ffn_create(&st->ffn_segs, (int)(st->g.El * st->g.W), st->g.H, st->g.I, 0)) return 12;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;
   return 0;
@@ -270,6 +292,7 @@ struct Candidate {
   static void teardown(State* st) {
     cuco_moe_ffn_destroy(st->ffn_all);
     cuco_moe_ffn_destroy(st->ffn_part);
+    cuco_moe_ffn_destroy(st->ffn_segs);
     for (cudaEvent_t e : st->ev)
       if (e) cudaEventDestroy(e);
   }

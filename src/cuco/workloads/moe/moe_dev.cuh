@@ -3,7 +3,9 @@
 // scales, dequantised to bf16 on receive), the gate-weighted combine and the flag/barrier kernels.
 //
 // Receive layout on rank q ("row space"): rows grouped by q's local expert e (experts in order), within an expert
-// by source rank in the order q, q+1, ..., q-1 (own tokens first, so local rows can be computed first).
+// by source rank in the order q, q+1, ..., q-1 (own tokens first, so local rows can be computed first); within a
+// segment (e, p) in the order of p's slots for that expert (its order list). Order layout on rank p: p's slots
+// sorted by expert, as its order list; segment (e, p) of owner q is the run of p's order rows of expert q*El + e.
 // Everything a rank needs to address any peer's rows follows from the public slot counts cnt_p[E] of all ranks.
 #pragma once
 
@@ -72,7 +74,8 @@ __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
   L.recv = o;  o += align256(2 * g.rows_cap * g.H);         // received rows (bf16)
   L.yrows = o; o += align256(2 * g.rows_cap * g.H);         // expert outputs of those rows (bf16)
   // backend=gin (no peer loads: everything arrives by put): every rank's counts, the source slot of each
-  // received row, and this rank's expert outputs returned by their owners (slot order).
+  // received row. back: this rank's slots' expert outputs at other ranks, stored here by their owners (GIN and
+  // NVSHMEM: slot order; LSA stream_overlap: order layout, by the owners' down-GEMM epilogues).
   L.cnt_all = o; o += align256(4 * g.W * g.E);
   L.rowslot = o; o += align256(4 * g.rows_cap);
   L.back = o;    o += align256(2 * g.slots * g.H);
@@ -84,12 +87,12 @@ __host__ __device__ inline PubLayout pub_layout(const Geo& g) {
 
 // ---- local "work" buffer: FFN scratch and the routing tables of this launch ----------------------------------
 // FFN group sets of the received rows (the `which` of an FFN call), each El groups: every row; own tokens' rows;
-// peers' rows; own rows split in two (returns overlap the second part: GROUPS_OWN_A, GROUPS_OWN_B).
-enum { GROUPS_ALL = 0, GROUPS_OWN = 1, GROUPS_PEERS = 2, GROUPS_OWN_A = 3, GROUPS_OWN_B = 4, kGroupSets = 5 };
-constexpr int64_t kFfnTileRows = 128;  // the grouped GEMM's tile M: the own-rows split keeps tiles whole
+// peers' rows.
+enum { GROUPS_ALL = 0, GROUPS_OWN = 1, GROUPS_PEERS = 2, kGroupSets = 3 };
 
 struct WorkLayout {
-  int64_t h1, act, slot_rank, cnt_all, seg_off, grp_rows, grp_off, grp_exp, cbase, rowmap, total, bytes;
+  int64_t h1, act, slot_rank, cnt_all, seg_off, grp_rows, grp_off, grp_exp, cbase, rowmap, total, seg_rows, seg_exp,
+      seg_out, ostart, bytes;
 };
 __host__ __device__ inline WorkLayout work_layout(const Geo& g) {
   WorkLayout L;
@@ -99,13 +102,19 @@ __host__ __device__ inline WorkLayout work_layout(const Geo& g) {
   L.slot_rank = o; o += align256(4 * g.slots);              // position of a slot within its expert's list
   L.cnt_all = o;   o += align256(4 * g.W * g.E);            // every rank's cnt
   L.seg_off = o;   o += align256(8 * g.El * g.W);           // row of segment (local expert e, source p)
-  // FFN groups: [all | own rows | peers' rows | own rows, first part | own rows, second part]
+  // FFN groups: [all | own rows | peers' rows]
   L.grp_rows = o;  o += align256(4 * kGroupSets * g.El);
   L.grp_off = o;   o += align256(8 * kGroupSets * g.El);
   L.grp_exp = o;   o += align256(4 * g.El);
   L.cbase = o;     o += align256(8 * g.E);                  // row at expert g's owner of this rank's segment
   L.rowmap = o;    o += align256(8 * g.rows_cap);           // row -> (source << 32 | slot)
   L.total = o;     o += 256;                                // int64 rows received
+  // FFN groups by segment (e, p), p != me: the peers' rows, each group's outputs stored at its source (seg_out: the
+  // rows in the source's back, order layout; nullptr for the own segments, whose rows are 0)
+  L.seg_rows = o;  o += align256(4 * g.El * g.W);
+  L.seg_exp = o;   o += align256(4 * g.El * g.W);
+  L.seg_out = o;   o += align256(8 * g.El * g.W);
+  L.ostart = o;    o += align256(8 * g.E);                  // row of expert g's first slot in this rank's order
   L.bytes = o;
   return L;
 }
@@ -122,6 +131,13 @@ __host__ __device__ inline int64_t segment_offset(const int32_t* cnt_all, int64_
     off += cnt_all[(int64_t)s * E + q * El + e];
   }
   return off;
+}
+
+// Row of expert ge's first slot in rank p's order list (and in p's back, order layout).
+__host__ __device__ inline int64_t order_start(const int32_t* cnt_all, int64_t E, int p, int64_t ge) {
+  int64_t start = 0;
+  for (int64_t f = 0; f < ge; ++f) start += cnt_all[(int64_t)p * E + f];
+  return start;
 }
 
 // ---- routing tables ----------------------------------------------------------------------------------------
@@ -162,20 +178,11 @@ __global__ void quant_kernel(const __nv_bfloat16* x, int64_t T, int64_t H, __nv_
   }
 }
 
-// Own rows of an expert computed before the peers' rows (the rest after them): the share of the rows this rank
-// takes in (hidden behind the first part) over those plus the rows it takes back (hidden behind the second),
-// rounded to whole GEMM tiles.
-__host__ __device__ inline int64_t own_first_part(int64_t own, int64_t rows_in, int64_t rows_back) {
-  if (rows_in + rows_back == 0) return own;
-  int64_t a = (own * rows_in + (rows_in + rows_back) / 2) / (rows_in + rows_back);
-  a = (a + kFfnTileRows / 2) / kFfnTileRows * kFfnTileRows;
-  return a < own ? a : own;
-}
-
 // Receiver tables from every rank's counts (cnt_all already gathered): segment offsets, FFN groups (the
-// kGroupSets sets per local expert), the combine bases of this rank's segments at every owner, the total.
+// kGroupSets sets per local expert), the combine bases of this rank's segments at every owner, the total, and where
+// this rank's experts start in its own order (ostart).
 __global__ void plan_kernel(Geo g, const int32_t* cnt_all, int64_t* seg_off, int32_t* grp_rows, int64_t* grp_off,
-                            int32_t* grp_exp, int64_t* cbase, int64_t* total) {
+                            int32_t* grp_exp, int64_t* cbase, int64_t* ostart, int64_t* total) {
   for (int64_t i = threadIdx.x; i < g.El * g.W; i += blockDim.x) {
     const int64_t e = i / g.W;
     const int p = (int)(i % g.W);
@@ -189,22 +196,12 @@ __global__ void plan_kernel(Geo g, const int32_t* cnt_all, int64_t* seg_off, int
     grp_rows[e] = all, grp_off[e] = base;
     grp_rows[g.El + e] = own, grp_off[g.El + e] = base;
     grp_rows[2 * g.El + e] = all - own, grp_off[2 * g.El + e] = base + own;
-    // rows in from peers, and this rank's slots at other ranks' experts (their outputs come back)
-    int64_t rows_in = 0, rows_back = g.slots;
-    for (int64_t f = 0; f < g.El; ++f) {
-      const int64_t own_f = cnt_all[(int64_t)g.me * g.E + g.me * g.El + f];
-      rows_back -= own_f;
-      for (int s = 0; s < g.W; ++s)
-        if (s != g.me) rows_in += cnt_all[(int64_t)s * g.E + g.me * g.El + f];
-    }
-    const int32_t first = (int32_t)own_first_part(own, rows_in, rows_back);
-    grp_rows[GROUPS_OWN_A * g.El + e] = first, grp_off[GROUPS_OWN_A * g.El + e] = base;
-    grp_rows[GROUPS_OWN_B * g.El + e] = own - first, grp_off[GROUPS_OWN_B * g.El + e] = base + first;
     grp_exp[e] = (int32_t)e;
   }
   for (int64_t x = threadIdx.x; x < g.E; x += blockDim.x) {
     const int q = (int)(x / g.El);
     cbase[x] = segment_offset(cnt_all, g.E, g.W, q, x % g.El, g.me);
+    ostart[x] = order_start(cnt_all, g.E, g.me, x);
   }
   if (threadIdx.x == 0) {
     int64_t n = 0;
@@ -282,16 +279,22 @@ struct PeerBases {
   char* p[kMaxWorld];
 };
 
-// rowmap[r] for every received row: which source and which of its slots. Reads peers' order lists.
+// rowmap[r] for every received row: which source and which of its slots (reads peers' order lists); and the FFN
+// groups by segment whose outputs go straight to their sources (seg_rows, seg_exp, seg_out: rows of segment (e, p)
+// land in p's back at the rows of its order list, where p's combine reads them).
 __global__ void rowmap_kernel(Geo g, PeerBases pub, PubLayout P, const int32_t* cnt_all, const int64_t* seg_off,
-                              int64_t* rowmap) {
+                              int64_t* rowmap, int32_t* seg_rows, int32_t* seg_exp, void** seg_out) {
   for (int64_t i = blockIdx.x; i < g.El * g.W; i += gridDim.x) {
     const int64_t e = i / g.W;
     const int p = (int)(i % g.W);
     const int64_t ge = g.me * g.El + e;
-    int64_t start = 0;
-    for (int64_t f = 0; f < ge; ++f) start += cnt_all[(int64_t)p * g.E + f];
+    const int64_t start = order_start(cnt_all, g.E, p, ge);
     const int32_t n = cnt_all[(int64_t)p * g.E + ge];
+    if (threadIdx.x == 0) {
+      seg_rows[i] = p == g.me ? 0 : n;
+      seg_exp[i] = (int32_t)e;
+      seg_out[i] = p == g.me ? nullptr : pub.p[p] + P.back + start * g.H * 2;
+    }
     const int32_t* order = reinterpret_cast<const int32_t*>(pub.p[p] + P.order);
     for (int32_t k = threadIdx.x; k < n; k += blockDim.x)
       rowmap[seg_off[i] + k] = ((int64_t)p << 32) | (int64_t)__ldcg(order + start + k);
@@ -373,27 +376,22 @@ __global__ void push_kernel(Geo g, const __nv_bfloat16* x, const int32_t* expert
   }
 }
 
-// This rank's slots' expert outputs at other ranks copied back into `back` (slot order), once their owners have
-// computed them: the combine then reads only local rows.
-template <int kGroup>
-__global__ void return_kernel(Geo g, const int32_t* expert, const int32_t* slot_rank, const int64_t* cbase,
-                              PeerBases pub, PubLayout P, __nv_bfloat16* back) {
-  for (int64_t j = Rows<kGroup>::group(); j < g.slots; j += Rows<kGroup>::groups()) {
-    const int64_t ge = expert[j];
-    const int q = (int)(ge / g.El);
-    if (q == g.me) continue;
-    copy_row<kGroup>(back + j * g.H,
-                     reinterpret_cast<const __nv_bfloat16*>(pub.p[q] + P.yrows) + (cbase[ge] + slot_rank[j]) * g.H,
-                     g.H);
-  }
+// The exchange alone (no FFN, benchmarks/moe.py): the peers' received rows themselves stored at their sources'
+// back rows, the bytes the down GEMM's epilogue would store there; one CTA per row.
+__global__ void segment_put_kernel(Geo g, const __nv_bfloat16* recv, const int32_t* seg_rows,
+                                   const int64_t* seg_off, void* const* seg_out) {
+  for (int64_t i = 0; i < g.El * g.W; ++i)
+    for (int64_t r = blockIdx.x; r < seg_rows[i]; r += gridDim.x)
+      copy_row<0>(reinterpret_cast<__nv_bfloat16*>(seg_out[i]) + r * g.H, recv + (seg_off[i] + r) * g.H, g.H);
 }
 
 // Y[t] = sum_j gate[t, j] * (expert output of slot (t, j)), pulled from the experts' owners, or read from `back`
-// for slots at other ranks where return_kernel copied them (back: nullptr otherwise); fp32 sum in slot order, bf16
-// out. Each thread keeps kRowUnroll words of a slot's row in flight.
+// (order layout: row ostart[expert] + slot_rank) for slots at other ranks where their owners stored them (back:
+// nullptr otherwise); fp32 sum in slot order, bf16 out. Each thread keeps kRowUnroll words of a slot's row in
+// flight.
 __global__ void combine_kernel(Geo g, const int32_t* expert, const float* gate, const int32_t* slot_rank,
                                const int64_t* cbase, PeerBases pub, PubLayout P, const __nv_bfloat16* back,
-                               __nv_bfloat16* __restrict__ y) {
+                               const int64_t* ostart, __nv_bfloat16* __restrict__ y) {
   const int64_t n = g.H / 8, lanes = blockDim.x;
   for (int64_t t = blockIdx.x; t < g.T; t += gridDim.x) {
     for (int64_t base = threadIdx.x; base < n; base += lanes * kRowUnroll) {
@@ -403,7 +401,8 @@ __global__ void combine_kernel(Geo g, const int32_t* expert, const float* gate, 
         const int q = (int)(ge / g.El);
         const __nv_bfloat16* at_owner =
             reinterpret_cast<const __nv_bfloat16*>(pub.p[q] + P.yrows) + (cbase[ge] + slot_rank[j]) * g.H;
-        const int4* row = reinterpret_cast<const int4*>(back && q != g.me ? back + j * g.H : at_owner);
+        const int4* row = reinterpret_cast<const int4*>(
+            back && q != g.me ? back + (ostart[ge] + slot_rank[j]) * g.H : at_owner);
         const float gw = gate[j];
         int4 raw[kRowUnroll];
 #pragma unroll

@@ -97,7 +97,7 @@ PEER_OUT_COUNT = r"""  if (threadIdx.x != 0) return;
 PLAN = r"""  plan_kernel<<<1, 1024, 0, cs>>>(g, (const int32_t*)(pub + st->P.cnt_all), W<int64_t>(st, st->L.seg_off),
                                   W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
                                   W<int32_t>(st, st->L.grp_exp), W<int64_t>(st, st->L.cbase),
-                                  W<int64_t>(st, st->L.total));
+                                  W<int64_t>(st, st->L.ostart), W<int64_t>(st, st->L.total));
   if ((rc = launch_ok())) return rc;
   if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
 """

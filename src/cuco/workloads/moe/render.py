@@ -8,11 +8,10 @@ pull of the outputs). The directives choose how dispatch meets the FFN:
 - split_put_wait: each rank puts (pushes) its rows into the owners' receive rows: its own experts' rows on the
   compute stream, the others' on the side stream; own rows are computed while the puts fly, then a wait
   (barrier or per-source arrival signals) and the peers' rows.
-- stream_overlap: own tokens' rows are gathered and computed while a few CTAs (or the copy engines) pull the
-  peers' rows on the high-priority side stream; then the peers' rows are computed. With an SM issuer the own rows
-  are computed in two parts, around the peers' rows: while the second part computes, a few CTAs copy this rank's
-  outputs at the other ranks back (their owners have computed them), so the combine reads local rows only and
-  neither exchange waits in the open. The split follows the rows moved: rows in over rows in plus rows back.
+- stream_overlap: own tokens' rows are gathered and computed while a few CTAs pull the peers' rows (or the copy
+  engines push every rank's tokens) on the side stream; then the peers' rows are computed, one grouped-GEMM group
+  per source, and the down GEMM's epilogue stores each group's outputs straight into its source's memory over
+  NVLink: the combine reads local rows only, and no pass moves the outputs back.
 - fused: all rows are pulled chunk by chunk on the side stream; the expert GEMM tiles of a chunk are launched as
   soon as its arrival flag is set (an in-stream wait: no SM held), so the FFN starts on the first chunk that
   lands. The GEMM kernel itself does not poll flags.
@@ -169,56 +168,28 @@ DEFERRED = r"""
   if ((rc = launch_ok())) return rc;
   if ((rc = ffn(ctx, st, st->ffn_all, 0, cs))) return rc;"""
 
-#: Both stream_overlap schedules begin alike: the side stream forks and moves the peers' rows (@SIDE@) while the
-#: compute stream gathers the own tokens' rows.
-SIDE_AND_OWN_ROWS = r"""
+#: The side stream forks and moves the peers' rows (@SIDE@) while the compute stream gathers and computes the own
+#: tokens' rows; then the peers' rows (@PEERS_FROM_STAGE@: out of the copy engines' staging), their outputs stored at
+#: their sources by the down GEMM's epilogue.
+STREAM_OVERLAP = r"""
+  // placement=stream_overlap: peers' rows move on the side stream while own tokens' rows are computed; the peers'
+  // rows' outputs go straight back to their sources
   if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
 @SIDE@
   if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
   gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_OWN, nullptr,
       Pub<__nv_bfloat16>(st, st->P.recv));
-  if ((rc = launch_ok())) return rc;""".lstrip("\n")
-
-#: issuer=copy_engine (no SM free beside the FFN for the returns): the copy engines push the tokens while the own
-#: rows are computed on every SM; then the peers' rows are gathered from the staging and computed.
-STREAM_OVERLAP_COPY_ENGINE = r"""
-  // placement=stream_overlap: peers' rows move on the side stream while own tokens' rows are computed
-@SIDE_AND_OWN_ROWS@
-  if ((rc = ffn(ctx, st, st->ffn_all, 1, cs))) return rc;
+  if ((rc = launch_ok())) return rc;
+  if ((rc = ffn(ctx, st, @OWN_PLAN@, GROUPS_OWN, cs))) return rc;
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
-  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
+@PEERS_FROM_STAGE@
+  if ((rc = ffn_to_sources(ctx, st, cs))) return rc;"""
+
+PEERS_FROM_STAGE = r"""  gather_kernel<kGroup, kFp8><<<2 * ctx->sm_count, 256, 0, cs>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_PEERS,
       Pub<__nv_bfloat16>(st, st->P.stage), Pub<__nv_bfloat16>(st, st->P.recv));
-  if ((rc = launch_ok())) return rc;
-  if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;"""
-
-STREAM_OVERLAP_RETURNS = r"""
-  // placement=stream_overlap: peers' rows move on the side stream while the first part of the own tokens' rows is
-  // computed; then the peers' rows; then this rank's outputs at the other ranks come back on the side stream while
-  // the second part of the own rows is computed
-@SIDE_AND_OWN_ROWS@
-  if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN_A, cs))) return rc;
-  if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
-  if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_PEERS, cs))) return rc;
-  if (cudaEventRecord(st->ev[2], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[2], 0) != cudaSuccess) return 73;
-@RETURNS_READY@
-  if (kCombine) {  // the returns are the combine's pulls (off where benchmarks/moe.py times the dispatch alone)
-    return_kernel<kGroup><<<kCommCtas, 256, 0, ss>>>(g, (const int32_t*)ctx->buffers[BUF_EXPERT].ptr,
-        W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase), st->pub, st->P,
-        Pub<__nv_bfloat16>(st, st->P.back));
-    if ((rc = launch_ok())) return rc;
-  }
-  if (cudaEventRecord(st->ev[3], ss) != cudaSuccess) return 74;
-  if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN_B, cs))) return rc;
-  if (cudaStreamWaitEvent(cs, st->ev[3], 0) != cudaSuccess) return 75;"""
-
-#: Before the returns: every rank has computed the rows it took in (sync_scope: world barrier or per-source flags).
-RETURNS_READY = {
-    "world": "  if ((rc = barrier(ctx, ss))) return rc;  // every rank computed the peers' rows it took in",
-    "signal": "  if ((rc = signal_all(ctx, st, ss, SIG_OUT)) || (rc = wait_all(ctx, st, ss, SIG_OUT, kThisLaunch)))"
-              " return rc;",
-}
+  if ((rc = launch_ok())) return rc;"""
 
 SIDE_PULL = r"""  gather_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_PEERS, nullptr,
@@ -289,14 +260,10 @@ def _dispatch(point: Directives) -> str:
         return fill(DEFERRED, {
             "STAGE": "  if ((rc = stage_pulls(st, cs))) return rc;  // issuer=copy_engine: DMA, no SM" if ce else "",
             "STAGE_PTR": "Pub<__nv_bfloat16>(st, st->P.stage)" if ce else "nullptr"}, what="deferred")
-    if _returns(point):
-        side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_PULL}, what="stream_overlap side")
-        return fill(STREAM_OVERLAP_RETURNS, {"SIDE_AND_OWN_ROWS": side,
-                                             "RETURNS_READY": RETURNS_READY[point.sync_scope]},
-                    what="stream_overlap with returns")
     if point.placement == "stream_overlap":
-        side = fill(SIDE_AND_OWN_ROWS, {"SIDE": SIDE_COPY_ENGINE}, what="stream_overlap side")
-        return fill(STREAM_OVERLAP_COPY_ENGINE, {"SIDE_AND_OWN_ROWS": side}, what="stream_overlap")
+        return fill(STREAM_OVERLAP, {"SIDE": SIDE_COPY_ENGINE if ce else SIDE_PULL,
+                                     "OWN_PLAN": "st->ffn_all" if ce else "st->ffn_part",
+                                     "PEERS_FROM_STAGE": PEERS_FROM_STAGE if ce else ""}, what="stream_overlap")
     if point.placement == "split_put_wait":
         if point.sync_scope == "world":
             arrived = "  if ((rc = barrier(ctx, ss))) return rc;  // every rank's puts have landed"
@@ -308,13 +275,14 @@ def _dispatch(point: Directives) -> str:
     return FUSED
 
 
-def _returns(point: Directives) -> bool:
-    """Whether the point copies its outputs at other ranks back beside the FFN (then the combine reads local rows)."""
-    return point.placement == "stream_overlap" and point.issuer != "copy_engine"
+def _outputs_at_sources(point: Directives) -> bool:
+    """Whether the point's FFN stores the peers' rows' outputs at their sources (then the combine reads local rows)."""
+    return point.backend == "lsa" and point.placement == "stream_overlap"
 
 
 def _uses_comm_ctas(point: Directives) -> bool:
-    return point.placement in ("split_put_wait", "fused") or _returns(point)
+    return point.placement in ("split_put_wait", "fused") or (point.placement == "stream_overlap"
+                                                              and point.issuer != "copy_engine")
 
 
 def _gin_block(point: Directives) -> str:
@@ -354,8 +322,8 @@ def block(point: Directives) -> str:
         "START": start,
         "PUBLISHED": published,
         "DISPATCH_AND_FFN": _dispatch(point),
-        "OUTPUTS_READY": "" if _returns(point) else outputs,
-        "RETURNED": ", true" if _returns(point) else "",
+        "OUTPUTS_READY": outputs,
+        "RETURNED": ", true" if _outputs_at_sources(point) else "",
         "FINISHED": finished,
     }, what=f"moe block {point.label()}")
 

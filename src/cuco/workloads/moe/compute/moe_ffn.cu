@@ -168,8 +168,9 @@ int bind(OneGemm* g, int n, int sm_count, int device) {
 
 // One thread per group slot: problem shapes and operand pointers of both GEMMs from the device-side groups.
 __global__ void prepare(int max_groups, int groups, int64_t H, int64_t I, const Element* x, const Element* w1,
-                        const Element* w2, Element* h1, Element* act, Element* y, const int32_t* rows,
-                        const int64_t* row_offset, const int32_t* expert, Arrays up, Arrays down) {
+                        const Element* w2, Element* h1, Element* act, Element* y, void* const* y_group,
+                        const int32_t* rows, const int64_t* row_offset, const int32_t* expert, Arrays up,
+                        Arrays down) {
   int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= max_groups) return;
   int m = g < groups ? rows[g] : 0;
@@ -182,7 +183,10 @@ __global__ void prepare(int max_groups, int groups, int64_t H, int64_t I, const 
   down.shapes[g] = Shape3(m, (int)H, (int)I);
   down.a[g] = act + off * I;
   down.b[g] = w2 + e * H * I;
-  down.d[g] = y + off * H;
+  // y_group[g] (where given and set): the group's own output rows, e.g. another GPU's memory, so the down GEMM's
+  // epilogue stores its rows there and no copy follows
+  Element* own = y_group && g < groups ? (Element*)y_group[g] : nullptr;
+  down.d[g] = own ? own : y + off * H;
 }
 
 // act[r, c] = silu(h1[r, c]) * h1[r, I + c], 8 columns per thread (16-byte loads); blockIdx.y is the group.
@@ -244,11 +248,17 @@ extern "C" int cuco_moe_ffn_create(cuco_moe_ffn** out, int max_groups, int64_t h
 extern "C" int cuco_moe_ffn_run(cuco_moe_ffn* p, int groups, const void* x, const void* w1, const void* w2,
                                 void* h1, void* act, void* y, const int32_t* rows, const int64_t* row_offset,
                                 const int32_t* expert, cudaStream_t stream) {
+  return cuco_moe_ffn_run_to(p, groups, x, w1, w2, h1, act, y, nullptr, rows, row_offset, expert, stream);
+}
+
+extern "C" int cuco_moe_ffn_run_to(cuco_moe_ffn* p, int groups, const void* x, const void* w1, const void* w2,
+                                   void* h1, void* act, void* y, void* const* y_group, const int32_t* rows,
+                                   const int64_t* row_offset, const int32_t* expert, cudaStream_t stream) {
   if (!p || groups < 0 || groups > p->max_groups) return 1;
   if (groups == 0) return 0;
   prepare<<<(p->max_groups + 127) / 128, 128, 0, stream>>>(
       p->max_groups, groups, p->H, p->I, (const Element*)x, (const Element*)w1, (const Element*)w2, (Element*)h1,
-      (Element*)act, (Element*)y, rows, row_offset, expert, p->up.arr, p->down.arr);
+      (Element*)act, (Element*)y, y_group, rows, row_offset, expert, p->up.arr, p->down.arr);
   FFN_CUDA(cudaGetLastError());
   if (p->up.gemm.run(stream) != cutlass::Status::kSuccess) return 4;
   swiglu<<<dim3(64, groups), 256, 0, stream>>>(p->I, (const __nv_bfloat16*)h1, (__nv_bfloat16*)act, rows,

@@ -31,6 +31,13 @@ int cuco_moe_ffn_run(cuco_moe_ffn* plan, int groups, const void* x, const void* 
                      void* act, void* y, const int32_t* rows, const int64_t* row_offset, const int32_t* expert,
                      cudaStream_t stream);
 
+// The same, with group g's output rows at y_group[g] instead of y + row_offset[g] * H wherever y_group (a device
+// array of `groups` pointers, or NULL) holds a non-null entry: any address the GPU can store to with TMA, another
+// GPU's memory mapped here included (its rows packed, H columns). y still receives the other groups.
+int cuco_moe_ffn_run_to(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
+                        void* act, void* y, void* const* y_group, const int32_t* rows, const int64_t* row_offset,
+                        const int32_t* expert, cudaStream_t stream);
+
 // Human-readable description of the kernel configuration (for reports).
 const char* cuco_moe_ffn_config(void);
 

@@ -13,7 +13,9 @@
 # library, in parallel) | tests-<workload> (its GPU tests at world W; tests-NAME: tests/test_NAME_gpu.py) |
 # sanitize-<workload> (compute-sanitizer memcheck and synccheck over its fast path and best point,
 # benchmarks/sanitize.py) | graph-<workload> (CUDA-graph capture of one delayed launch of its fast path, best points
-# and seed, replayed 20 times with fresh inputs and checked each time, benchmarks/graph_replay.py) | reductions
+# and seed, replayed 20 times with fresh inputs and checked each time, benchmarks/graph_replay.py) | trace-<workload>
+# (POINTS at SHAPE traced under CUPTI beside the host seed: per rank and launch, compute, communication, their overlap
+# and the kernels by time, benchmarks/trace_points.py, into OUT_DIR/trace_<workload>_w<W>/) | reductions
 # (device-initiated AllReduce, ReduceScatter
 # and Reduce against NCCL's, 1 MiB to 1 GiB, benchmarks/reductions_vs_nccl.py) | gemm-under-copy (a GEMM's
 # slowdown while copy engines pull the other ranks' rows, and the split GEMM waiting on them, with SM clocks and power,
@@ -197,6 +199,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
       timeout "${GRAPH_TIMEOUT:-400}" python3 benchmarks/graph_replay.py --workload "$wl" --world "$W" --replays 20 \
         --timeout-s 100 --out "$OUT_DIR/graph_${wl}_w$W.json"
       echo "graph replay: exit $?"; } 2>&1 | tee "$OUT_DIR/graph_${wl}_w$W.log" ;;
+  trace-*)
+    wl=${PART#trace-}
+    probe "trace_${wl}_w$W" benchmarks/trace_points.py --workload "$wl" --world "$W" --shape "${SHAPE:?SHAPE=<shape>}" \
+      --points "${POINTS:?POINTS=<labels>}" --out "$OUT_DIR/trace_${wl}_w$W" ;;
   gemm-under-copy)
     probe gemm_under_copy_w$W benchmarks/gemm_under_copy.py --world "$W" --json "$OUT_DIR/gemm_under_copy_w$W.json" ;;
   fmha-variants)
@@ -226,5 +232,5 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   cache-load)
     unpack_cache ;;
   *) echo "unknown part $PART (suite, env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
-       "graph-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
+       "graph-<workload>, trace-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
 esac

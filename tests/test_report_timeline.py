@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cuco.report.timeline import classify, overlap_us, to_chrome_trace
+from cuco.report.timeline import classify, overlap_us, to_chrome_trace, union_spans
 
 
 def _rec(name, kind, start, end, device=0, stream=7, peer=False):
@@ -46,7 +46,7 @@ def test_overlap_is_bounded_by_either_side(spans):
     events = [{"ph": "X", "name": "k", "cat": "communication" if comm else "compute", "pid": "rank 0",
                "tid": "s", "ts": float(t), "dur": float(d)} for t, d, comm in spans]
     trace = {"traceEvents": events}
-    busy = lambda cat: sum(e - s for s, e in __import__("cuco.report.timeline", fromlist=["_union"])._union(  # noqa: E731
+    busy = lambda cat: sum(e - s for s, e in union_spans(  # noqa: E731
         [(ev["ts"], ev["ts"] + ev["dur"]) for ev in events if ev["cat"] == cat]))
     assert 0.0 <= overlap_us(trace) <= min(busy("compute"), busy("communication")) + 1e-6
 

@@ -65,13 +65,14 @@ def overlap_us(trace: dict[str, Any]) -> float:
         if ts is not None and dur is not None:
             by_rank.setdefault(str(e.get("pid")), {}).setdefault(e["cat"], []).append((ts, ts + dur))
     for cats in by_rank.values():
-        for a0, a1 in _union(cats.get("compute", [])):
-            for b0, b1 in _union(cats.get("communication", [])):
+        for a0, a1 in union_spans(cats.get("compute", [])):
+            for b0, b1 in union_spans(cats.get("communication", [])):
                 total += max(0.0, min(a1, b1) - max(a0, b0))
     return total
 
 
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def union_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """`spans` (start, end) merged where they touch or overlap, in order."""
     out: list[tuple[float, float]] = []
     for s, e in sorted(spans):
         if out and s <= out[-1][1]:

@@ -232,5 +232,6 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   cache-load)
     unpack_cache ;;
   *) echo "unknown part $PART (suite, env, bench-<workload>, build, tests-<workload>, sanitize-<workload>," \
-       "graph-<workload>, trace-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs, cache-save, cache-load)" >&2; exit 2 ;;
+       "graph-<workload>, trace-<workload>, reductions, gemm-under-copy, merge-accuracy, own-programs," \
+       "cache-save, cache-load)" >&2; exit 2 ;;
 esac

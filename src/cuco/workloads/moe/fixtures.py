@@ -10,7 +10,7 @@ only and pass the static check against their base point, so only verification un
   reads them without waiting for the owners' signals, while the owners still wait for their (delayed) dispatch:
   at W >= 2 (at W = 1 no output comes from another rank).
 
-The plugin's check is tested by three more, which edit the shared device code (moe_dev.cuh, in the frozen head; the
+The plugin's check is tested by three more, which edit the shared device code (moe_rows.cuh, in the frozen head; the
 static check would refuse them as candidates, the harness runs them all the same):
 - dropped_token: the first received row is never dispatched (its expert output stays poison);
 - dropped_slot_output: the combine drops slot 0 of every token;

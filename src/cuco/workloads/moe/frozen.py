@@ -1,7 +1,7 @@
 """The frozen parts of a rendered MoE candidate: identical for every design point.
 
-Head: includes, the shared device code (moe_dev.cuh, inlined so a candidate is one file), the candidate state (on
-the kit's Base: events, stream ops, epoch), peer-address resolution and the sync kernels. Tail: the candidate-ABI
+Head: includes, the shared device code (moe_dev.cuh and moe_rows.cuh, inlined so a candidate is one file), the
+candidate state (on the kit's Base: events, stream ops, epoch), peer-address resolution and the sync kernels. Tail: the candidate-ABI
 entry points, calling the kit's skeleton (csrc/include/cuco/kit/skeleton.cuh). The EVOLVE block between them
 defines `block_needs(ctx)`, `block_setup(ctx, st)` and `enqueue(ctx, st)` in namespace cuco_moe.
 """
@@ -17,9 +17,12 @@ _HERE = Path(__file__).resolve().parent
 
 
 def device_code() -> str:
-    """moe_dev.cuh without its include guard and its lsa.cuh include (the head includes it)."""
-    text = (_HERE / "moe_dev.cuh").read_text()
-    return text.replace("#pragma once\n", "").replace('#include "cuco/lsa.cuh"\n', "")
+    """moe_dev.cuh then moe_rows.cuh, without their include guards and includes of each other and of lsa.cuh (the
+    head includes it)."""
+    text = (_HERE / "moe_dev.cuh").read_text() + "\n" + (_HERE / "moe_rows.cuh").read_text()
+    for line in ("#pragma once\n", '#include "cuco/lsa.cuh"\n', '#include "moe_dev.cuh"\n'):
+        text = text.replace(line, "")
+    return text
 
 
 HEAD_TEMPLATE = r"""

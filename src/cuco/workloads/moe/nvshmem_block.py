@@ -112,9 +112,9 @@ NV_ENQUEUE = r"""
                                                 W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase));
   if ((rc = launch_ok())) return rc;
   nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
-  if ((rc = ffn(ctx, st, st->ffn_part, 1, cs))) return rc;
+  if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN, cs))) return rc;
   nv_wait_rows_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);
-  if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;
+  if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_PEERS, cs))) return rc;
   put_rowmap_kernel<<<1024, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.seg_off), W<int64_t>(st, st->L.rowmap));
   nv_return_kernel<<<2 * ctx->sm_count, 256, 0, cs>>>(g, st->P, pub, W<int64_t>(st, st->L.rowmap),
                                                       W<int64_t>(st, st->L.total));

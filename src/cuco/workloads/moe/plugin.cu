@@ -29,7 +29,7 @@
 #include "cuco/compute/moe.h"
 #include "cuco/gen.cuh"
 #include "cuco/kit/plugin.cuh"
-#include "moe_dev.cuh"
+#include "moe_rows.cuh"  // and moe_dev.cuh
 #include "reference.cuh"
 #include "routing.h"
 

@@ -166,7 +166,7 @@ DEFERRED = r"""
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), SRC_ALL, @STAGE_PTR@,
       Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;
-  if ((rc = ffn(ctx, st, st->ffn_all, 0, cs))) return rc;"""
+  if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_ALL, cs))) return rc;"""
 
 #: The side stream forks and moves the peers' rows (@SIDE@) while the compute stream gathers and computes the own
 #: tokens' rows; then the peers' rows (@PEERS_FROM_STAGE@: out of the copy engines' staging), their outputs stored at
@@ -212,10 +212,10 @@ SPLIT_PUT_WAIT = r"""
       (const int32_t*)ctx->buffers[BUF_EXPERT].ptr, W<int32_t>(st, st->L.slot_rank), W<int64_t>(st, st->L.cbase),
       st->pub, st->P, 1);
   if ((rc = launch_ok())) return rc;
-  if ((rc = ffn(ctx, st, st->ffn_part, 1, cs))) return rc;
+  if ((rc = ffn(ctx, st, st->ffn_part, GROUPS_OWN, cs))) return rc;
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;
 @ARRIVED_WAIT@
-  if ((rc = ffn(ctx, st, st->ffn_all, 2, cs))) return rc;"""
+  if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_PEERS, cs))) return rc;"""
 
 FUSED = r"""
   // placement=fused: chunk c's expert tiles start as soon as chunk c has landed

@@ -1,9 +1,9 @@
 """The frozen parts of a rendered MoE candidate: identical for every design point.
 
 Head: includes, the shared device code (moe_dev.cuh and moe_rows.cuh, inlined so a candidate is one file), the
-candidate state (on the kit's Base: events, stream ops, epoch), peer-address resolution and the sync kernels. Tail: the candidate-ABI
-entry points, calling the kit's skeleton (csrc/include/cuco/kit/skeleton.cuh). The EVOLVE block between them
-defines `block_needs(ctx)`, `block_setup(ctx, st)` and `enqueue(ctx, st)` in namespace cuco_moe.
+candidate state (on the kit's Base: events, stream ops, epoch), peer-address resolution and the sync kernels.
+Tail: the candidate-ABI entry points, calling the kit's skeleton (csrc/include/cuco/kit/skeleton.cuh). The EVOLVE
+block between them defines `block_needs(ctx)`, `block_setup(ctx, st)` and `enqueue(ctx, st)` in namespace cuco_moe.
 """
 
 from __future__ import annotations

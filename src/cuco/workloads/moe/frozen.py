@@ -58,6 +58,7 @@ constexpr bool kCombine = true;
 // and the CTAs its communication kernels take beside the FFN. Filled by block_needs() inside the EVOLVE block.
 struct Needs : cuco::kit::Needs {
   int comm_ctas = 0;  // CTAs of the communication kernels that run beside the FFN (0: none)
+  bool outputs_at_sources = false;  // the block calls ffn_to_sources (setup makes its plan only then)
 };
 
 // Symmetric flags (ctx->symmetric_workspace), uint32 epochs, slot s of writer p at word s * kMaxWorld + p.
@@ -73,7 +74,7 @@ struct State : cuco::kit::Base {
   cuco_moe_ffn* ffn_all = nullptr;   // FFN on every SM
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
   cuco_moe_ffn* ffn_segs = nullptr;  // FFN on every SM over the El * W segment groups (outputs at the sources)
-  cudaEvent_t ev[4] = {};
+  cudaEvent_t ev[2] = {};
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
   char* work = nullptr;
 };
@@ -244,9 +245,10 @@ static int stage_pushes(State* st, cudaStream_t s) {
 
 static uint32_t* local_flags(cuco_ctx* ctx) { return (uint32_t*)ctx->workspace; }
 
-// Setup shared by every point, before the block's own: geometry, layouts, peers' addresses, the two FFN plans.
-static int frozen_setup(cuco_ctx* ctx, State* st, int comm_ctas) {
-  st->comm_ctas = comm_ctas;
+// Setup shared by every point, before the block's own: geometry, layouts, peers' addresses, the FFN plans (the
+// segment-groups plan only for a block that stores outputs at their sources).
+static int frozen_setup(cuco_ctx* ctx, State* st, const Needs& needs) {
+  st->comm_ctas = needs.comm_ctas;
   st->g = geo_make(ctx->dims, ctx->world, ctx->rank);
   st->P = pub_layout(st->g);
   st->L = work_layout(st->g);
@@ -265,7 +267,9 @@ static int frozen_setup(cuco_ctx* ctx, State* st, int comm_ctas) {
   }
   if (cuco_moe_ffn_create(&st->ffn_all, (int)st->g.El, st->g.H, st->g.I, 0)) return 10;
   if (cuco_moe_ffn_create(&st->ffn_part, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas)) return 11;
-  if (cuco_moe_ffn_create(&st->ffn_segs, (int)(st->g.El * st->g.W), st->g.H, st->g.I, 0)) return 12;
+  if (needs.outputs_at_sources &&
+      cuco_moe_ffn_create(&st->ffn_segs, (int)(st->g.El * st->g.W), st->g.H, st->g.I, 0))
+    return 12;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;
   return 0;
@@ -286,7 +290,7 @@ struct Candidate {
     return n;
   }
   static int setup(cuco_ctx* ctx, State* st) {
-    if (int rc = frozen_setup(ctx, st, block_needs(ctx).comm_ctas)) return rc;
+    if (int rc = frozen_setup(ctx, st, block_needs(ctx))) return rc;
     return block_setup(ctx, st);  // the EVOLVE block's own preparation (e.g. attaching NVSHMEM)
   }
   static int enqueue(cuco_ctx* ctx, State* st) {

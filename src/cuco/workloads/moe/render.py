@@ -134,6 +134,7 @@ static Needs block_needs(const cuco_ctx* ctx) {
   n.flag_bytes = 8 * (size_t)nchunks(g) + 12 * (size_t)g.El + 256;
   n.lsa_barriers = 1;
   n.comm_ctas = @NEEDS_COMM@;
+  n.outputs_at_sources = @OUTPUTS_AT_SOURCES@;
   return n;
 }
 
@@ -319,6 +320,7 @@ def block(point: Directives) -> str:
         "CHUNK": point.chunk_bytes,
         "CHUNK_NAME": "whole" if point.chunk_bytes == WHOLE else f"{point.chunk_bytes // MiB}MiB",
         "NEEDS_COMM": "kCommCtas" if _uses_comm_ctas(point) else "0",
+        "OUTPUTS_AT_SOURCES": "true" if _outputs_at_sources(point) else "false",
         "START": start,
         "PUBLISHED": published,
         "DISPATCH_AND_FFN": _dispatch(point),

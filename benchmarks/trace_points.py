@@ -31,14 +31,10 @@ def _length(spans: list[tuple[float, float]]) -> float:
     return sum(e - s for s, e in spans)
 
 
-def _intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    return sum(max(0.0, min(a1, b1) - max(a0, b0)) for a0, a1 in a for b0, b1 in b)
-
-
 def breakdown(trace: dict[str, Any], launches: int = TRACED_LAUNCHES, top: int = 8) -> dict[str, dict[str, Any]]:
     """Per rank (the trace's pid), averages per launch in µs: span, compute, communication, overlap, uncovered (span
     not under any compute kernel), and the `top` kernels by total time (name, calls, µs)."""
-    from cuco.report.timeline import union_spans
+    from cuco.report.timeline import overlap_us, union_spans
 
     by_rank: dict[str, list[dict[str, Any]]] = {}
     for e in trace.get("traceEvents", []):
@@ -61,7 +57,7 @@ def breakdown(trace: dict[str, Any], launches: int = TRACED_LAUNCHES, top: int =
             "span_us": (end - start) / launches,
             "compute_us": _length(spans["compute"]) / launches,
             "communication_us": _length(spans["communication"]) / launches,
-            "overlap_us": _intersection(spans["compute"], spans["communication"]) / launches,
+            "overlap_us": overlap_us({"traceEvents": events}) / launches,
             "uncovered_us": (end - start - _length(spans["compute"])) / launches,
             "kernels": [{"name": _short(n), "calls": c / launches, "us": t / launches} for n, (c, t) in ranked],
         }

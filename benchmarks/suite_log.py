@@ -10,10 +10,10 @@ another. Files passed at several commits count as one version where git shows no
 between them (a fixed test re-run alone); the line names the commits and the devices. Where git does not know
 the commits (the GPU machine's copy of the tree), the line says it cannot tell, not that the library differs. A
 run that failed before the file passed is kept beside its log (`gpu_tests_<part>_w<W>.failed-<n>.log`, gpu_w.sh)
-and the suite line names it:
-a pass on a re-run never hides the failure before it. A kept run that the part's time limit stopped (`gpu tests:
-exit 124`, or 137, before any pytest summary) is named as cut off, with the test it was in, not as a failure. A kept run of the same commit that is dated after the log it
-sits beside (a later device call that did not finish the file) is named as a later run. Exit 0 when the suite
+and the suite line names it: a pass on a re-run never hides the failure before it. A kept run that the part's time
+limit stopped (`gpu tests: exit 124`, or 137, before any pytest summary) is named as cut off, with the test it was
+in, not as a failure. A kept run of the same commit that is dated after the log it sits beside (a later device
+call that did not finish the file) is named as a later run. Exit 0 when the suite
 passed, else 1."""
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ def read_log(path: Path) -> dict[str, str | None]:
                   None)
     summaries = [m.group(1) for ln in text.splitlines() if (m := SUMMARY.match(ln.strip()))]
     date = re.search(r"; date: (\S+)", device or "")
-    exits = [(ln, m) for ln in text.splitlines() if (m := EXIT.search(ln.strip()))]
+    exits = [(ln, m) for ln in map(str.strip, text.splitlines()) if (m := EXIT.search(ln))]
     cut_off = None
     if not summaries and exits and int(exits[-1][1].group(1)) in TIMED_OUT:
-        test = exits[-1][0].strip()[:exits[-1][1].start() if exits[-1][1].start() else 0].strip()
-        cut_off = f"cut off by the part's time limit (exit {exits[-1][1].group(1)})" + (f" in {test}" if test else "")
+        line, m = exits[-1]
+        test = line[:m.start()].strip()  # pytest's -v line of the test that was running, where there is one
+        cut_off = f"cut off by the part's time limit (exit {m.group(1)})" + (f" in {test}" if test else "")
     return {"device": device, "commit": commit, "summary": summaries[-1] if summaries else None,
             "date": date.group(1) if date else None, "cut_off": cut_off}
 

@@ -211,7 +211,7 @@ __global__ void plan_kernel(Geo g, const int32_t* cnt_all, int64_t* seg_off, int
   }
 }
 
-// ---- peers and the row map ------------------------------------------------------------------------
+// ---- peers and the row map -----------------------------------------------------------------------------------
 
 // Peers' base addresses of one symmetric window (index: world rank; this rank's own address included).
 constexpr int kMaxWorld = 72;  // one NVLink domain at most

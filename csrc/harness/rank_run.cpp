@@ -115,7 +115,7 @@ void Rank::fill_and_poison(uint64_t seed) {
 std::string Rank::launch_joined(cuco_candidate_launch_fn launch, bool timed, bool delayed) {
   CUCO_CK(cudaEventRecord(fork_, ctx_.stream));
   CUCO_CK(cudaStreamWaitEvent(ctx_.side_stream, fork_, 0));
-  if (delayed) CUCO_CK(enqueue_delay(ctx_.side_stream, s_.opts.delay_comm_us));
+  if (delayed) CUCO_CK(enqueue_delay(ctx_.side_stream, staggered_delay_us(s_.opts.delay_comm_us, me_.rank)));
   ctx_.iteration++;
   if (timed) CUCO_CK(cudaEventRecord(start_, ctx_.stream));
   int rc = launch(&ctx_);

@@ -13,7 +13,7 @@
 #ifndef CUCOFP_PROGRAM_HOOKS   // candidate-ABI form: the harness delays and times communication itself
 #define CUCOFP_TRACE(...) ((void)0)
 namespace cucofp {
-inline void delayComm(cudaStream_t) {}
+inline void delayComm(cudaStream_t, int) {}
 inline void poisonLate(void*, size_t, cudaStream_t) {}
 inline cudaError_t newSideStream(cudaStream_t*) { return cudaErrorNotSupported; }   // placement is the harness's
 inline cudaError_t freeSideStream(cudaStream_t) { return cudaSuccess; }
@@ -357,7 +357,7 @@ inline ncclResult_t launchCollective(CommState* s, const Pending& o) {
   if ((r = join(s, s->last ? s->last : st, st)) != ncclSuccess) return r;
   Launch L = makeLaunch(s, true);
   if (reductionPush(o.kind, o.dt, L.dc.lsaSize, c)) c.push = 1 + (int)(s->pushes++ & 1u);
-  delayComm(st);
+  delayComm(st, s->rank);
   CUCOFP_TRACE("launch: kind %d, %zu bytes of parameters", o.kind, sizeof(Launch) + sizeof(Coll));
   bool movement = o.kind == kAllGather || o.kind == kAlltoAll || o.kind == kBroadcast;
   if (kCopyEngine && movement) {

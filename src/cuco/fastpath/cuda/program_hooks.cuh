@@ -28,7 +28,11 @@ inline double nowUs() { return std::chrono::duration<double, std::micro>(std::ch
 // placement=stream_overlap: the communicator's own stream (a candidate in harness form uses the harness's)
 inline cudaError_t newSideStream(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
 inline cudaError_t freeSideStream(cudaStream_t s) { return cudaStreamDestroy(s); }
-inline void delayComm(cudaStream_t st) { if (delayNs() > 0) delayKernel<<<1, 1, 0, st>>>(delayNs()); }
+// Staggered by rank (the harness's rule, csrc/harness/delay.h): rank r starts delayNs() * (1 + r / 2) late, so a
+// rank that reads from a higher one without waiting reads before it has written, whatever the world size.
+inline void delayComm(cudaStream_t st, int rank) {
+  if (delayNs() > 0) delayKernel<<<1, 1, 0, st>>>(delayNs() + delayNs() * rank / 2);
+}
 // Under delayed arrival the copy-engine path also fills what it is about to receive with NaN after the delay
 // (the peers' data is not there yet), so copies that do not wait for the entry kernel are caught at W = 1 too.
 inline void poisonLate(void* dst, size_t bytes, cudaStream_t st) { if (delayNs() > 0) cudaMemsetAsync(dst, 0xff, bytes, st); }

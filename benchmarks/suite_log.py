@@ -112,22 +112,23 @@ def later(kept: dict, log: dict) -> bool:
 def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT) -> tuple[list[str], bool]:
     """The suite log's lines and whether every file passed at one version of the library (same_library)."""
     lines = [f"# the GPU suite at world {world}: one pytest run per GPU test file (benchmarks/gpu_w.sh {world} suite)"]
-    failed, missing, commits, devices = [], [], set(), Counter()
+    failed, missing, cut_now, commits, devices = [], [], [], set(), Counter()
     earlier: list[str] = []
     cut: list[str] = []
     after: list[str] = []
     for f in test_files:
         name = part_name(f)
         log = read_log(log_dir / f"gpu_tests_{name}_w{world}.log")
-        lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: {log['summary'] or 'no summary'}"
+        lines.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: "
+                     f"{log['summary'] or log['cut_off'] or 'no summary'}"
                      f"  [{log['commit'] or 'commit ?'}; {(log['device'] or '# device: ?')[2:]}]")
         for kept, run in failed_runs(world, log_dir, name, log["commit"]):
             after_pass = later(run, log)
             lines.append(f"  {'a later' if after_pass else 'an earlier'} run at {log['commit']}: "
                          f"{run['summary'] or run['cut_off'] or 'no summary'}  [{kept.name}]")
             (after if after_pass else cut if run["cut_off"] else earlier).append(f"{name} ({kept.name})")
-        if log["summary"] is None:
-            missing.append(name)
+        if log["summary"] is None:   # the file's own run was cut off, or there is no run at all
+            (cut_now if log["cut_off"] else missing).append(name)
         elif not passed(log["summary"]):
             failed.append(name)
         if log["commit"]:
@@ -136,7 +137,7 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
             devices[log["device"].split(";")[0].removeprefix("# device: ")] += 1
     order = sorted(commits)
     one_version = len(order) == 1 or (len(order) > 1 and same_library(order, repo))
-    ok = not failed and not missing and one_version
+    ok = not failed and not missing and not cut_now and one_version
     if ok and len(order) == 1:
         lines.append(f"suite: all {len(test_files)} files passed at commit {order[0]}")
     elif ok:
@@ -145,6 +146,7 @@ def gather(world: int, log_dir: Path, test_files: list[Path], repo: Path = ROOT)
                      f"{' or '.join(d + '/' for d in LIBRARY)} between them); devices: {on}")
     else:
         said = [f"failed: {', '.join(failed)}" if failed else "", f"no log: {', '.join(missing)}" if missing else "",
+                f"cut off by the part's time limit: {', '.join(cut_now)}" if cut_now else "",
                 f"commits: {', '.join(order)} ({_why_apart(order, repo)})" if len(order) > 1 else ""]
         lines.append("suite: not passed (" + "; ".join(s for s in said if s) + ")")
     if earlier:   # named whether or not the file passed since

@@ -175,3 +175,15 @@ def test_todo_skips_a_file_passed_where_neither_the_library_nor_the_test_file_ch
     library_changed = _commit(repo, "src/cuco/x.py", "a = 2\n")
     assert [p for _f, p in suite_log.todo(2, logs, library_changed, files, repo=repo)] == ["fastpath", "moe"]
     assert [p for _f, p in suite_log.todo(2, logs, "0000000", files, repo=repo)] == ["fastpath", "moe"]
+
+
+def test_a_file_whose_own_run_was_cut_off_is_named_as_cut_off_not_as_missing(tmp_path):
+    _log(tmp_path, "moe", "c405229", "4 passed, 12 skipped in 75.51s (0:01:15)")
+    (tmp_path / "gpu_tests_fastpath_w2.log").write_text(
+        "# device: NVIDIA H200, 580.159.04 x2; date: 2026-11-27T07:30:00Z\n# commit c405229\n"
+        "tests/x.py::test_a PASSED [ 50%]\ntests/x.py::test_b gpu tests: exit 124\n")
+    lines, ok = suite_log.gather(2, tmp_path, FILES)
+    assert not ok
+    assert any("fastpath_gpu.py: cut off by the part's time limit (exit 124) in tests/x.py::test_b" in ln
+               for ln in lines)
+    assert lines[-1] == "suite: not passed (cut off by the part's time limit: fastpath)"

@@ -68,8 +68,8 @@ def test_broken_candidates_fail_verification(plugin, world):
 @pytest.mark.gpu
 def test_outputs_that_never_wait_fail_verification(plugin, world):
     """stream_overlap: the owners store this rank's slots' outputs into its back rows after their (delayed)
-    dispatch; a combine that does not wait for the owners' signals reads poison. W >= 2 only: at W = 1 no output
-    comes from another rank."""
+    dispatch; a combine that does not wait for the owners' signals reads poison (rank 0's owner starts D / 2 later:
+    the delay is staggered by rank). W >= 2 only: at W = 1 no output comes from another rank."""
     if world < 2:
         pytest.skip("no output comes from another rank at W = 1")
     sos = _compile([make() for make in fixtures.MULTI_GPU_FIXTURES.values()])

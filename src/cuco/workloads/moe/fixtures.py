@@ -8,7 +8,8 @@ only and pass the static check against their base point, so only verification un
   puts included), which run late on the side stream: at any W;
 - outputs_never_wait: stream_overlap, whose owners store the peers' rows' outputs at their sources: the combine
   reads them without waiting for the owners' signals, while the owners still wait for their (delayed) dispatch:
-  at W >= 2 (at W = 1 no output comes from another rank).
+  at W >= 2 (at W = 1 no output comes from another rank). It needs the delay staggered by rank: with one delay
+  for all, reader and owner start their peer rows together and the reader won the race at W = 2.
 
 The plugin's check is tested by three more, which edit the shared device code (moe_rows.cuh, in the frozen head; the
 static check would refuse them as candidates, the harness runs them all the same):

@@ -149,7 +149,8 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # commit passing is not run again (resumable over device calls on one machine: the logs of CUCO_COMMIT kept
     # outside the tree come back first, since each call's copy of the tree replaces OUT_DIR); a file is not started
     # with less left of SUITE_S (default 540) than its last logged run took and a fifth (60 s at least); then
-    # benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries. Suites of two world sizes may run at once (their logs and lists of pending files are apart);
+    # benchmarks/results/gpu_tests_w<W>.log gathers the files' summaries. Suites of two world sizes may run at once
+    # (their logs and lists of pending files are apart);
     # LANES (e.g. "0,1 2,3") shares the files out over GPU sets, each running its share in turn
     start=$SECONDS
     for kept in "$KEEP"/gpu_tests_*_w"$W".log; do
@@ -171,8 +172,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
         # cut off by the part's limit spends the time and proves nothing; a shorter file further down may still fit
         last=$(grep -E '^=+ .* in [0-9.]+s' "$log" 2>/dev/null | tail -1 | sed -E 's/.* in ([0-9]+)[0-9.]*s.*/\1/')
         need=$(( ${last:-0} + ${last:-0} / 5 + 10 )); [ "$need" -lt 60 ] && need=60
-        [ "$left" -lt "$need" ] \
-          && { echo "suite: $f not started (needs about $need s,${last:+ its last run took $last s,} $left s left)"; continue; }
+        if [ "$left" -lt "$need" ]; then
+          echo "suite: $f not started (needs about $need s,${last:+ its last run took $last s,} $left s left)"
+          continue
+        fi
         TEST_TIMEOUT=$(( left - 10 < ${TEST_TIMEOUT:-520} ? left - 10 : ${TEST_TIMEOUT:-520} )) \
           bash benchmarks/gpu_w.sh "$W" "tests-$name" "$OUT_DIR" < /dev/null > /dev/null
         gpus=${CUDA_VISIBLE_DEVICES:+ (GPUs $CUDA_VISIBLE_DEVICES)}

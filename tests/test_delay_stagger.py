@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuco.toolchain import csrc_dir, find_nvcc, toolkit_home
+from cuco.toolchain import ToolchainError, csrc_dir, find_nvcc, toolkit_home
 
 PROGRAM = r"""
 #include <cstdio>
@@ -34,7 +34,7 @@ def stagger(tmp_path_factory):
         pytest.skip("no C++ compiler (g++) on PATH")
     try:
         cuda_include = toolkit_home(find_nvcc()) / "include"
-    except Exception as exc:  # no CUDA toolkit: delay.h needs cuda_runtime.h
+    except ToolchainError as exc:  # no CUDA toolkit: delay.h needs cuda_runtime.h
         pytest.skip(f"no CUDA toolkit ({exc})")
     tmp = tmp_path_factory.mktemp("stagger")
     (tmp / "main.cpp").write_text(PROGRAM)

@@ -12,8 +12,10 @@
 //   int status = cuco::kit::fmha::forward<128, /*causal=*/true>(p, stream);   // 0 = enqueued, bf16 O
 //   p.o_bf16 = false;  // fp32 O (true: bf16), stored from registers
 //   int status = cuco::kit::fmha::forward<128, true, cuco::kit::fmha::RegisterOut>(p, stream);
+//   // the persistent scheduler (RegisterOut only), for a GPU the FMHA has to itself: see Persistent below
+//   int status = cuco::kit::fmha::forward<64, true, cuco::kit::fmha::RegisterOut, cuco::kit::fmha::Persistent>(p, s);
 //
-// Each forward<D, causal, Out> is one template instantiation (about 5 s of nvcc on 2 cores,
+// Each forward<D, causal, Out, Schedule> is one template instantiation (about 5 s of nvcc on 2 cores,
 // benchmarks/results/attention_compute_build.log); instantiate only what is used.
 //
 // Layout (all strides in elements; the head dim is contiguous, stride 1):
@@ -96,8 +98,6 @@ inline void set_dense_strides(Problem& p, int head_dim) {
 /// Tile (query rows, key rows, head dim) per head dim, cooperative warp-specialised: 128 x 128 at every head dim.
 /// Chosen by measurement (benchmarks/probes/fmha_variants, results/w1/fmha_variants.md, H200): at D 32 and 64 the
 /// 128-row KV tile runs 1.21-1.35x faster than the example's 64-row one (s8192-d64 causal 0.700 vs 0.862 ms).
-/// The persistent scheduler was 3-6% faster still alone, but it deals tiles to CTAs up front, so CTAs held back by
-/// a communication kernel beside it would stall their whole share: not taken.
 template <int kHeadDim>
 struct TileFor;
 template <>
@@ -106,6 +106,14 @@ template <>
 struct TileFor<64> { using type = cute::Shape<cute::_128, cute::_128, cute::_64>; };
 template <>
 struct TileFor<128> { using type = cute::Shape<cute::_128, cute::_128, cute::_128>; };
+
+/// The tile scheduler. Cooperative (the default): one CTA per output tile, each started as an SM frees up, so
+/// CTAs held back by a communication kernel beside the FMHA only delay their own tile. Persistent: one CTA per SM
+/// walks tiles dealt to it up front, with Q loaded by a warp of its own (example 88's ping-pong options), 3-9%
+/// faster at head dims 32 and 64 alone (s8192-d64 causal 0.667 vs 0.693 ms, results/w1/fmha_variants.md), but a
+/// CTA held back stalls its whole share: only for a GPU the FMHA has to itself (RegisterOut only).
+struct Cooperative {};
+struct Persistent {};
 
 /// Rows of the KV tile for head dim D: seq_k must be a multiple of it.
 template <int kHeadDim>
@@ -215,23 +223,50 @@ struct EpilogueOut {
   }
 };
 
-/// RegisterOut: the example's mainloop and kernel with EpilogueOut. bf16 O: the example's builder as it is.
-template <int kHeadDim, bool kCausal, class ElementOut>
+/// RegisterOut: the example's mainloop and kernel with EpilogueOut, cooperative or persistent. bf16 O: the
+/// example's builder as it is (cooperative).
+template <class Schedule, class... Opts>
+struct RegisterOutKernel {
+  template <int kHeadDim, bool kCausal>
+  using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
+      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>, Opts...>;
+  template <int kHeadDim, bool kCausal>
+  using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
+      Mainloop<kHeadDim, kCausal>, EpilogueOut<typename Mainloop<kHeadDim, kCausal>::TileShapePV>, Schedule, Opts...>;
+};
+using CooperativeKernel = RegisterOutKernel<cutlass::fmha::kernel::IndividualTileScheduler>;
+using PersistentKernel = RegisterOutKernel<
+    cutlass::fmha::kernel::PersistentTileScheduler,
+    cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kIsPersistent, cute::true_type>,
+    cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kLoadsQSeparately, cute::true_type>>;
+
+template <int kHeadDim, bool kCausal, class ElementOut, class Schedule>
 struct OpFor {
   static_assert(std::is_same_v<ElementOut, RegisterOut>, "O is bf16 (the example's epilogue) or RegisterOut");
-  using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
-      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>>;
-  using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
-      Mainloop, EpilogueOut<typename Mainloop::TileShapePV>, cutlass::fmha::kernel::IndividualTileScheduler>;
+  static_assert(std::is_same_v<Schedule, Cooperative> || std::is_same_v<Schedule, Persistent>,
+                "the schedule is Cooperative or Persistent");
+  using Kernel = typename std::conditional_t<std::is_same_v<Schedule, Persistent>, PersistentKernel,
+                                             CooperativeKernel>::template Kernel<kHeadDim, kCausal>;
 };
-template <int kHeadDim, bool kCausal>
-struct OpFor<kHeadDim, kCausal, Element> {
+template <int kHeadDim, bool kCausal, class Schedule>
+struct OpFor<kHeadDim, kCausal, Element, Schedule> {
+  static_assert(std::is_same_v<Schedule, Cooperative>, "a persistent FMHA stores O from registers: RegisterOut");
   using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<
       Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel;
 };
-template <int kHeadDim, bool kCausal, class ElementOut = Element>
-using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementOut>::Kernel>;
+template <int kHeadDim, bool kCausal, class ElementOut = Element, class Schedule = Cooperative>
+using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementOut, Schedule>::Kernel>;
+
+/// The SMs of the current device, once per device (a persistent grid's size; devices >= 64: every call).
+inline int sm_count_here(int dev) {
+  static std::atomic<int> counts[64] = {};
+  if (dev >= 0 && dev < 64)
+    if (int n = counts[dev].load(std::memory_order_relaxed)) return n;
+  const int n = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
+  if (dev >= 0 && dev < 64) counts[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
 
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
@@ -277,13 +312,13 @@ int check(const Problem& p) {
   return 0;
 }
 
-/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O bf16 (ElementOut bf16) or as p.o_bf16 says (RegisterOut);
-/// returns the status described at the top of this file.
-template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t>
+/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O bf16 (ElementOut bf16) or as p.o_bf16 says (RegisterOut),
+/// with the Cooperative or the Persistent tile scheduler; returns the status described at the top of this file.
+template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t, class Schedule = Cooperative>
 int forward(const Problem& p, cudaStream_t stream) {
   using namespace cute;
   using detail::Element;
-  using O = detail::Op<kHeadDim, kCausal, ElementOut>;
+  using O = detail::Op<kHeadDim, kCausal, ElementOut, Schedule>;
   static_assert(O::Kernel::SharedStorageSize <= 227 * 1024, "the FMHA's shared memory exceeds an H100 SM's 227 KiB");
   if (int bad = check<kHeadDim, kCausal>(p)) return bad;
   const int group = p.heads_q / p.heads_kv;
@@ -295,7 +330,11 @@ int forward(const Problem& p, cudaStream_t stream) {
   detail::StrideQO sO = make_stride(int(p.o_seq_stride), _1{}, make_stride(int(p.o_head_stride),
                                                                            int(p.o_head_stride * group)));
   detail::StrideLSE sL = make_stride(_1{}, make_stride(int(p.lse_head_stride), int(p.lse_head_stride * group)));
-  cutlass::KernelHardwareInfo hw;  // only a persistent scheduler reads it; this one is not persistent
+  cutlass::KernelHardwareInfo hw;  // only the persistent scheduler reads it (its grid: one CTA per SM)
+  if constexpr (std::is_same_v<Schedule, Persistent>) {
+    if (cudaGetDevice(&hw.device_id) != cudaSuccess) return 5;
+    hw.sm_count = detail::sm_count_here(hw.device_id);
+  }
   for (int b = 0; b < p.batch; ++b) {
     const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;
     const Element* k = static_cast<const Element*>(p.k) + b * p.k_batch_stride;

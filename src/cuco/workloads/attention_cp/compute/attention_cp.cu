@@ -9,30 +9,46 @@
 
 namespace {
 
-// One instantiation per (D, causal), O's type per call (RegisterOut): the ring's steps write fp32 partials and
-// merge them, the single step at W = 1 writes bf16 O with no rounding pass.
+// O's type per call (RegisterOut): the ring's steps write fp32 partials and merge them, the single step at W = 1
+// writes bf16 O with no rounding pass. The ring's steps share the GPU with its communication, so they take the
+// cooperative scheduler (a CTA held back delays only its own tile). The single step at W = 1 has the GPU to itself:
+// at head dims 32 and 64 it takes the persistent one, 3-9% faster there (results/w1/fmha_variants.md, H200); at
+// 128 the persistent one was no faster (0.928 vs 0.915 ms causal), so 128 keeps one instantiation per mask.
 template <int D>
+constexpr bool kPersistentAlone = D <= 64;
+
+template <int D, class Schedule>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t s) {
   using cuco::kit::fmha::RegisterOut;
   cuco::kit::fmha::set_dense_strides(p, D);
   p.lse_head_stride = lse_ld;
   p.lse_batch_stride = lse_ld * p.heads_q;
-  return causal ? cuco::kit::fmha::forward<D, true, RegisterOut>(p, s)
-                : cuco::kit::fmha::forward<D, false, RegisterOut>(p, s);
+  return causal ? cuco::kit::fmha::forward<D, true, RegisterOut, Schedule>(p, s)
+                : cuco::kit::fmha::forward<D, false, RegisterOut, Schedule>(p, s);
 }
 
+// alone: nothing else runs on the GPU beside this call (the single step at W = 1)
+template <int D>
+int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, bool alone, cudaStream_t s) {
+  if constexpr (kPersistentAlone<D>)
+    if (alone) return block<D, cuco::kit::fmha::Persistent>(p, lse_ld, causal, s);
+  return block<D, cuco::kit::fmha::Cooperative>(p, lse_ld, causal, s);
+}
+
+// o_bf16: the single step at W = 1, the only caller of the bf16 output, which has the GPU to itself
 int block_any(const void* q, const void* k, const void* v, void* o, bool o_bf16, float* lse, int64_t q_rows,
               int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
               cudaStream_t stream) {
+  const bool alone = o_bf16;
   if (q_rows <= 0) return 0;
   cuco::kit::fmha::Problem p{};
   p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse, p.o_bf16 = o_bf16;
   p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
   p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
   switch (head_dim) {
-    case 32: return block<32>(p, lse_ld, causal, stream);
-    case 64: return block<64>(p, lse_ld, causal, stream);
-    case 128: return block<128>(p, lse_ld, causal, stream);
+    case 32: return block<32>(p, lse_ld, causal, alone, stream);
+    case 64: return block<64>(p, lse_ld, causal, alone, stream);
+    case 128: return block<128>(p, lse_ld, causal, alone, stream);
     default: return 9;
   }
 }
@@ -160,6 +176,6 @@ extern "C" int cuco_attn_finish_f32(void* o, const void* o32, int64_t rows, int 
 
 extern "C" const char* cuco_attn_config(void) {
   return "CUTLASS 88_hopper_fmha forward, warp-specialised cooperative, tiles 128x128xD (d 32 / 64 / 128), bf16 in, "
-         "fp32 out (bf16 out for the single step at W = 1), fp32 accumulate, LSE out; merge: elementwise, fp32 "
-         "partials into an fp32 running output, one rounding to bf16 at the end";
+         "fp32 out (bf16 out for the single step at W = 1, persistent at d 32 / 64), fp32 accumulate, LSE out; "
+         "merge: elementwise, fp32 partials into an fp32 running output, one rounding to bf16 at the end";
 }

@@ -27,8 +27,10 @@ extern "C" {
 int cuco_attn_block_f32(const void* q, const void* k, const void* v, void* o32, float* lse, int64_t q_rows,
                         int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                         cudaStream_t stream);
-// The same with a bf16 O [q rows][HQ][D] (the same kernel instantiation: O's type is taken per call), for a result
-// that is never merged: the ring's only step at W = 1.
+// The same with a bf16 O [q rows][HQ][D], for a result that is never merged: the ring's only step at W = 1. It
+// assumes the GPU to itself: at head dims 32 and 64 it takes the FMHA's persistent scheduler (one CTA per SM with
+// tiles dealt up front), which a kernel running beside it would slow by its whole share; at 128 the same kernel
+// instantiation as cuco_attn_block_f32 (O's type is taken per call).
 int cuco_attn_block_bf16(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
                          int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                          cudaStream_t stream);

@@ -42,6 +42,16 @@ def test_spread_is_the_widest_figure_and_medians_skip_missing_values():
     assert record._median(runs, "best_ms") == pytest.approx(0.53) and record._median(runs, "comm_ms") is None
 
 
+def test_a_figure_below_the_resolution_is_reported_but_does_not_hold_the_repeats():
+    runs = [{"host_ms": 0.700, "comm_ms": 0.002}, {"host_ms": 0.705, "comm_ms": 0.003}, {"host_ms": 0.702,
+                                                                                        "comm_ms": 0.0025}]
+    spread, by = record._spread(runs)
+    assert by["comm_ms"] == pytest.approx(0.001 / 0.0025)  # listed, with its own spread (0.4)
+    assert spread == pytest.approx(0.005 / 0.702) and spread <= record.SPREAD_LIMIT  # the host's: the widest counted
+    wide = [dict(r, comm_ms=r["comm_ms"] * 10) for r in runs]  # 20-30 µs: measured, and counted
+    assert record._spread(wide)[0] == pytest.approx(0.4)
+
+
 def test_results_lines_carry_repeats_spread_and_search_costs():
     meta = {"rows": [{"shape": "s1", "repeats": 4, "spread": 0.021, "verified_full_entropy": True, "host_ms_q": 1.5,
                       "best_ms_q": 1.1, "search_wall_s": 60.0, "compile_s": 20.0, "seconds_per_evaluation": 5.0,

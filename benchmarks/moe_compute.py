@@ -25,7 +25,9 @@ def load(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.cuco_moe_ffn_create.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64, ctypes.c_int]
+    lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64] + [ctypes.c_int] * 3
     lib.cuco_moe_ffn_run.argtypes = [vp, ctypes.c_int] + [vp] * 10
+    lib.cuco_moe_ffn_run_arrival.argtypes = [vp, ctypes.c_int] + [vp] * 13 + [i64, vp]
     lib.cuco_moe_ffn_destroy.argtypes = [vp]
     lib.cuco_moe_ffn_config.restype = ctypes.c_char_p
     return lib
@@ -34,11 +36,13 @@ def load(path: str) -> ctypes.CDLL:
 class Ffn:
     """One plan of the compute library over torch tensors."""
 
-    def __init__(self, lib: ctypes.CDLL, groups: int, hidden: int, inter: int, sm_count: int = 0):
+    def __init__(self, lib: ctypes.CDLL, groups: int, hidden: int, inter: int, sm_count: int = 0,
+                 rows_in_order: bool = False, swizzle: int = 1):
         self.lib, self.plan = lib, ctypes.c_void_p()
-        rc = lib.cuco_moe_ffn_create(ctypes.byref(self.plan), groups, hidden, inter, sm_count)
+        rc = lib.cuco_moe_ffn_create_ex(ctypes.byref(self.plan), groups, hidden, inter, sm_count, int(rows_in_order),
+                                        swizzle)
         if rc:
-            raise RuntimeError(f"cuco_moe_ffn_create returned {rc}")
+            raise RuntimeError(f"cuco_moe_ffn_create_ex returned {rc}")
 
     def __call__(self, x, w1, w2, h1, act, y, rows, offs, experts) -> None:
         p = lambda t: ctypes.c_void_p(t.data_ptr())
@@ -46,6 +50,17 @@ class Ffn:
                                        p(offs), p(experts), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
         if rc:
             raise RuntimeError(f"cuco_moe_ffn_run returned {rc}")
+
+    def arrival(self, x, w1, w2, h1, act, y, rows, offs, experts, flags, epoch, chunk_rows: int, stream=None) -> None:
+        """cuco_moe_ffn_run_arrival: the up GEMM waits for each chunk of x's rows (flags, epoch: uint32 tensors
+        viewed as int32; flags None: nothing awaited) on `stream` (default: the current one)."""
+        p = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else 0)
+        s = (stream or torch.cuda.current_stream()).cuda_stream
+        rc = self.lib.cuco_moe_ffn_run_arrival(self.plan, rows.numel(), p(x), p(w1), p(w2), p(h1), p(act), p(y), None,
+                                               p(rows), p(offs), p(experts), p(flags), p(epoch), chunk_rows,
+                                               ctypes.c_void_p(s))
+        if rc:
+            raise RuntimeError(f"cuco_moe_ffn_run_arrival returned {rc}")
 
 
 def swiglu(h: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,12 @@ named shape at world W, the same rows three ways in one process, interleaved rou
 
 - `one`:    one group per local expert, every source's rows together (what `deferred` runs);
 - `groups`: one group per (expert, source), one call;
-- `calls`:  the own rows' groups in one call, then the peers' groups in a second (`stream_overlap`'s split).
+- `calls`:  the own rows' groups in one call, then the peers' groups in a second (`stream_overlap`'s split);
+- `one_in_order`, `groups_in_order`: `one` and `groups` from a plan whose up GEMM takes rows in order (every tile of
+  a band of 128 rows before the next: what a GEMM that starts on the rows that have landed needs), not CUTLASS's
+  grouped default (down the rows of one band of columns first);
+- `arrival_landed`: `groups_in_order` through cuco_moe_ffn_run_arrival with every chunk flag already up: what the
+  producer's arrival check costs when nothing has to wait.
 
 If `calls` costs about what the overlap could hide, no schedule that splits this way can beat `deferred`.
 """
@@ -26,7 +31,8 @@ from cuco.workloads.moe import routing, shapes
 
 #: (shape, world): the paper shapes at W = 2, one expert per rank at W = 4, and DeepSeek-V3's at W = 2.
 DEFAULT = "paper-r1@2,paper-r3@2,paper-r5@2,paper4-r1@4,paper4-r3@4,dsv3-r3@2"
-WAYS = ("one", "groups", "calls")
+WAYS = ("one", "groups", "calls", "one_in_order", "groups_in_order", "arrival_landed")
+CHUNK_ROWS = 256  # arrival_landed: rows per chunk flag
 
 
 def rank0_layout(shape: str, world: int) -> dict[str, Any]:
@@ -64,6 +70,9 @@ def _time_layout(lib: Any, lay: dict[str, Any], rounds: int, iters: int, dev: An
     act = torch.empty(n, inter, device=dev, dtype=torch.bfloat16)
     ys = {w: torch.empty(n, hid, device=dev, dtype=torch.bfloat16) for w in WAYS}
     ffn = Ffn(lib, len(lay["groups"]), hid, inter)
+    ordered = Ffn(lib, len(lay["groups"]), hid, inter, rows_in_order=True)
+    flags = torch.ones((n + CHUNK_ROWS - 1) // CHUNK_ROWS, device=dev, dtype=torch.int32)  # every chunk landed
+    epoch = torch.ones(1, device=dev, dtype=torch.int32)
 
     def arrays(groups: list[tuple[int, int, int]]):
         return (torch.tensor([g[0] for g in groups], dtype=torch.int32, device=dev),
@@ -74,7 +83,11 @@ def _time_layout(lib: Any, lay: dict[str, Any], rounds: int, iters: int, dev: An
     calls = {"one": lambda: ffn(x, w1, w2, h1, act, ys["one"], *one),
              "groups": lambda: ffn(x, w1, w2, h1, act, ys["groups"], *grouped),
              "calls": lambda: (ffn(x, w1, w2, h1, act, ys["calls"], *own),
-                               ffn(x, w1, w2, h1, act, ys["calls"], *peers))}
+                               ffn(x, w1, w2, h1, act, ys["calls"], *peers)),
+             "one_in_order": lambda: ordered(x, w1, w2, h1, act, ys["one_in_order"], *one),
+             "groups_in_order": lambda: ordered(x, w1, w2, h1, act, ys["groups_in_order"], *grouped),
+             "arrival_landed": lambda: ordered.arrival(x, w1, w2, h1, act, ys["arrival_landed"], *grouped, flags, epoch,
+                                                       CHUNK_ROWS)}
     for fn in calls.values():
         event_times_ms(fn, iters=1, warmup=3)
     per_round: dict[str, list[float]] = {w: [] for w in WAYS}
@@ -89,8 +102,8 @@ def _time_layout(lib: Any, lay: dict[str, Any], rounds: int, iters: int, dev: An
         out[f"{w}_spread"] = (max(per_round[w]) - min(per_round[w])) / out[f"{w}_ms"]
     out["outputs_equal"] = all(bool(torch.equal(ys["one"], ys[w])) for w in WAYS)
     out["max_abs_diff"] = max(float((ys["one"].float() - ys[w].float()).abs().max()) for w in WAYS)
-    out["groups_over_one"] = out["groups_ms"] / out["one_ms"]
-    out["calls_over_one"] = out["calls_ms"] / out["one_ms"]
+    for w in WAYS[1:]:
+        out[f"{w}_over_one"] = out[f"{w}_ms"] / out["one_ms"]
     flop = 2.0 * n * hid * 3 * inter
     out["one_tflops"] = flop / out["one_ms"] / 1e9
     return out

@@ -77,7 +77,9 @@ def test_gin_points_only_where_a_nic_may_be():
 def test_render_reflects_the_point():
     fused = WL.render(Directives.from_label("lsa/fused/signal/warp/1MiB/dispatch_dtype=fp8"))
     assert "constexpr bool kFp8 = true;" in fused and "constexpr int kGroup = 32;" in fused
-    assert "stream_wait_epoch(st, cs, flag + c" in fused and "kChunkBytes = 1048576" in fused
+    assert "ffn_arriving(ctx, st, flag, chunk_rows(g), cs)" in fused and "kChunkBytes = 1048576" in fused
+    assert "n.rows_arriving = true;" in fused and "n.rows_arriving = false;" in WL.render(Directives.from_label(
+        "lsa/deferred/world/warp/whole/dispatch_dtype=bf16"))
     spw = WL.render(Directives.from_label("lsa/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"))
     assert "SIG_ARRIVED" in spw and "barrier(ctx" not in spw.split("EVOLVE-BLOCK-START")[1]
     ce = WL.render(Directives.from_label("lsa/stream_overlap/world/copy_engine/whole/dispatch_dtype=bf16"))

@@ -94,3 +94,82 @@ def test_nvshmem_points_verify_and_one_that_never_waits_fails(plugin, world):
                   if runs[so].status != "ok"]
         assert not failed, f"{len(failed)} NVSHMEM points failed at {shape}: {failed}"
         assert runs[sos[-1]].status == "verify_failed", (shape, runs[sos[-1]])
+
+
+# ---- the compute library's FFN waiting for rows that arrive while it runs -------------------------------------
+
+def _ffn_lib():
+    import ctypes
+
+    from cuco.kit.compute import build_compute
+    from cuco.toolchain import default_toolchain
+
+    lib = ctypes.CDLL(str(build_compute(WL, default_toolchain()).library))
+    vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), i32, i64, i64, i32, i32, i32]
+    lib.cuco_moe_ffn_run_arrival.argtypes = [vp, i32] + [vp] * 13 + [i64, vp]
+    lib.cuco_moe_ffn_destroy.argtypes = [vp]
+    return lib
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("waits", [True, False], ids=["waits", "never_waits"])
+def test_ffn_computes_rows_that_arrive_while_it_runs(gpus, waits):
+    """cuco_moe_ffn_run_arrival: the rows of x start as NaN and land chunk by chunk from another stream 20 ms after
+    the FFN is enqueued, each chunk's flag raised after its copy. The FFN that waits on the flags gives exactly the
+    output of the FFN run on the rows already there; the same call without the flags (the control) reads NaN rows,
+    so this test can fail. The FFN keeps 8 SMs free for the copies: its waiting CTAs hold theirs."""
+    if gpus < 1:
+        pytest.skip("needs a GPU")
+    import ctypes
+
+    import torch
+
+    lib = _ffn_lib()
+    dev, H, I, chunk = torch.device("cuda"), 512, 256, 64
+    counts, experts = [300, 212, 37], [1, 0, 1]  # groups need not be in expert order
+    n = sum(counts)
+    g = torch.Generator(device=dev).manual_seed(11)
+    x_true = torch.randn(n, H, device=dev, generator=g).bfloat16()
+    w1 = (torch.randn(2, 2 * I, H, device=dev, generator=g) / H ** 0.5).bfloat16()
+    w2 = (torch.randn(2, H, I, device=dev, generator=g) / I ** 0.5).bfloat16()
+    rows = torch.tensor(counts, dtype=torch.int32, device=dev)
+    offs = torch.tensor([0, counts[0], counts[0] + counts[1]], dtype=torch.int64, device=dev)
+    ex = torch.tensor(experts, dtype=torch.int32, device=dev)
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    p = lambda t: ctypes.c_void_p(t.data_ptr() if t is not None else 0)
+
+    def run(plan, x, flags, epoch, stream):
+        h1 = torch.empty(n, 2 * I, device=dev, dtype=torch.bfloat16)
+        act = torch.empty(n, I, device=dev, dtype=torch.bfloat16)
+        y = torch.full((n, H), 7.0, device=dev, dtype=torch.bfloat16)
+        assert lib.cuco_moe_ffn_run_arrival(plan, len(counts), p(x), p(w1), p(w2), p(h1), p(act), p(y), None, p(rows),
+                                            p(offs), p(ex), p(flags), p(epoch), chunk,
+                                            ctypes.c_void_p(stream.cuda_stream)) == 0
+        return y, (h1, act)
+
+    plans = [ctypes.c_void_p(), ctypes.c_void_p()]
+    assert lib.cuco_moe_ffn_create_ex(ctypes.byref(plans[0]), 4, H, I, 0, 0, 1) == 0
+    assert lib.cuco_moe_ffn_create_ex(ctypes.byref(plans[1]), 4, H, I, sms - 8, 1, 1) == 0
+    try:
+        main = torch.cuda.current_stream()
+        y_ref, _ = run(plans[0], x_true, None, None, main)
+        torch.cuda.synchronize()
+        x = torch.full((n, H), float("nan"), device=dev, dtype=torch.bfloat16)
+        flags = torch.zeros((n + chunk - 1) // chunk, dtype=torch.int32, device=dev)
+        epoch = torch.ones(1, dtype=torch.int32, device=dev)
+        side = torch.cuda.Stream()
+        y, keep = run(plans[1], x, flags if waits else None, epoch, main)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(40_000_000)  # about 20 ms at 2 GHz
+            for c in range(flags.numel()):
+                x[c * chunk:(c + 1) * chunk].copy_(x_true[c * chunk:(c + 1) * chunk])
+                flags[c].fill_(1)
+        torch.cuda.synchronize()
+        if waits:
+            assert torch.equal(y, y_ref)
+        else:
+            assert not torch.equal(y, y_ref) and bool(torch.isnan(y.float()).any())
+    finally:
+        for plan in plans:
+            lib.cuco_moe_ffn_destroy(plan)

@@ -2,8 +2,9 @@
 
 Each is a rendered point with one deliberate fault, and compiles. The never-waits fixtures change the EVOLVE block
 only and pass the static check against their base point, so only verification under delayed arrival can catch them:
-- never_waits: the fused pipeline's FFN starts on each chunk without waiting for its arrival flag, while the pulls
-  (the own rows' included) are delayed on the side stream: it reads rows before they land, at any W;
+- never_waits: the fused point's FFN is called without the chunk flags, so its up GEMM loads every tile's rows
+  without waiting for them, while the pulls (the own rows' included) are delayed on the side stream: it reads rows
+  before they land, at any W;
 - nvshmem_never_waits: backend=nvshmem, the own-rows FFN starts without waiting for its rows' puts (the own rows'
   puts included), which run late on the side stream: at any W;
 - outputs_never_wait: stream_overlap, whose owners store the peers' rows' outputs at their sources: the combine
@@ -33,7 +34,7 @@ NVSHMEM_BASE = "nvshmem/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"
 
 _ROWMAP = "    const int64_t m = rowmap[r];\n"
 _GATE = "        const float gw = gate[j];"
-_CHUNK_WAIT = "    if ((rc = stream_wait_epoch(st, cs, flag + c))) return rc;\n"
+_CHUNK_WAIT = "  if ((rc = ffn_arriving(ctx, st, flag, chunk_rows(g), cs))) return rc;\n"
 _NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
 _OUTPUTS_READY = ("  if ((rc = signal_all(ctx, st, cs, SIG_OUT)) || (rc = wait_all(ctx, st, cs, SIG_OUT, kThisLaunch)))"
                   " return rc;\n")
@@ -65,8 +66,9 @@ def wrong_gate() -> str:
 
 
 def never_waits() -> str:
-    """The fused pipeline's FFN runs each chunk without waiting for its arrival flag."""
-    return _edit(FUSED_BASE, _CHUNK_WAIT, "    // fixture: the chunk's FFN never waits for its rows\n")
+    """The fused point's FFN runs without the chunk flags: its up GEMM never waits for its rows."""
+    return _edit(FUSED_BASE, _CHUNK_WAIT, "  if ((rc = ffn_arriving(ctx, st, nullptr, chunk_rows(g), cs))) return rc;  "
+                 "// fixture: the FFN never waits for its rows\n")
 
 
 def nvshmem_never_waits() -> str:

@@ -59,6 +59,7 @@ constexpr bool kCombine = true;
 struct Needs : cuco::kit::Needs {
   int comm_ctas = 0;  // CTAs of the communication kernels that run beside the FFN (0: none)
   bool outputs_at_sources = false;  // the block calls ffn_to_sources (setup makes its plan only then)
+  bool rows_arriving = false;  // the block calls ffn_arriving (setup makes its plan only then)
 };
 
 // Symmetric flags (ctx->symmetric_workspace), uint32 epochs, slot s of writer p at word s * kMaxWorld + p.
@@ -74,6 +75,8 @@ struct State : cuco::kit::Base {
   cuco_moe_ffn* ffn_all = nullptr;   // FFN on every SM
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
   cuco_moe_ffn* ffn_segs = nullptr;  // FFN on every SM over the El * W segment groups (outputs at the sources)
+  // FFN leaving comm_ctas SMs, its up GEMM taking rows in order and waiting for each tile's rows to land
+  cuco_moe_ffn* ffn_arriving = nullptr;
   cudaEvent_t ev[2] = {};
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
   char* work = nullptr;
@@ -166,6 +169,19 @@ static int ffn(cuco_ctx* ctx, State* st, cuco_moe_ffn* plan, int which, cudaStre
                           ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
                           Pub<char>(st, st->P.yrows), W<int32_t>(st, st->L.grp_rows) + which * g.El,
                           W<int64_t>(st, st->L.grp_off) + which * g.El, W<int32_t>(st, st->L.grp_exp), s);
+}
+
+// FFN over every received row while they still arrive: the up GEMM starts a tile as soon as the chunks of its rows
+// (chunk_rows rows each, flag[c] raised to this launch's epoch by the pulls) have landed.
+static int ffn_arriving(cuco_ctx* ctx, State* st, const uint32_t* flag, int64_t chunk_rows, cudaStream_t s) {
+  if (!kFfn) return 0;
+  const Geo& g = st->g;
+  const int64_t all = GROUPS_ALL * g.El;
+  return cuco_moe_ffn_run_arrival(st->ffn_arriving, (int)g.El, Pub<char>(st, st->P.recv), ctx->buffers[BUF_W1].ptr,
+                                  ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
+                                  Pub<char>(st, st->P.yrows), nullptr, W<int32_t>(st, st->L.grp_rows) + all,
+                                  W<int64_t>(st, st->L.grp_off) + all, W<int32_t>(st, st->L.grp_exp), flag,
+                                  st->epoch_at, chunk_rows, s);
 }
 
 // FFN of the peers' rows, one group per segment (e, p), each group's outputs stored by the down GEMM's epilogue
@@ -270,6 +286,11 @@ static int frozen_setup(cuco_ctx* ctx, State* st, const Needs& needs) {
   if (needs.outputs_at_sources &&
       cuco_moe_ffn_create(&st->ffn_segs, (int)(st->g.El * st->g.W), st->g.H, st->g.I, 0))
     return 12;
+  // its waiting CTAs hold their SMs: the kernels that raise the flags keep comm_ctas SMs of their own
+  if (needs.rows_arriving &&
+      (st->comm_ctas < 1 ||
+       cuco_moe_ffn_create_ex(&st->ffn_arriving, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas, 1, 1)))
+    return 13;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;
   return 0;
@@ -300,6 +321,7 @@ struct Candidate {
     cuco_moe_ffn_destroy(st->ffn_all);
     cuco_moe_ffn_destroy(st->ffn_part);
     cuco_moe_ffn_destroy(st->ffn_segs);
+    cuco_moe_ffn_destroy(st->ffn_arriving);
     for (cudaEvent_t e : st->ev)
       if (e) cudaEventDestroy(e);
   }

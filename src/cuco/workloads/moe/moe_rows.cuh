@@ -120,16 +120,6 @@ __global__ void gather_chunks_kernel(Geo g, PeerBases x, PeerBases pub, PubLayou
   }
 }
 
-// FFN groups of chunk c: each local expert's rows clipped to the chunk (from the "all rows" groups).
-__global__ void chunk_groups_kernel(int64_t El, const int32_t* rows, const int64_t* off, int64_t lo, int64_t hi,
-                                    int32_t* c_rows, int64_t* c_off) {
-  for (int64_t e = threadIdx.x; e < El; e += blockDim.x) {
-    const int64_t a = off[e] > lo ? off[e] : lo, b = off[e] + rows[e] < hi ? off[e] + rows[e] : hi;
-    c_rows[e] = b > a ? (int32_t)(b - a) : 0;
-    c_off[e] = a;
-  }
-}
-
 // Push this rank's slots into their owners' receive rows (split_put_wait). own: only slots of this rank's
 // experts (1), only the others (0).
 template <int kGroup>

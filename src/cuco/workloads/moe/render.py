@@ -130,11 +130,12 @@ static int nchunks(const Geo& g) { return (int)((g.rows_cap + chunk_rows(g) - 1)
 static Needs block_needs(const cuco_ctx* ctx) {
   Geo g = geo_make(ctx->dims, ctx->world, ctx->rank);
   Needs n;
-  // chunk flags | chunk CTA counters | chunk groups (rows int32, offsets int64)
-  n.flag_bytes = 8 * (size_t)nchunks(g) + 12 * (size_t)g.El + 256;
+  // chunk flags | chunk CTA counters
+  n.flag_bytes = 8 * (size_t)nchunks(g) + 256;
   n.lsa_barriers = 1;
   n.comm_ctas = @NEEDS_COMM@;
   n.outputs_at_sources = @OUTPUTS_AT_SOURCES@;
+  n.rows_arriving = @ROWS_ARRIVING@;
   return n;
 }
 
@@ -219,26 +220,19 @@ SPLIT_PUT_WAIT = r"""
   if ((rc = ffn(ctx, st, st->ffn_all, GROUPS_PEERS, cs))) return rc;"""
 
 FUSED = r"""
-  // placement=fused: chunk c's expert tiles start as soon as chunk c has landed
+  // placement=fused: one FFN over every row while the side stream pulls them chunk by chunk; the up GEMM starts a
+  // tile as soon as the chunks of its rows have landed (it waits in the kernel, on comm_ctas fewer SMs)
   uint32_t* flag = local_flags(ctx);
   uint32_t* counter = flag + nchunks(g);
-  int32_t* c_rows = (int32_t*)(counter + nchunks(g));
-  int64_t* c_off = (int64_t*)(((uintptr_t)(c_rows + g.El) + 7) & ~(uintptr_t)7);
   if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
   gather_chunks_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
       g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), chunk_rows(g),
       nchunks(g), counter, flag, st->epoch_at, Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;
-  for (int c = 0; c < nchunks(g); ++c) {
-    if ((rc = stream_wait_epoch(st, cs, flag + c))) return rc;
-    chunk_groups_kernel<<<1, 256, 0, cs>>>(g.El, W<int32_t>(st, st->L.grp_rows), W<int64_t>(st, st->L.grp_off),
-                                           c * chunk_rows(g), (c + 1) * chunk_rows(g), c_rows, c_off);
-    if ((rc = launch_ok())) return rc;
-    if (kFfn && (rc = cuco_moe_ffn_run(st->ffn_part, (int)g.El, Pub<char>(st, st->P.recv), ctx->buffers[BUF_W1].ptr,
-                                       ctx->buffers[BUF_W2].ptr, W<char>(st, st->L.h1), W<char>(st, st->L.act),
-                                       Pub<char>(st, st->P.yrows), c_rows, c_off, W<int32_t>(st, st->L.grp_exp), cs)))
-      return rc;
-  }"""
+  if ((rc = ffn_arriving(ctx, st, flag, chunk_rows(g), cs))) return rc;
+  // the pulls have ended before anything reuses their rows (and the exchange alone, with no FFN, waits here)
+  if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
+  if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;"""
 
 SYNC = {
     # (start, published, outputs ready, finished)
@@ -321,6 +315,7 @@ def block(point: Directives) -> str:
         "CHUNK_NAME": "whole" if point.chunk_bytes == WHOLE else f"{point.chunk_bytes // MiB}MiB",
         "NEEDS_COMM": "kCommCtas" if _uses_comm_ctas(point) else "0",
         "OUTPUTS_AT_SOURCES": "true" if _outputs_at_sources(point) else "false",
+        "ROWS_ARRIVING": "true" if point.placement == "fused" else "false",
         "START": start,
         "PUBLISHED": published,
         "DISPATCH_AND_FFN": _dispatch(point),

@@ -3,9 +3,12 @@
 // Both GEMMs are the same kernel type: A row-major [m x K], B given as [N x K] row-major (= column-major K x N),
 // D row-major [m x N]; bf16 operands, fp32 accumulation, TMA warp-specialised cooperative mainloop and epilogue.
 // The arguments (pointer/shape arrays in device memory) are bound once at plan creation; each call refreshes
-// the arrays with one small kernel on the stream and then runs both GEMMs and the SwiGLU between them.
+// the arrays with one small kernel on the stream and then runs both GEMMs and the SwiGLU between them. The up GEMM's
+// producer can wait for its rows to arrive (cuco/kit/compute/row_arrival.cuh; cuco_moe_ffn_run_arrival), which
+// costs a null test per tile where nothing is awaited.
 #include <stdio.h>
 
+#include <type_traits>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -20,6 +23,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
+#include "cuco/kit/compute/row_arrival.cuh"
 #include "moe_ffn.h"
 
 using namespace cute;
@@ -51,6 +55,10 @@ using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder
 
 using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
 using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+// The up GEMM: the same, its producer waiting for rows that are still arriving where the call says so
+using UpMainloop = cuco::kit::ArrivalArrayMainloop<CollectiveMainloop>;
+using UpGemm = cutlass::gemm::device::GemmUniversalAdapter<
+    cutlass::gemm::kernel::GemmUniversal<ProblemShape, UpMainloop, CollectiveEpilogue>>;
 using StrideA = typename Gemm::GemmKernel::InternalStrideA;
 using StrideB = typename Gemm::GemmKernel::InternalStrideB;
 using StrideC = typename Gemm::GemmKernel::InternalStrideC;
@@ -69,10 +77,17 @@ struct Arrays {
   StrideD* sd = nullptr;
 };
 
+template <class G>
 struct OneGemm {
   Arrays arr;
-  Gemm gemm;
+  G gemm;
   void* workspace = nullptr;
+};
+
+// How the up GEMM's tiles are dealt (plan options, cuco_moe_ffn_create_ex).
+struct Order {
+  bool rows_in_order = false;  // raster along N: every N tile of a band of rows before the next band
+  int swizzle = 1;
 };
 
 }  // namespace cuco_moe_ffn_impl
@@ -82,7 +97,10 @@ using namespace cuco_moe_ffn_impl;
 struct cuco_moe_ffn {
   int max_groups = 0;
   int64_t H = 0, I = 0;
-  OneGemm up, down;  // up: [m x H] . w1^T -> [m x 2I]; down: [m x I] . w2^T -> [m x H]
+  OneGemm<UpGemm> up;    // [m x H] . w1^T -> [m x 2I]
+  OneGemm<Gemm> down;    // [m x I] . w2^T -> [m x H]
+  cuco::kit::RowArrival* arrival = nullptr;  // device: where the up GEMM's rows come from (this call's)
+  int64_t* first_row = nullptr;              // device: each group's first row (the arrival's first_row)
 };
 
 namespace cuco_moe_ffn_impl {
@@ -134,11 +152,13 @@ void free_arrays(Arrays* a) {
   cudaFree(a->sd);
 }
 
-int bind(OneGemm* g, int n, int sm_count, int device) {
+// arrival: the up GEMM's (device memory), null for the down GEMM
+template <class G>
+int bind(OneGemm<G>* g, int n, int sm_count, int device, Order order, const cuco::kit::RowArrival* arrival) {
   cutlass::KernelHardwareInfo hw;
   hw.device_id = device;
   hw.sm_count = sm_count;
-  typename Gemm::Arguments args;
+  typename G::Arguments args;
   decltype(args.epilogue.thread) fusion;
   fusion.alpha = 1.0f;
   fusion.beta = 0.0f;  // no source: C is never read
@@ -148,16 +168,23 @@ int bind(OneGemm* g, int n, int sm_count, int device) {
   fusion.beta_ptr_array = nullptr;
   fusion.dAlpha = {cute::_0{}, cute::_0{}, 0};
   fusion.dBeta = {cute::_0{}, cute::_0{}, 0};
-  args = typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
-                                  {n, g->arr.shapes, nullptr},
-                                  {g->arr.a, g->arr.sa, g->arr.b, g->arr.sb},
-                                  {fusion, (const Element**)g->arr.d, g->arr.sc, g->arr.d, g->arr.sd},
-                                  hw};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+  args.problem_shape = {n, g->arr.shapes, nullptr};
+  args.mainloop.ptr_A = g->arr.a;
+  args.mainloop.dA = g->arr.sa;
+  args.mainloop.ptr_B = g->arr.b;
+  args.mainloop.dB = g->arr.sb;
+  if constexpr (std::is_same_v<G, UpGemm>) args.mainloop.arrival = arrival;
+  args.epilogue = {fusion, (const Element**)g->arr.d, g->arr.sc, g->arr.d, g->arr.sd};
+  args.hw_info = hw;
+  using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+  args.scheduler.raster_order = order.rows_in_order ? Raster::AlongN : Raster::AlongM;
+  args.scheduler.max_swizzle_size = order.swizzle;
   if (g->gemm.can_implement(args) != cutlass::Status::kSuccess) {
     fprintf(stderr, "moe_ffn: CUTLASS cannot implement the grouped GEMM\n");
     return 2;
   }
-  size_t ws = Gemm::get_workspace_size(args);
+  size_t ws = G::get_workspace_size(args);
   if (ws) FFN_CUDA(cudaMalloc(&g->workspace, ws));
   if (g->gemm.initialize(args, g->workspace) != cutlass::Status::kSuccess) {
     fprintf(stderr, "moe_ffn: CUTLASS grouped GEMM initialisation failed\n");
@@ -170,12 +197,15 @@ int bind(OneGemm* g, int n, int sm_count, int device) {
 __global__ void prepare(int max_groups, int groups, int64_t H, int64_t I, const Element* x, const Element* w1,
                         const Element* w2, Element* h1, Element* act, Element* y, void* const* y_group,
                         const int32_t* rows, const int64_t* row_offset, const int32_t* expert, Arrays up,
-                        Arrays down) {
+                        Arrays down, cuco::kit::RowArrival* arrival, int64_t* first_row,
+                        cuco::kit::RowArrival this_call) {
   int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= max_groups) return;
   int m = g < groups ? rows[g] : 0;
   int64_t off = g < groups ? row_offset[g] : 0;
   int64_t e = g < groups ? expert[g] : 0;
+  first_row[g] = off;
+  if (g == 0) *arrival = this_call;  // stream-ordered before the up GEMM reads it
   up.shapes[g] = Shape3(m, (int)(2 * I), (int)H);
   up.a[g] = x + off * H;
   up.b[g] = w1 + e * 2 * I * H;
@@ -218,10 +248,19 @@ __global__ void swiglu(int64_t I, const __nv_bfloat16* h1, __nv_bfloat16* act, c
 
 extern "C" int cuco_moe_ffn_create(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
                                    int sm_count) {
+  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, 0, 1);
+}
+
+extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
+                                      int sm_count, int rows_in_order, int swizzle) {
   *out = nullptr;
   if (max_groups < 1 || hidden % 64 || inter % 64 || hidden <= 0 || inter <= 0) {
     fprintf(stderr, "moe_ffn: need max_groups >= 1, H and I positive multiples of 64 (got %d, %lld, %lld)\n",
             max_groups, (long long)hidden, (long long)inter);
+    return 1;
+  }
+  if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) {
+    fprintf(stderr, "moe_ffn: swizzle must be 1, 2, 4 or 8 (got %d)\n", swizzle);
     return 1;
   }
   int device = 0;
@@ -233,10 +272,13 @@ extern "C" int cuco_moe_ffn_create(cuco_moe_ffn** out, int max_groups, int64_t h
   p->max_groups = max_groups;
   p->H = hidden;
   p->I = inter;
+  const Order order{rows_in_order != 0, swizzle};
   int rc = alloc_arrays(&p->up.arr, max_groups, 2 * inter, hidden);
   if (!rc) rc = alloc_arrays(&p->down.arr, max_groups, hidden, inter);
-  if (!rc) rc = bind(&p->up, max_groups, sm_count, device);
-  if (!rc) rc = bind(&p->down, max_groups, sm_count, device);
+  if (!rc) rc = alloc(&p->arrival, 1) || alloc(&p->first_row, max_groups);
+  if (!rc && cudaMemset(p->arrival, 0, sizeof(cuco::kit::RowArrival)) != cudaSuccess) rc = 6;
+  if (!rc) rc = bind(&p->up, max_groups, sm_count, device, order, p->arrival);
+  if (!rc) rc = bind(&p->down, max_groups, sm_count, device, Order{}, nullptr);
   if (rc) {
     cuco_moe_ffn_destroy(p);
     return rc;
@@ -254,11 +296,22 @@ extern "C" int cuco_moe_ffn_run(cuco_moe_ffn* p, int groups, const void* x, cons
 extern "C" int cuco_moe_ffn_run_to(cuco_moe_ffn* p, int groups, const void* x, const void* w1, const void* w2,
                                    void* h1, void* act, void* y, void* const* y_group, const int32_t* rows,
                                    const int64_t* row_offset, const int32_t* expert, cudaStream_t stream) {
+  return cuco_moe_ffn_run_arrival(p, groups, x, w1, w2, h1, act, y, y_group, rows, row_offset, expert, nullptr,
+                                  nullptr, 1, stream);
+}
+
+extern "C" int cuco_moe_ffn_run_arrival(cuco_moe_ffn* p, int groups, const void* x, const void* w1, const void* w2,
+                                        void* h1, void* act, void* y, void* const* y_group, const int32_t* rows,
+                                        const int64_t* row_offset, const int32_t* expert, const uint32_t* chunk_flags,
+                                        const uint32_t* epoch_at, int64_t chunk_rows, cudaStream_t stream) {
   if (!p || groups < 0 || groups > p->max_groups) return 1;
+  if (chunk_flags && (!epoch_at || chunk_rows < 1)) return 1;
   if (groups == 0) return 0;
+  const cuco::kit::RowArrival this_call{chunk_flags, epoch_at, chunk_flags ? chunk_rows : 1, p->first_row};
   prepare<<<(p->max_groups + 127) / 128, 128, 0, stream>>>(
       p->max_groups, groups, p->H, p->I, (const Element*)x, (const Element*)w1, (const Element*)w2, (Element*)h1,
-      (Element*)act, (Element*)y, y_group, rows, row_offset, expert, p->up.arr, p->down.arr);
+      (Element*)act, (Element*)y, y_group, rows, row_offset, expert, p->up.arr, p->down.arr, p->arrival,
+      p->first_row, this_call);
   FFN_CUDA(cudaGetLastError());
   if (p->up.gemm.run(stream) != cutlass::Status::kSuccess) return 4;
   swiglu<<<dim3(64, groups), 256, 0, stream>>>(p->I, (const __nv_bfloat16*)h1, (__nv_bfloat16*)act, rows,
@@ -270,13 +323,16 @@ extern "C" int cuco_moe_ffn_run_to(cuco_moe_ffn* p, int groups, const void* x, c
 
 extern "C" const char* cuco_moe_ffn_config(void) {
   return "CUTLASS sm90 grouped GEMM (ptr-array, device problem sizes), bf16 -> fp32 acc -> bf16, "
-         "KernelPtrArrayTmaWarpSpecializedCooperative, tile 128x256x64, cluster 1x2x1; SwiGLU kernel between";
+         "KernelPtrArrayTmaWarpSpecializedCooperative, tile 128x256x64, cluster 1x2x1; SwiGLU kernel between; "
+         "the up GEMM's producer waits for arriving rows where a call names chunk flags";
 }
 
 extern "C" int cuco_moe_ffn_destroy(cuco_moe_ffn* p) {
   if (!p) return 0;
   free_arrays(&p->up.arr);
   free_arrays(&p->down.arr);
+  cudaFree(p->arrival);
+  cudaFree(p->first_row);
   cudaFree(p->up.workspace);
   cudaFree(p->down.workspace);
   delete p;

@@ -25,6 +25,14 @@ typedef struct cuco_moe_ffn cuco_moe_ffn;
 // most `sm_count` SMs (0: all SMs of the current device). Allocates its device arrays; returns 0 on success.
 int cuco_moe_ffn_create(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count);
 
+// The same with the order in which the up GEMM deals its tiles. rows_in_order != 0: every tile of a band of 128
+// rows before the next band (raster along N), so rows are taken in order, what cuco_moe_ffn_run_arrival needs to
+// start on the rows that have landed; 0: down the rows of one band of columns first (raster along M, CUTLASS's
+// default for grouped GEMMs). swizzle: 1, 2, 4 or 8 (CUTLASS's max_swizzle_size). cuco_moe_ffn_create is
+// (rows_in_order 0, swizzle 1).
+int cuco_moe_ffn_create_ex(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count,
+                           int rows_in_order, int swizzle);
+
 // Enqueue the FFN of `groups` groups on `stream`. rows, row_offset and expert are device arrays of `groups`
 // entries; a group of 0 rows does nothing. Never synchronises the host. Returns 0 on success.
 int cuco_moe_ffn_run(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
@@ -37,6 +45,17 @@ int cuco_moe_ffn_run(cuco_moe_ffn* plan, int groups, const void* x, const void* 
 int cuco_moe_ffn_run_to(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
                         void* act, void* y, void* const* y_group, const int32_t* rows, const int64_t* row_offset,
                         const int32_t* expert, cudaStream_t stream);
+
+// The same, for rows that are still arriving: the rows of x are cut into chunks of chunk_rows rows, and chunk c
+// has landed when chunk_flags[c] - *epoch_at >= 0 (int32; epoch_at in device memory, read when the GEMM runs).
+// Before loading a tile's rows of x the up GEMM waits until their chunks have landed (acquire, system scope), so
+// the rows of one group that are there are computed while the rest arrive: use a plan made with rows_in_order.
+// Whatever raises the flags must not need the SMs this plan's GEMMs occupy (make the plan with fewer SMs than the
+// device has where SM kernels raise them), or the wait never ends. chunk_flags NULL: cuco_moe_ffn_run_to.
+int cuco_moe_ffn_run_arrival(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
+                             void* act, void* y, void* const* y_group, const int32_t* rows, const int64_t* row_offset,
+                             const int32_t* expert, const uint32_t* chunk_flags, const uint32_t* epoch_at,
+                             int64_t chunk_rows, cudaStream_t stream);
 
 // Human-readable description of the kernel configuration (for reports).
 const char* cuco_moe_ffn_config(void);

@@ -27,7 +27,7 @@ def load(path: str) -> ctypes.CDLL:
     lib.cuco_moe_ffn_create.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64, ctypes.c_int]
     lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64] + [ctypes.c_int] * 3
     lib.cuco_moe_ffn_run.argtypes = [vp, ctypes.c_int] + [vp] * 10
-    lib.cuco_moe_ffn_run_arrival.argtypes = [vp, ctypes.c_int] + [vp] * 13 + [i64, vp]
+    lib.cuco_moe_ffn_run_arrival.argtypes = [vp, ctypes.c_int] + [vp] * 12 + [i64, vp]
     lib.cuco_moe_ffn_destroy.argtypes = [vp]
     lib.cuco_moe_ffn_config.restype = ctypes.c_char_p
     return lib

@@ -107,7 +107,7 @@ def _ffn_lib():
     lib = ctypes.CDLL(str(build_compute(WL, default_toolchain()).library))
     vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), i32, i64, i64, i32, i32, i32]
-    lib.cuco_moe_ffn_run_arrival.argtypes = [vp, i32] + [vp] * 13 + [i64, vp]
+    lib.cuco_moe_ffn_run_arrival.argtypes = [vp, i32] + [vp] * 12 + [i64, vp]
     lib.cuco_moe_ffn_destroy.argtypes = [vp]
     return lib
 

@@ -118,7 +118,9 @@ def test_ffn_computes_rows_that_arrive_while_it_runs(gpus, waits):
     """cuco_moe_ffn_run_arrival: the rows of x start as NaN and land chunk by chunk from another stream 20 ms after
     the FFN is enqueued, each chunk's flag raised after its copy. The FFN that waits on the flags gives exactly the
     output of the FFN run on the rows already there; the same call without the flags (the control) reads NaN rows,
-    so this test can fail. The FFN keeps 8 SMs free for the copies: its waiting CTAs hold theirs."""
+    so this test can fail. The FFN keeps 8 SMs free for the copies: its waiting CTAs hold theirs. (A first version
+    launched the FFN before the copies' kernels had ever run: their lazy loading waited for the spinning FFN and the
+    process hung, on one H200.)"""
     if gpus < 1:
         pytest.skip("needs a GPU")
     import ctypes
@@ -159,12 +161,23 @@ def test_ffn_computes_rows_that_arrive_while_it_runs(gpus, waits):
         flags = torch.zeros((n + chunk - 1) // chunk, dtype=torch.int32, device=dev)
         epoch = torch.ones(1, dtype=torch.int32, device=dev)
         side = torch.cuda.Stream()
+
+        def land(cycles: int) -> None:  # on `side`: wait, then each chunk's rows and its flag
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(cycles)
+                for c in range(flags.numel()):
+                    x[c * chunk:(c + 1) * chunk].copy_(x_true[c * chunk:(c + 1) * chunk])
+                    flags[c].fill_(1)
+
+        # the side kernels' first launch loads them (CUDA's lazy loading), which can wait for the running GEMM
+        # that waits for them: launch them once before, as a caller of run_arrival launches its flag raisers first
+        land(1)
+        torch.cuda.synchronize()
+        x.fill_(float("nan"))
+        flags.zero_()
+        torch.cuda.synchronize()
+        land(40_000_000)  # about 20 ms at 2 GHz: the FFN below has started long before the rows land
         y, keep = run(plans[1], x, flags if waits else None, epoch, main)
-        with torch.cuda.stream(side):
-            torch.cuda._sleep(40_000_000)  # about 20 ms at 2 GHz
-            for c in range(flags.numel()):
-                x[c * chunk:(c + 1) * chunk].copy_(x_true[c * chunk:(c + 1) * chunk])
-                flags[c].fill_(1)
         torch.cuda.synchronize()
         if waits:
             assert torch.equal(y, y_ref)

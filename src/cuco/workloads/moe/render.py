@@ -221,7 +221,8 @@ SPLIT_PUT_WAIT = r"""
 
 FUSED = r"""
   // placement=fused: one FFN over every row while the side stream pulls them chunk by chunk; the up GEMM starts a
-  // tile as soon as the chunks of its rows have landed (it waits in the kernel, on comm_ctas fewer SMs)
+  // tile as soon as the chunks of its rows have landed (it waits in the kernel, on comm_ctas fewer SMs); the pulls
+  // are launched first, so that their kernel is loaded before anything waits for it
   uint32_t* flag = local_flags(ctx);
   uint32_t* counter = flag + nchunks(g);
   if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;

@@ -9,7 +9,9 @@
 //
 // Only the producer warp waits; the consumers find their stage empty a little longer. A waiting CTA holds its SM:
 // whatever raises the flags must not need the SMs the GEMM occupies (give the GEMM fewer SMs than the device has,
-// or raise the flags from copy engines or peers that never wait on this GEMM), else the wait can deadlock.
+// or raise the flags from copy engines or peers that never wait on this GEMM), else the wait can deadlock. Launch
+// the kernels that raise the flags before the GEMM (or once before): CUDA loads a kernel at its first launch, and
+// that load can wait for the running GEMM that waits for the kernel (a process hung so on an H200).
 //
 // Use: ArrivalArrayMainloop<Mainloop> in place of a ptr-array/grouped collective mainloop (e.g. what
 // CollectiveBuilder gives for KernelPtrArrayTmaWarpSpecializedCooperative), its Arguments carrying a

@@ -10,12 +10,11 @@ named shape at world W, the same rows three ways in one process, interleaved rou
 - `one`:    one group per local expert, every source's rows together (what `deferred` runs);
 - `groups`: one group per (expert, source), one call;
 - `calls`:  the own rows' groups in one call, then the peers' groups in a second (`stream_overlap`'s split);
-- `one_split1024`, `one_split2048`, `one_split4096`: `one`, with the library cutting a group of more rows than
-  that into pieces (cuco_moe_ffn_create_ex's split_rows; `one`, `groups` and `calls` cut nothing);
-- `one_in_order`: `one` from a plan whose up GEMM takes rows in order (every tile of a band of 128 rows before the
-  next: what a GEMM that starts on the rows that have landed needs), not CUTLASS's grouped default;
-- `arrival_landed`: `one_in_order` cut at the library's default through cuco_moe_ffn_run_arrival with every chunk
-  flag already up: what the producer's arrival check costs when nothing has to wait.
+- `one_in_order`, `groups_in_order`: `one` and `groups` from a plan whose up GEMM takes rows in order (every tile of
+  a band of 128 rows before the next: what a GEMM that starts on the rows that have landed needs), not CUTLASS's
+  grouped default (down the rows of one band of columns first);
+- `arrival_landed`: `groups_in_order` through cuco_moe_ffn_run_arrival with every chunk flag already up: what the
+  producer's arrival check costs when nothing has to wait.
 
 If `calls` costs about what the overlap could hide, no schedule that splits this way can beat `deferred`.
 """
@@ -32,7 +31,7 @@ from cuco.workloads.moe import routing, shapes
 
 #: (shape, world): the paper shapes at W = 2, one expert per rank at W = 4, and DeepSeek-V3's at W = 2.
 DEFAULT = "paper-r1@2,paper-r3@2,paper-r5@2,paper4-r1@4,paper4-r3@4,dsv3-r3@2"
-WAYS = ("one", "groups", "calls", "one_split1024", "one_split2048", "one_split4096", "one_in_order", "arrival_landed")
+WAYS = ("one", "groups", "calls", "one_in_order", "groups_in_order", "arrival_landed")
 CHUNK_ROWS = 256  # arrival_landed: rows per chunk flag
 
 
@@ -70,10 +69,8 @@ def _time_layout(lib: Any, lay: dict[str, Any], rounds: int, iters: int, dev: An
     h1 = torch.empty(n, 2 * inter, device=dev, dtype=torch.bfloat16)
     act = torch.empty(n, inter, device=dev, dtype=torch.bfloat16)
     ys = {w: torch.empty(n, hid, device=dev, dtype=torch.bfloat16) for w in WAYS}
-    ffn = Ffn(lib, len(lay["groups"]), hid, inter, split_rows=0)
-    split = {r: Ffn(lib, len(lay["groups"]), hid, inter, split_rows=r) for r in (1024, 2048, 4096)}
-    ordered = Ffn(lib, len(lay["groups"]), hid, inter, rows_in_order=True, split_rows=0)
-    arriving = Ffn(lib, len(lay["groups"]), hid, inter, rows_in_order=True)
+    ffn = Ffn(lib, len(lay["groups"]), hid, inter)
+    ordered = Ffn(lib, len(lay["groups"]), hid, inter, rows_in_order=True)
     flags = torch.ones((n + CHUNK_ROWS - 1) // CHUNK_ROWS, device=dev, dtype=torch.int32)  # every chunk landed
     epoch = torch.ones(1, device=dev, dtype=torch.int32)
 
@@ -87,11 +84,10 @@ def _time_layout(lib: Any, lay: dict[str, Any], rounds: int, iters: int, dev: An
              "groups": lambda: ffn(x, w1, w2, h1, act, ys["groups"], *grouped),
              "calls": lambda: (ffn(x, w1, w2, h1, act, ys["calls"], *own),
                                ffn(x, w1, w2, h1, act, ys["calls"], *peers)),
-             **{f"one_split{r}": (lambda f, y: lambda: f(x, w1, w2, h1, act, y, *one))(f, ys[f"one_split{r}"])
-                for r, f in split.items()},
              "one_in_order": lambda: ordered(x, w1, w2, h1, act, ys["one_in_order"], *one),
-             "arrival_landed": lambda: arriving.arrival(x, w1, w2, h1, act, ys["arrival_landed"], *one, flags, epoch,
-                                                        CHUNK_ROWS)}
+             "groups_in_order": lambda: ordered(x, w1, w2, h1, act, ys["groups_in_order"], *grouped),
+             "arrival_landed": lambda: ordered.arrival(x, w1, w2, h1, act, ys["arrival_landed"], *grouped, flags, epoch,
+                                                       CHUNK_ROWS)}
     for fn in calls.values():
         event_times_ms(fn, iters=1, warmup=3)
     per_round: dict[str, list[float]] = {w: [] for w in WAYS}

@@ -95,12 +95,12 @@ struct Order {
 using namespace cuco_moe_ffn_impl;
 
 struct cuco_moe_ffn {
-  int max_groups = 0, split_rows = 0;
+  int max_groups = 0;
   int64_t H = 0, I = 0;
   OneGemm<UpGemm> up;    // [m x H] . w1^T -> [m x 2I]
   OneGemm<Gemm> down;    // [m x I] . w2^T -> [m x H]
   cuco::kit::RowArrival* arrival = nullptr;  // device: where the up GEMM's rows come from (this call's)
-  int64_t* first_row = nullptr;              // device: each problem's first row (the arrival's first_row)
+  int64_t* first_row = nullptr;              // device: each group's first row (the arrival's first_row)
 };
 
 namespace cuco_moe_ffn_impl {
@@ -193,45 +193,30 @@ int bind(OneGemm<G>* g, int n, int sm_count, int device, Order order, const cuco
   return 0;
 }
 
-// Each group is up to kPieces GEMM problems: a group of more than split_rows rows is cut into pieces of whole
-// 128-row tiles, the same rows in the same order (moe_split_cost.py measured 6-11 % less time for groups of
-// 1024-2048 rows than for one of 4096-8192 on an H200). Problem slot = group * kPieces + piece.
-constexpr int kPieces = 4;
-
-// Rows [*start, *start + return) of a group of m rows that piece j takes (0 rows: the piece is empty).
-__device__ inline int piece_rows(int m, int split_rows, int j, int* start) {
-  const int pieces = split_rows > 0 ? min(kPieces, max(1, (m + split_rows - 1) / split_rows)) : 1;
-  const int size = ((m + pieces - 1) / pieces + 127) / 128 * 128;
-  *start = j * size;
-  return j < pieces && *start < m ? min(size, m - *start) : 0;
-}
-
-// One thread per problem slot: problem shapes and operand pointers of both GEMMs from the device-side groups.
-__global__ void prepare(int max_groups, int groups, int split_rows, int64_t H, int64_t I, const Element* x,
-                        const Element* w1, const Element* w2, Element* h1, Element* act, Element* y,
-                        void* const* y_group, const int32_t* rows, const int64_t* row_offset, const int32_t* expert,
-                        Arrays up, Arrays down, cuco::kit::RowArrival* arrival, int64_t* first_row,
+// One thread per group slot: problem shapes and operand pointers of both GEMMs from the device-side groups.
+__global__ void prepare(int max_groups, int groups, int64_t H, int64_t I, const Element* x, const Element* w1,
+                        const Element* w2, Element* h1, Element* act, Element* y, void* const* y_group,
+                        const int32_t* rows, const int64_t* row_offset, const int32_t* expert, Arrays up,
+                        Arrays down, cuco::kit::RowArrival* arrival, int64_t* first_row,
                         cuco::kit::RowArrival this_call) {
-  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
-  if (slot >= max_groups * kPieces) return;
-  const int g = slot / kPieces;
-  int start = 0;
-  const int m = g < groups ? piece_rows(rows[g], split_rows, slot % kPieces, &start) : 0;
-  const int64_t off = (g < groups ? row_offset[g] : 0) + start;
-  const int64_t e = g < groups ? expert[g] : 0;
-  first_row[slot] = off;
-  if (slot == 0) *arrival = this_call;  // stream-ordered before the up GEMM reads it
-  up.shapes[slot] = Shape3(m, (int)(2 * I), (int)H);
-  up.a[slot] = x + off * H;
-  up.b[slot] = w1 + e * 2 * I * H;
-  up.d[slot] = h1 + off * 2 * I;
-  down.shapes[slot] = Shape3(m, (int)H, (int)I);
-  down.a[slot] = act + off * I;
-  down.b[slot] = w2 + e * H * I;
+  int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= max_groups) return;
+  int m = g < groups ? rows[g] : 0;
+  int64_t off = g < groups ? row_offset[g] : 0;
+  int64_t e = g < groups ? expert[g] : 0;
+  first_row[g] = off;
+  if (g == 0) *arrival = this_call;  // stream-ordered before the up GEMM reads it
+  up.shapes[g] = Shape3(m, (int)(2 * I), (int)H);
+  up.a[g] = x + off * H;
+  up.b[g] = w1 + e * 2 * I * H;
+  up.d[g] = h1 + off * 2 * I;
+  down.shapes[g] = Shape3(m, (int)H, (int)I);
+  down.a[g] = act + off * I;
+  down.b[g] = w2 + e * H * I;
   // y_group[g] (where given and set): the group's own output rows, e.g. another GPU's memory, so the down GEMM's
   // epilogue stores its rows there and no copy follows
   Element* own = y_group && g < groups ? (Element*)y_group[g] : nullptr;
-  down.d[slot] = own ? own + (int64_t)start * H : y + off * H;
+  down.d[g] = own ? own : y + off * H;
 }
 
 // act[r, c] = silu(h1[r, c]) * h1[r, I + c], 8 columns per thread (16-byte loads); blockIdx.y is the group.
@@ -263,11 +248,11 @@ __global__ void swiglu(int64_t I, const __nv_bfloat16* h1, __nv_bfloat16* act, c
 
 extern "C" int cuco_moe_ffn_create(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
                                    int sm_count) {
-  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, 0, 1, CUCO_MOE_FFN_SPLIT_ROWS);
+  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, 0, 1);
 }
 
 extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
-                                      int sm_count, int rows_in_order, int swizzle, int split_rows) {
+                                      int sm_count, int rows_in_order, int swizzle) {
   *out = nullptr;
   if (max_groups < 1 || hidden % 64 || inter % 64 || hidden <= 0 || inter <= 0) {
     fprintf(stderr, "moe_ffn: need max_groups >= 1, H and I positive multiples of 64 (got %d, %lld, %lld)\n",
@@ -278,10 +263,6 @@ extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_
     fprintf(stderr, "moe_ffn: swizzle must be 1, 2, 4 or 8 (got %d)\n", swizzle);
     return 1;
   }
-  if (split_rows < 0 || split_rows % 128) {
-    fprintf(stderr, "moe_ffn: split_rows must be 0 or a positive multiple of 128 (got %d)\n", split_rows);
-    return 1;
-  }
   int device = 0;
   FFN_CUDA(cudaGetDevice(&device));
   int sms = 0;
@@ -289,17 +270,15 @@ extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_
   if (sm_count <= 0 || sm_count > sms) sm_count = sms;
   cuco_moe_ffn* p = new cuco_moe_ffn();
   p->max_groups = max_groups;
-  p->split_rows = split_rows;
   p->H = hidden;
   p->I = inter;
   const Order order{rows_in_order != 0, swizzle};
-  const int slots = max_groups * kPieces;
-  int rc = alloc_arrays(&p->up.arr, slots, 2 * inter, hidden);
-  if (!rc) rc = alloc_arrays(&p->down.arr, slots, hidden, inter);
-  if (!rc) rc = alloc(&p->arrival, 1) || alloc(&p->first_row, slots);
+  int rc = alloc_arrays(&p->up.arr, max_groups, 2 * inter, hidden);
+  if (!rc) rc = alloc_arrays(&p->down.arr, max_groups, hidden, inter);
+  if (!rc) rc = alloc(&p->arrival, 1) || alloc(&p->first_row, max_groups);
   if (!rc && cudaMemset(p->arrival, 0, sizeof(cuco::kit::RowArrival)) != cudaSuccess) rc = 6;
-  if (!rc) rc = bind(&p->up, slots, sm_count, device, order, p->arrival);
-  if (!rc) rc = bind(&p->down, slots, sm_count, device, Order{}, nullptr);
+  if (!rc) rc = bind(&p->up, max_groups, sm_count, device, order, p->arrival);
+  if (!rc) rc = bind(&p->down, max_groups, sm_count, device, Order{}, nullptr);
   if (rc) {
     cuco_moe_ffn_destroy(p);
     return rc;
@@ -329,10 +308,10 @@ extern "C" int cuco_moe_ffn_run_arrival(cuco_moe_ffn* p, int groups, const void*
   if (chunk_flags && (!epoch_at || chunk_rows < 1)) return 1;
   if (groups == 0) return 0;
   const cuco::kit::RowArrival this_call{chunk_flags, epoch_at, chunk_flags ? chunk_rows : 1, p->first_row};
-  prepare<<<(p->max_groups * kPieces + 127) / 128, 128, 0, stream>>>(
-      p->max_groups, groups, p->split_rows, p->H, p->I, (const Element*)x, (const Element*)w1, (const Element*)w2,
-      (Element*)h1, (Element*)act, (Element*)y, y_group, rows, row_offset, expert, p->up.arr, p->down.arr,
-      p->arrival, p->first_row, this_call);
+  prepare<<<(p->max_groups + 127) / 128, 128, 0, stream>>>(
+      p->max_groups, groups, p->H, p->I, (const Element*)x, (const Element*)w1, (const Element*)w2, (Element*)h1,
+      (Element*)act, (Element*)y, y_group, rows, row_offset, expert, p->up.arr, p->down.arr, p->arrival,
+      p->first_row, this_call);
   FFN_CUDA(cudaGetLastError());
   if (p->up.gemm.run(stream) != cutlass::Status::kSuccess) return 4;
   swiglu<<<dim3(64, groups), 256, 0, stream>>>(p->I, (const __nv_bfloat16*)h1, (__nv_bfloat16*)act, rows,

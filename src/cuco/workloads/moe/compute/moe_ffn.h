@@ -25,17 +25,13 @@ typedef struct cuco_moe_ffn cuco_moe_ffn;
 // most `sm_count` SMs (0: all SMs of the current device). Allocates its device arrays; returns 0 on success.
 int cuco_moe_ffn_create(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count);
 
-// The group size above which the FFN cuts a group into pieces (see cuco_moe_ffn_create_ex).
-#define CUCO_MOE_FFN_SPLIT_ROWS 2048
-
-// The same with the order in which the GEMMs deal their tiles. rows_in_order != 0: every tile of a band of 128
+// The same with the order in which the up GEMM deals its tiles. rows_in_order != 0: every tile of a band of 128
 // rows before the next band (raster along N), so rows are taken in order, what cuco_moe_ffn_run_arrival needs to
 // start on the rows that have landed; 0: down the rows of one band of columns first (raster along M, CUTLASS's
-// default for grouped GEMMs). swizzle: 1, 2, 4 or 8 (CUTLASS's max_swizzle_size). split_rows: a group of more rows
-// is cut into up to 4 GEMM problems of whole 128-row tiles, the same rows in the same order (0: never; a multiple of
-// 128). cuco_moe_ffn_create is (rows_in_order 0, swizzle 1, split_rows CUCO_MOE_FFN_SPLIT_ROWS).
+// default for grouped GEMMs). swizzle: 1, 2, 4 or 8 (CUTLASS's max_swizzle_size). cuco_moe_ffn_create is
+// (rows_in_order 0, swizzle 1).
 int cuco_moe_ffn_create_ex(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count,
-                           int rows_in_order, int swizzle, int split_rows);
+                           int rows_in_order, int swizzle);
 
 // Enqueue the FFN of `groups` groups on `stream`. rows, row_offset and expert are device arrays of `groups`
 // entries; a group of 0 rows does nothing. Never synchronises the host. Returns 0 on success.

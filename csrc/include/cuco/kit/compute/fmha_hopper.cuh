@@ -15,8 +15,9 @@
 //   // the persistent scheduler (RegisterOut only), for a GPU the FMHA has to itself: see Persistent below
 //   int status = cuco::kit::fmha::forward<64, true, cuco::kit::fmha::RegisterOut, cuco::kit::fmha::Persistent>(p, s);
 //
-// Each forward<D, causal, Out, Schedule> is one template instantiation (about 5 s of nvcc on 2 cores,
-// benchmarks/results/attention_compute_build.log); instantiate only what is used.
+// Each forward<D, causal, Out, Schedule> is one template instantiation: about 5 s of nvcc on 2 cores for a
+// cooperative one (benchmarks/results/attention_compute_build.log), about 12 s for a persistent one (ring
+// attention's library took 118 s instead of 70 with four); instantiate only what is used.
 //
 // Layout (all strides in elements; the head dim is contiguous, stride 1):
 //   q, o   [batch][seq_q][heads_q][D]  by default (token-major, "BSHD"); any layout whose strides are given below.

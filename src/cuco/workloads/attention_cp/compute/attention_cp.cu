@@ -4,35 +4,20 @@
 
 #include <cuda_bf16.h>
 
+#include "attention_block.cuh"
 #include "attention_cp.h"
-#include "cuco/kit/compute/fmha_hopper.cuh"
 
 namespace {
 
 // O's type per call (RegisterOut): the ring's steps write fp32 partials and merge them, the single step at W = 1
 // writes bf16 O with no rounding pass. The ring's steps share the GPU with its communication, so they take the
-// cooperative scheduler (a CTA held back delays only its own tile). The single step at W = 1 has the GPU to itself:
-// at head dims 32 and 64 it takes the persistent one, 3-9% faster there (results/w1/fmha_variants.md, H200); at
-// 128 the persistent one was no faster (0.928 vs 0.915 ms causal), so 128 keeps one instantiation per mask.
-template <int D>
-constexpr bool kPersistentAlone = D <= 64;
-
-template <int D, class Schedule>
-int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t s) {
-  using cuco::kit::fmha::RegisterOut;
-  cuco::kit::fmha::set_dense_strides(p, D);
-  p.lse_head_stride = lse_ld;
-  p.lse_batch_stride = lse_ld * p.heads_q;
-  return causal ? cuco::kit::fmha::forward<D, true, RegisterOut, Schedule>(p, s)
-                : cuco::kit::fmha::forward<D, false, RegisterOut, Schedule>(p, s);
-}
-
+// cooperative scheduler (a CTA held back delays only its own tile). The single step at W = 1 has the GPU to itself
+// and takes the persistent one where it is faster (attention_block.cuh, attention_cp_alone.cu).
 // alone: nothing else runs on the GPU beside this call (the single step at W = 1)
 template <int D>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, bool alone, cudaStream_t s) {
-  if constexpr (kPersistentAlone<D>)
-    if (alone) return block<D, cuco::kit::fmha::Persistent>(p, lse_ld, causal, s);
-  return block<D, cuco::kit::fmha::Cooperative>(p, lse_ld, causal, s);
+  if (alone && cuco_attn_impl::persistent_alone(D)) return cuco_attn_impl::block_alone(p, D, lse_ld, causal, s);
+  return cuco_attn_impl::block<D, cuco::kit::fmha::Cooperative>(p, lse_ld, causal, s);
 }
 
 // o_bf16: the single step at W = 1, the only caller of the bf16 output, which has the GPU to itself

@@ -21,7 +21,8 @@
 # slowdown while copy engines pull the other ranks' rows, and the split GEMM waiting on them, with SM clocks and power,
 # benchmarks/gemm_under_copy.py) |
 # fmha-variants (the FMHA's tile and schedule against other configurations and torch SDPA, W = 1, one GPU,
-# benchmarks/fmha_variants.py; build its binaries here first) |
+# benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
+# GPU, benchmarks/moe_split_cost.py) |
 # merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,
 # benchmarks/attention_merge_accuracy.py) | module-loading (PROGRAM's, default tp_mlp_cublas, process wall time and
 # region times under EAGER and LAZY module loading, alternately, benchmarks/module_loading.py) | own-programs (`cuco run
@@ -217,6 +218,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # W = 1 work on one GPU (CUDA_VISIBLE_DEVICES picks it): the binaries come built from .devcache/fmha_variants
     probe fmha_variants benchmarks/fmha_variants.py run --json "$OUT_DIR/fmha_variants.json" \
       --md "$OUT_DIR/fmha_variants.md" ;;
+  moe-split-cost)
+    # W = 1 work on one GPU: MoE's FFN of the busiest rank cut by source, timed six ways (benchmarks/moe_split_cost.py)
+    probe moe_split_cost benchmarks/moe_split_cost.py --out "$OUT_DIR/moe_split_cost.json" ;;
   merge-accuracy)
     probe attention_merge_accuracy benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
       --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md" ;;

@@ -1,6 +1,9 @@
 """What MoE's overlap schedules pay for cutting the expert FFN by source, measured on one GPU.
 
-    python benchmarks/moe_split_cost.py --lib path/to/libmoe_compute.so [--shapes paper-r1,...] [--out x.json]
+    python benchmarks/moe_split_cost.py [--lib path/to/libmoe_compute.so] [--shapes paper-r1@2,...] [--out x.json]
+
+Without --lib it builds (or finds cached) the MoE compute library of this tree (`bash benchmarks/gpu_w.sh 1
+moe-split-cost`).
 
 An overlapping schedule computes the rows a rank already holds while its peers' rows are still on the way, so its
 grouped GEMM runs one group per (expert, source) instead of one per expert, and `stream_overlap` issues the own
@@ -109,9 +112,18 @@ def _time_layout(lib: Any, lay: dict[str, Any], rounds: int, iters: int, dev: An
     return out
 
 
+def _library() -> Any:
+    """This tree's MoE compute library, built here once (cached by sources and toolchain)."""
+    from cuco import workloads
+    from cuco.kit.compute import build_compute
+    from cuco.toolchain import default_toolchain
+
+    return build_compute(workloads.get("moe"), default_toolchain()).library
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lib", required=True, help="the MoE compute library (libmoe_compute.so)")
+    ap.add_argument("--lib", help="the MoE compute library (libmoe_compute.so); default: this tree's, built here")
     ap.add_argument("--shapes", default=DEFAULT, help="NAME@W, comma-separated")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=20)
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     from moe_compute import load
 
     dev = torch.device("cuda")
-    lib = load(a.lib)
+    lib = load(a.lib or str(_library()))
     res: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                            "config": lib.cuco_moe_ffn_config().decode(), "rounds": a.rounds, "iters": a.iters,
                            "rows": []}

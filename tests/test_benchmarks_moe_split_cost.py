@@ -58,3 +58,10 @@ def test_bad_input_is_refused_before_the_gpu():
         moe_split_cost.rank0_layout("paper-r1", 4)  # 2 experts over 4 ranks
     with pytest.raises(SystemExit):
         moe_split_cost.main(["--lib", "/nonexistent.so", "--shapes", "paper-r1"])  # no @W
+
+
+def test_gpu_w_runs_it_as_a_part_of_its_own():
+    """`bash benchmarks/gpu_w.sh 1 moe-split-cost` runs the probe (the library built on the GPU machine itself)."""
+    script = (Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_w.sh").read_text()
+    part = script.split("\n  moe-split-cost)\n", 1)[1].split(";;", 1)[0]
+    assert "benchmarks/moe_split_cost.py --out \"$OUT_DIR/moe_split_cost.json\"" in part and "--lib" not in part

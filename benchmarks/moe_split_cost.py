@@ -8,7 +8,7 @@ moe-split-cost`).
 An overlapping schedule computes the rows a rank already holds while its peers' rows are still on the way, so its
 grouped GEMM runs one group per (expert, source) instead of one per expert, and `stream_overlap` issues the own
 rows and the peers' rows as two calls. This times, for the busiest rank (rank 0, the holder of expert 0) of a
-named shape at world W, the same rows three ways in one process, interleaved rounds:
+named shape at world W, the same rows six ways in one process, interleaved rounds:
 
 - `one`:    one group per local expert, every source's rows together (what `deferred` runs);
 - `groups`: one group per (expert, source), one call;
@@ -41,8 +41,8 @@ CHUNK_ROWS = 256  # arrival_landed: rows per chunk flag
 def rank0_layout(shape: str, world: int) -> dict[str, Any]:
     """Rank 0's rows by (local expert, source) for `shape` at `world`: every source routes the same slot counts
     (routing.slot_counts), so rank 0's expert e gets counts[e] rows from each of the W sources. Rows are expert-major
-    (an expert's rows from every source adjacent, source by source), the same rows to the same expert in all three
-    ways, which differ only in their groups, each (rows, expert, first row)."""
+    (an expert's rows from every source adjacent, source by source), the same rows to the same expert in every
+    way, the ways differing only in their groups, each (rows, expert, first row)."""
     t, h, i, e, k, r = shapes.parse(shape).dims
     if e % world:
         raise ValueError(f"{shape}: {e} experts do not split over {world} ranks")

@@ -289,7 +289,7 @@ static int frozen_setup(cuco_ctx* ctx, State* st, const Needs& needs) {
   // its waiting CTAs hold their SMs: the kernels that raise the flags keep comm_ctas SMs of their own
   if (needs.rows_arriving &&
       (st->comm_ctas < 1 ||
-       cuco_moe_ffn_create_ex(&st->ffn_arriving, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas, 1, 1)))
+       cuco_moe_ffn_create_ex(&st->ffn_arriving, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas, 1)))
     return 13;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;

@@ -259,16 +259,6 @@ struct OpFor<kHeadDim, kCausal, Element, Schedule> {
 template <int kHeadDim, bool kCausal, class ElementOut = Element, class Schedule = Cooperative>
 using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementOut, Schedule>::Kernel>;
 
-/// The SMs of the current device, once per device (a persistent grid's size; devices >= 64: every call).
-inline int sm_count_here(int dev) {
-  static std::atomic<int> counts[64] = {};
-  if (dev >= 0 && dev < 64)
-    if (int n = counts[dev].load(std::memory_order_relaxed)) return n;
-  const int n = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
-  if (dev >= 0 && dev < 64) counts[dev].store(n, std::memory_order_relaxed);
-  return n;
-}
-
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
 inline bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -334,7 +324,7 @@ int forward(const Problem& p, cudaStream_t stream) {
   cutlass::KernelHardwareInfo hw;  // only the persistent scheduler reads it (its grid: one CTA per SM)
   if constexpr (std::is_same_v<Schedule, Persistent>) {
     if (cudaGetDevice(&hw.device_id) != cudaSuccess) return 5;
-    hw.sm_count = detail::sm_count_here(hw.device_id);
+    hw.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw.device_id);
   }
   for (int b = 0; b < p.batch; ++b) {
     const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;

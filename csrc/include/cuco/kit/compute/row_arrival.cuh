@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "cuco/epoch.cuh"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 
@@ -34,24 +35,12 @@ struct RowArrival {
   const int64_t* first_row = nullptr;  // per group: its first row in the buffer
 };
 
-__device__ __forceinline__ uint32_t load_acquire_sys_u32(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 /// Lane 0 of the calling warp waits until every chunk that rows [r0, r1) of the buffer overlap has landed, then
 /// fences the async proxy; the warp leaves together.
 __device__ __forceinline__ void wait_row_chunks(const uint32_t* flags, uint32_t epoch, int64_t chunk_rows, int64_t r0,
                                                 int64_t r1) {
   if ((threadIdx.x & 31) == 0 && r0 < r1) {
-    for (int64_t c = r0 / chunk_rows; c * chunk_rows < r1; ++c) {
-      unsigned ns = 32;
-      while ((int32_t)(load_acquire_sys_u32(flags + c) - epoch) < 0) {
-        __nanosleep(ns);
-        if (ns < 512) ns <<= 1;
-      }
-    }
+    for (int64_t c = r0 / chunk_rows; c * chunk_rows < r1; ++c) cuco::lsa::wait_epoch(flags + c, epoch);
     // written by another agent through the generic proxy, read by TMA (the async proxy)
     asm volatile("fence.proxy.async.global;" ::: "memory");
   }

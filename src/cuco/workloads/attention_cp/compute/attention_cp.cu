@@ -12,8 +12,8 @@ namespace {
 // O's type per call (RegisterOut): the ring's steps write fp32 partials and merge them, the single step at W = 1
 // writes bf16 O with no rounding pass. The ring's steps share the GPU with its communication, so they take the
 // cooperative scheduler (a CTA held back delays only its own tile). The single step at W = 1 has the GPU to itself
-// and takes the persistent one where it is faster (attention_block.cuh, attention_cp_alone.cu).
-// alone: nothing else runs on the GPU beside this call (the single step at W = 1)
+// and takes the persistent one where it is faster (attention_block.cuh, attention_cp_alone.cu). alone: nothing else
+// runs on the GPU beside this call (the single step at W = 1).
 template <int D>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, bool alone, cudaStream_t s) {
   if (alone && cuco_attn_impl::persistent_alone(D)) return cuco_attn_impl::block_alone(p, D, lse_ld, causal, s);

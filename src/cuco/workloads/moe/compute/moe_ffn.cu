@@ -8,6 +8,7 @@
 // costs a null test per tile where nothing is awaited.
 #include <stdio.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -84,12 +85,6 @@ struct OneGemm {
   void* workspace = nullptr;
 };
 
-// How the up GEMM's tiles are dealt (plan options, cuco_moe_ffn_create_ex).
-struct Order {
-  bool rows_in_order = false;  // raster along N: every N tile of a band of rows before the next band
-  int swizzle = 1;
-};
-
 }  // namespace cuco_moe_ffn_impl
 
 using namespace cuco_moe_ffn_impl;
@@ -153,9 +148,10 @@ void free_arrays(Arrays* a) {
   cudaFree(a->sd);
 }
 
-// arrival: the up GEMM's (device memory), null for the down GEMM
+// rows_in_order: raster along N, every N tile of a band of rows before the next band (CUTLASS's grouped default is
+// along M); arrival: the up GEMM's (device memory), null for the down GEMM
 template <class G>
-int bind(OneGemm<G>* g, int n, int sm_count, int device, Order order, const cuco::kit::RowArrival* arrival) {
+int bind(OneGemm<G>* g, int n, int sm_count, int device, bool rows_in_order, const cuco::kit::RowArrival* arrival) {
   cutlass::KernelHardwareInfo hw;
   hw.device_id = device;
   hw.sm_count = sm_count;
@@ -179,8 +175,7 @@ int bind(OneGemm<G>* g, int n, int sm_count, int device, Order order, const cuco
   args.epilogue = {fusion, (const Element**)g->arr.d, g->arr.sc, g->arr.d, g->arr.sd};
   args.hw_info = hw;
   using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
-  args.scheduler.raster_order = order.rows_in_order ? Raster::AlongN : Raster::AlongM;
-  args.scheduler.max_swizzle_size = order.swizzle;
+  args.scheduler.raster_order = rows_in_order ? Raster::AlongN : Raster::AlongM;
   if (g->gemm.can_implement(args) != cutlass::Status::kSuccess) {
     fprintf(stderr, "moe_ffn: CUTLASS cannot implement the grouped GEMM\n");
     return 2;
@@ -249,19 +244,15 @@ __global__ void swiglu(int64_t I, const __nv_bfloat16* h1, __nv_bfloat16* act, c
 
 extern "C" int cuco_moe_ffn_create(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
                                    int sm_count) {
-  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, 0, 1);
+  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, 0);
 }
 
 extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
-                                      int sm_count, int rows_in_order, int swizzle) {
+                                      int sm_count, int rows_in_order) {
   *out = nullptr;
   if (max_groups < 1 || hidden % 64 || inter % 64 || hidden <= 0 || inter <= 0) {
     fprintf(stderr, "moe_ffn: need max_groups >= 1, H and I positive multiples of 64 (got %d, %lld, %lld)\n",
             max_groups, (long long)hidden, (long long)inter);
-    return 1;
-  }
-  if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) {
-    fprintf(stderr, "moe_ffn: swizzle must be 1, 2, 4 or 8 (got %d)\n", swizzle);
     return 1;
   }
   int device = 0;
@@ -274,13 +265,12 @@ extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_
   p->sms = sms;
   p->H = hidden;
   p->I = inter;
-  const Order order{rows_in_order != 0, swizzle};
   int rc = alloc_arrays(&p->up.arr, max_groups, 2 * inter, hidden);
   if (!rc) rc = alloc_arrays(&p->down.arr, max_groups, hidden, inter);
   if (!rc) rc = alloc(&p->arrival, 1) || alloc(&p->first_row, max_groups);
   if (!rc && cudaMemset(p->arrival, 0, sizeof(cuco::kit::RowArrival)) != cudaSuccess) rc = 6;
-  if (!rc) rc = bind(&p->up, max_groups, sm_count, device, order, p->arrival);
-  if (!rc) rc = bind(&p->down, max_groups, sm_count, device, Order{}, nullptr);
+  if (!rc) rc = bind(&p->up, max_groups, sm_count, device, rows_in_order != 0, p->arrival);
+  if (!rc) rc = bind(&p->down, max_groups, sm_count, device, false, nullptr);
   if (rc) {
     cuco_moe_ffn_destroy(p);
     return rc;
@@ -318,7 +308,7 @@ extern "C" int cuco_moe_ffn_run_arrival(cuco_moe_ffn* p, int groups, const void*
   if (p->up.gemm.run(stream) != cutlass::Status::kSuccess) return 4;
   // at least 4 CTAs per SM over all groups: 64 per group left one 4096-row group's SwiGLU on 64 CTAs, and the FFN
   // of two 2048-row groups ran 6 % faster than of the same rows as one group (results/moe_split_cost/README.md)
-  const int per_group = (4 * p->sms + groups - 1) / groups > 64 ? (4 * p->sms + groups - 1) / groups : 64;
+  const int per_group = std::max(64, (4 * p->sms + groups - 1) / groups);
   swiglu<<<dim3(per_group, groups), 256, 0, stream>>>(p->I, (const __nv_bfloat16*)h1, (__nv_bfloat16*)act, rows,
                                                row_offset);
   FFN_CUDA(cudaGetLastError());

@@ -28,10 +28,9 @@ int cuco_moe_ffn_create(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int
 // The same with the order in which the up GEMM deals its tiles. rows_in_order != 0: every tile of a band of 128
 // rows before the next band (raster along N), so rows are taken in order, what cuco_moe_ffn_run_arrival needs to
 // start on the rows that have landed; 0: down the rows of one band of columns first (raster along M, CUTLASS's
-// default for grouped GEMMs). swizzle: 1, 2, 4 or 8 (CUTLASS's max_swizzle_size). cuco_moe_ffn_create is
-// (rows_in_order 0, swizzle 1).
+// default for grouped GEMMs). cuco_moe_ffn_create is rows_in_order 0.
 int cuco_moe_ffn_create_ex(cuco_moe_ffn** plan, int max_groups, int64_t hidden, int64_t inter, int sm_count,
-                           int rows_in_order, int swizzle);
+                           int rows_in_order);
 
 // Enqueue the FFN of `groups` groups on `stream`. rows, row_offset and expert are device arrays of `groups`
 // entries; a group of 0 rows does nothing. Never synchronises the host. Returns 0 on success.

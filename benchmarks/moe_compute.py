@@ -25,7 +25,7 @@ def load(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.cuco_moe_ffn_create.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64, ctypes.c_int]
-    lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64] + [ctypes.c_int] * 2
+    lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), ctypes.c_int, i64, i64] + [ctypes.c_int] * 3
     lib.cuco_moe_ffn_run.argtypes = [vp, ctypes.c_int] + [vp] * 10
     lib.cuco_moe_ffn_run_arrival.argtypes = [vp, ctypes.c_int] + [vp] * 12 + [i64, vp]
     lib.cuco_moe_ffn_destroy.argtypes = [vp]
@@ -39,7 +39,7 @@ class Ffn:
     def __init__(self, lib: ctypes.CDLL, groups: int, hidden: int, inter: int, sm_count: int = 0,
                  rows_in_order: bool = False):
         self.lib, self.plan = lib, ctypes.c_void_p()
-        rc = lib.cuco_moe_ffn_create_ex(ctypes.byref(self.plan), groups, hidden, inter, sm_count,
+        rc = lib.cuco_moe_ffn_create_ex(ctypes.byref(self.plan), groups, hidden, inter, sm_count, sm_count,
                                         int(rows_in_order))
         if rc:
             raise RuntimeError(f"cuco_moe_ffn_create_ex returned {rc}")

@@ -106,7 +106,7 @@ def _ffn_lib():
 
     lib = ctypes.CDLL(str(build_compute(WL, default_toolchain()).library))
     vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), i32, i64, i64, i32, i32]
+    lib.cuco_moe_ffn_create_ex.argtypes = [ctypes.POINTER(vp), i32, i64, i64, i32, i32, i32]
     lib.cuco_moe_ffn_run_arrival.argtypes = [vp, i32] + [vp] * 12 + [i64, vp]
     lib.cuco_moe_ffn_destroy.argtypes = [vp]
     return lib
@@ -151,8 +151,8 @@ def test_ffn_computes_rows_that_arrive_while_it_runs(gpus, waits):
         return y, (h1, act)
 
     plans = [ctypes.c_void_p(), ctypes.c_void_p()]
-    assert lib.cuco_moe_ffn_create_ex(ctypes.byref(plans[0]), 4, H, I, 0, 0) == 0
-    assert lib.cuco_moe_ffn_create_ex(ctypes.byref(plans[1]), 4, H, I, sms - 8, 1) == 0
+    assert lib.cuco_moe_ffn_create_ex(ctypes.byref(plans[0]), 4, H, I, 0, 0, 0) == 0
+    assert lib.cuco_moe_ffn_create_ex(ctypes.byref(plans[1]), 4, H, I, sms - 8, 0, 1) == 0
     try:
         main = torch.cuda.current_stream()
         y_ref, _ = run(plans[0], x_true, None, None, main)

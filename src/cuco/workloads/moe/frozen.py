@@ -75,7 +75,7 @@ struct State : cuco::kit::Base {
   cuco_moe_ffn* ffn_all = nullptr;   // FFN on every SM
   cuco_moe_ffn* ffn_part = nullptr;  // FFN leaving comm_ctas SMs to the communication kernels
   cuco_moe_ffn* ffn_segs = nullptr;  // FFN on every SM over the El * W segment groups (outputs at the sources)
-  // FFN leaving comm_ctas SMs, its up GEMM taking rows in order and waiting for each tile's rows to land
+  // FFN whose up GEMM leaves comm_ctas SMs, takes rows in order and waits for each tile's rows to land
   cuco_moe_ffn* ffn_arriving = nullptr;
   cudaEvent_t ev[2] = {};
   PeerBases x = {}, pub = {}, sym = {};  // every rank's X, pub and symmetric flags as this rank maps them
@@ -286,10 +286,11 @@ static int frozen_setup(cuco_ctx* ctx, State* st, const Needs& needs) {
   if (needs.outputs_at_sources &&
       cuco_moe_ffn_create(&st->ffn_segs, (int)(st->g.El * st->g.W), st->g.H, st->g.I, 0))
     return 12;
-  // its waiting CTAs hold their SMs: the kernels that raise the flags keep comm_ctas SMs of their own
+  // the up GEMM's waiting CTAs hold their SMs: the kernels that raise the flags keep comm_ctas SMs of their own;
+  // the down GEMM starts once every row has been read, so it takes them all
   if (needs.rows_arriving &&
-      (st->comm_ctas < 1 ||
-       cuco_moe_ffn_create_ex(&st->ffn_arriving, (int)st->g.El, st->g.H, st->g.I, ctx->sm_count - st->comm_ctas, 1)))
+      (st->comm_ctas < 1 || cuco_moe_ffn_create_ex(&st->ffn_arriving, (int)st->g.El, st->g.H, st->g.I,
+                                                   ctx->sm_count - st->comm_ctas, ctx->sm_count, 1)))
     return 13;
   for (cudaEvent_t& e : st->ev)
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 5;

@@ -12,9 +12,10 @@ pull of the outputs). The directives choose how dispatch meets the FFN:
   engines push every rank's tokens) on the side stream; then the peers' rows are computed, one grouped-GEMM group
   per source, and the down GEMM's epilogue stores each group's outputs straight into its source's memory over
   NVLink: the combine reads local rows only, and no pass moves the outputs back.
-- fused: all rows are pulled chunk by chunk on the side stream; the expert GEMM tiles of a chunk are launched as
-  soon as its arrival flag is set (an in-stream wait: no SM held), so the FFN starts on the first chunk that
-  lands. The GEMM kernel itself does not poll flags.
+- fused: all rows are pulled chunk by chunk on the side stream, each chunk raising its arrival flag; one FFN
+  call over every row runs beside them on the SMs the pulls leave free, its up GEMM waiting in the kernel, tile by
+  tile, for the flags of the chunks holding the tile's rows (`row_arrival.cuh`), so it starts on the first chunk
+  that lands and no FFN is cut into calls.
 - sync_scope: world = LSA barriers; signal = per-source epoch flags (ready, outputs ready, done reading, rows
   arrived), no barrier at all.
 - issuer: thread / warp / cta rows per issuer group; copy_engine = DMA copies of whole token blocks into each

@@ -244,11 +244,11 @@ __global__ void swiglu(int64_t I, const __nv_bfloat16* h1, __nv_bfloat16* act, c
 
 extern "C" int cuco_moe_ffn_create(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
                                    int sm_count) {
-  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, 0);
+  return cuco_moe_ffn_create_ex(out, max_groups, hidden, inter, sm_count, sm_count, 0);
 }
 
 extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_t hidden, int64_t inter,
-                                      int sm_count, int rows_in_order) {
+                                      int up_sm_count, int down_sm_count, int rows_in_order) {
   *out = nullptr;
   if (max_groups < 1 || hidden % 64 || inter % 64 || hidden <= 0 || inter <= 0) {
     fprintf(stderr, "moe_ffn: need max_groups >= 1, H and I positive multiples of 64 (got %d, %lld, %lld)\n",
@@ -259,7 +259,8 @@ extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_
   FFN_CUDA(cudaGetDevice(&device));
   int sms = 0;
   FFN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (sm_count <= 0 || sm_count > sms) sm_count = sms;
+  if (up_sm_count <= 0 || up_sm_count > sms) up_sm_count = sms;
+  if (down_sm_count <= 0 || down_sm_count > sms) down_sm_count = sms;
   cuco_moe_ffn* p = new cuco_moe_ffn();
   p->max_groups = max_groups;
   p->sms = sms;
@@ -269,8 +270,8 @@ extern "C" int cuco_moe_ffn_create_ex(cuco_moe_ffn** out, int max_groups, int64_
   if (!rc) rc = alloc_arrays(&p->down.arr, max_groups, hidden, inter);
   if (!rc) rc = alloc(&p->arrival, 1) || alloc(&p->first_row, max_groups);
   if (!rc && cudaMemset(p->arrival, 0, sizeof(cuco::kit::RowArrival)) != cudaSuccess) rc = 6;
-  if (!rc) rc = bind(&p->up, max_groups, sm_count, device, rows_in_order != 0, p->arrival);
-  if (!rc) rc = bind(&p->down, max_groups, sm_count, device, false, nullptr);
+  if (!rc) rc = bind(&p->up, max_groups, up_sm_count, device, rows_in_order != 0, p->arrival);
+  if (!rc) rc = bind(&p->down, max_groups, down_sm_count, device, false, nullptr);
   if (rc) {
     cuco_moe_ffn_destroy(p);
     return rc;

@@ -24,7 +24,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from record import machine, record_lines  # noqa: E402  (a sibling script)
+from record import machine, paired_difference, record_lines  # noqa: E402  (a sibling script)
 from results_rows import merge_torch, newest_row, save_meta, torch_rows  # noqa: E402  (a sibling script)
 from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
 
@@ -33,6 +33,12 @@ SWEEP = [f"s{s}-kv{kv}" for s in (2048, 3072, 4096) for kv in (512, 768, 1024)]
 LONG_FROM = "s4096-kv1024"
 #: Short prompts: their rows go to `small_rows`, apart from the sweep's (their goal: never slower than the host seed).
 SMALL = ["s256-kv1024"]
+#: Least repeats of a row's figures of record: the exposed transfer is a small difference of two large times.
+RECORD_REPEATS = 5
+#: The exposed transfer may be at most this share of the transfer alone...
+EXPOSED_GOAL = 0.25
+#: ...and is resolved only where its 95 % confidence half-width is at most this share of it.
+RESOLUTION_SHARE = 0.1
 
 
 def table_of(name: str) -> str:
@@ -49,8 +55,24 @@ def searched(name: str, evals: int, runs: Path, world: int, rank_layers: int = 0
 
     s, kv, layers = kv_shapes.parse(name).dims
     cheaper = f"{s},{kv},{rank_layers}" if 0 < rank_layers < layers else None
-    row = search_row("kv_transfer", name, world, evals, runs, search_shape=cheaper, record_iters=record_iters)
+    row = search_row("kv_transfer", name, world, evals, runs, search_shape=cheaper, record_iters=record_iters,
+                     record_repeats=RECORD_REPEATS)
+    row.update(exposure(row))
     return row, timed_points(row)
+
+
+def exposure(r: dict[str, Any]) -> dict[str, Any]:
+    """The transfer left exposed, best - compute, as the mean of its per-repeat (paired) differences with the 95 %
+    confidence half-width, and the verdict: 'hidden' (at most EXPOSED_GOAL of comm), 'exposed', or 'below resolution'
+    where the half-width exceeds RESOLUTION_SHARE of comm (the timeline must show the hiding then); {} where the row
+    has no per-repeat figures or no comm."""
+    diff, comm = paired_difference(r.get("per_repeat", []), "best_ms", "compute_ms"), r.get("comm_ms")
+    if diff is None or not comm:
+        return {}
+    mean, half = diff
+    verdict = ("below resolution" if half > RESOLUTION_SHARE * comm else
+               "hidden" if mean <= EXPOSED_GOAL * comm else "exposed")
+    return {"exposed_ms": mean, "exposed_ci95_ms": half, "exposure": verdict}
 
 
 def retimed(name: str, labels: list[str], iters: int, world: int) -> dict[str, Any]:
@@ -164,6 +186,11 @@ def exposed_share(r: dict[str, Any]) -> float | None:
     return (best - comp) / comm if best and comp and comm else None
 
 
+def _exposed_cell(r: dict[str, Any]) -> str:
+    e = exposure(r)
+    return f"{e['exposed_ms']:.3f} ± {e['exposed_ci95_ms']:.3f}" if e else "—"
+
+
 def write_md(out: Path, meta: dict[str, Any]) -> None:
     rows = [*meta["rows"], *meta.get("small_rows", [])]
     env = newest_row(rows)
@@ -171,14 +198,15 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
     lines = [f"# KV-cache transfer, world {world} — {env.get('device', '?')}, NCCL {env.get('nccl_version', '?')}, CUDA "
              f"runtime {env.get('cuda_runtime_version', '?')}, driver {env.get('driver_version', '?')}, "
              f"{meta.get('date', '?')}", "",
-             "| shape | verified | host | fast path | best | speedup | compute | comm | exposed/comm | copy GB/s | "
-             "torch kv | best point |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| shape | verified | host | fast path | best | speedup | compute | comm | exposed/comm | exposed ± 95 % | "
+             "exposure | copy GB/s | torch kv | best point |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r in meta.get("small_rows", []):  # a short prompt's row is told apart in its first cell
             r = {**r, "shape": f"{r['shape']} (short prompt, `small_rows`)"}
         lines.append(f"| {r['shape']} | {r.get('verified', False)} | {fmt(r.get('host_ms'))} | "
                      f"{fmt(r.get('fastpath_ms'))} | {fmt(r.get('best_ms'))} | {fmt(r.get('speedup'))} | "
                      f"{fmt(r.get('compute_ms'))} | {fmt(r.get('comm_ms'))} | {fmt(exposed_share(r), 2)} | "
+                     f"{_exposed_cell(r)} | {exposure(r).get('exposure', '—')} | "
                      f"{fmt(r.get('copy_gbps'), 1)} | {fmt(r.get('torch_kv_ms'))} | `{r.get('best_point', '—')}` |")
     for e in meta.get("errors", []):
         lines.append(f"\nError ({e.get('shape')}): {e['error']}")
@@ -192,7 +220,12 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
               f"{LONG_FROM} (no search at S = 32768). Where a row has `searched_at` in the JSON, its points were ranked "
               "on that (fewer-layer) stack and its figures of record taken at the full shape. torch kv: "
               "benchmarks/torch_kv_transfer.py (per-layer isend/irecv after each layer, or after the whole prefill, "
-              "the faster) on the same machine in the same device call.", ""]
+              "the faster) on the same machine in the same device call. exposed ± 95 %: best - compute, the mean "
+              f"of each repeat's own difference (>= {RECORD_REPEATS} repeats, each one harness process) and its 95 % "
+              f"confidence half-width; exposure: 'hidden' where it is at most {EXPOSED_GOAL} x comm, 'exposed' above, "
+              f"'below resolution' where the half-width exceeds {RESOLUTION_SHARE} x comm (the hiding must then be "
+              "shown in a CUPTI timeline: benchmarks/trace_points.py); '—' for rows recorded before the repeats' own "
+              "figures were kept.", ""]
     (out / f"kv_transfer_w{world}.md").write_text("\n".join(lines + record_lines(meta)))
 
 

@@ -81,11 +81,13 @@ def source_commit() -> str:
 
 def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats: int = 3,
            max_repeats: int | None = None, iters: int = 30) -> dict[str, Any]:
-    """Figures of record for `codes` ({'best': ..., 'fastpath': ...}; the host seed is added) at `shape`. The timed
+    """Figures of record for `codes` ({'best': ..., 'fastpath': ...}; the host seed is added) at `shape`, from at
+    least `repeats` repeats; each repeat's figures stay in `per_repeat` (for paired differences). The timed
     repeats hold a machine-wide lock (RECORD_LOCK), so two benchmark processes on disjoint GPUs of one host never
-    re-time at the same moment. max_repeats: CUCO_RECORD_MAX_REPEATS, else 7."""
+    re-time at the same moment. max_repeats: CUCO_RECORD_MAX_REPEATS, else 7 (never fewer than `repeats`)."""
     if max_repeats is None:
         max_repeats = int(os.environ.get("CUCO_RECORD_MAX_REPEATS", "7"))
+    max_repeats = max(max_repeats, repeats)
     ev, sos = _built(workload, shape, world, codes, "re-timing")
     labels = list(sos)
     with record_lock() as waited_s:
@@ -97,6 +99,7 @@ def retime(workload: str, shape: str, world: int, codes: dict[str, str], repeats
     row = {k: _median(runs, k) for k in FIGURES}
     spread, by_figure = _spread(runs)
     row.update(spread=spread, spread_by_figure=by_figure, repeats=len(runs), inputs="full",
+               per_repeat=[{k: r.get(k) for k in FIGURES} for r in runs],
                verified_full_entropy=all(s == "ok" for s in runs[0]["status"].values()),
                statuses=runs[0]["status"], retime_wall_s=round(time.monotonic() - start, 1),
                record_lock_wait_s=round(waited_s, 1), iters=iters, launches_per_iteration=LAUNCHES,
@@ -205,6 +208,22 @@ def derived(f: dict[str, Any]) -> dict[str, Any]:
     out["overlap_efficiency"] = ((host - best) / (host - bound) if host and best and bound is not None
                                  and host > bound else None)
     return out
+
+
+# Student's t at 97.5 % for 1..30 degrees of freedom (two-sided 95 % confidence); the normal quantile above 30.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def paired_difference(per_repeat: list[dict[str, Any]], a: str, b: str) -> tuple[float, float] | None:
+    """The mean of `a - b` over repeats where both were timed (each repeat one harness process, so the two are
+    paired: drift between repeats cancels) and the half-width of its 95 % confidence interval (Student's t); None
+    with fewer than two pairs."""
+    d = [r[a] - r[b] for r in per_repeat if r.get(a) is not None and r.get(b) is not None]
+    if len(d) < 2:
+        return None
+    t = _T975[len(d) - 2] if len(d) - 1 <= len(_T975) else statistics.NormalDist().inv_cdf(0.975)
+    return statistics.fmean(d), t * statistics.stdev(d) / len(d) ** 0.5
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float | None:

@@ -76,11 +76,12 @@ def candidate_row(c: Any) -> dict[str, Any]:
 
 
 def search_row(workload: str, name: str, world: int, evals: int, runs: Path, record: bool = True,
-               search_shape: str | None = None, record_iters: int = 30) -> dict[str, Any]:
+               search_shape: str | None = None, record_iters: int = 30, record_repeats: int = 3) -> dict[str, Any]:
     """Search shape `name` of `workload` at `world` ranks with `evals` evaluations; the row holds the best
     candidate's figures of record (`of_record`; record=False: the search's own times), the fast path, what the
     search cost and every evaluation. search_shape: rank the points at this (cheaper) shape instead, e.g. fewer
-    layers of a deep stack, and take the figures of record at `name`."""
+    layers of a deep stack, and take the figures of record at `name`. record_repeats: the least repeats of the
+    figures of record."""
     from cuco.run import RunOptions, run_workload
     from cuco.workloads import get
 
@@ -108,7 +109,7 @@ def search_row(workload: str, name: str, world: int, evals: int, runs: Path, rec
     row["evaluations_in_order"] = history(run_dir, workload)
     if record and summary.measured and summary.best is not None:
         try:
-            row.update(of_record(workload, name, world, summary, iters=record_iters))
+            row.update(of_record(workload, name, world, summary, iters=record_iters, repeats=record_repeats))
         except Exception as exc:  # the search's row stands; the missing record is said, not hidden
             row["record_error"] = f"{type(exc).__name__}: {exc}"[:1000]
     return row
@@ -136,7 +137,7 @@ def finalists(candidates: list[Any], k: int) -> list[Any]:
     return out[:k]
 
 
-def of_record(workload: str, name: str, world: int, summary: Any, iters: int = 30) -> dict[str, Any]:
+def of_record(workload: str, name: str, world: int, summary: Any, iters: int = 30, repeats: int = 3) -> dict[str, Any]:
     """The row's figures of record (benchmarks/record.py). First the selection: the search's FINALISTS best points,
     the fast path and the host seed timed together in interleaved repeats, the fastest chosen (the search's own
     first stays as `search_best_point`). Then the chosen program, fast path and host seed re-timed together on
@@ -161,8 +162,10 @@ def of_record(workload: str, name: str, world: int, summary: Any, iters: int = 3
     codes = {} if chosen in ("host", "fastpath") else {"best": pool[chosen].code}
     if fastpath is not None:
         codes["fastpath"] = fastpath.code
-    rec = retime(workload, name, world, codes, iters=iters)
+    rec = retime(workload, name, world, codes, repeats=repeats, iters=iters)
     if chosen in ("host", "fastpath"):
+        for r in rec.get("per_repeat", []):  # the best's figure of each repeat is the chosen program's
+            r["best_ms"] = r.get(f"{chosen}_ms")
         for suffix in ("", "_q"):
             figures = {k: rec.get(f"{k}{suffix}") for k in ("host_ms", "compute_ms", "comm_ms")}
             figures["best_ms"] = rec.get(f"{chosen}_ms{suffix}")

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -135,12 +137,16 @@ def test_the_selections_choice_is_re_timed_and_a_seed_or_fast_path_is_not_timed_
     timed: dict[str, str] = {}
     offered: dict[str, str] = {}
 
-    def retime_stand_in(workload, name, world, codes, iters=30):   # stands in for the GPU re-timing
+    def retime_stand_in(workload, name, world, codes, repeats=3, iters=30):   # stands in for the GPU re-timing
         timed.update(codes)
         out = {"host_ms": 2.0, "fastpath_ms": 1.9, "compute_ms": 1.0, "comm_ms": 0.5, "verified_full_entropy": True,
-               "host_ms_q": 1.8, "fastpath_ms_q": 1.7, "compute_ms_q": 0.9, "comm_ms_q": 0.4}
+               "host_ms_q": 1.8, "fastpath_ms_q": 1.7, "compute_ms_q": 0.9, "comm_ms_q": 0.4,
+               "per_repeat": [{"host_ms": 2.0 + i, "fastpath_ms": 1.9 + i, "compute_ms": 1.0, "comm_ms": 0.5}
+                              for i in range(repeats)]}
         if "best" in codes:
             out.update(best_ms=1.6, best_ms_q=1.5)
+            for r in out["per_repeat"]:
+                r["best_ms"] = 1.6
         return out
 
     def select_stand_in(workload, name, world, codes, repeats=3, iters=30):   # stands in for the GPU selection
@@ -158,7 +164,7 @@ def test_the_selections_choice_is_re_timed_and_a_seed_or_fast_path_is_not_timed_
     fast = types.SimpleNamespace(status="passed", code="fast path code", mutation="fastpath", directives=None)
     summary = types.SimpleNamespace(best=best, fastpath=fast, run_dir=Path("/nonexistent"))
     best.metrics = {"time_ms": 1.7, "host_ms": 2.0, "speedup": 2.0 / 1.7}
-    row = search_rows.of_record("gemm_allgather", "s", 2, summary)
+    row = search_rows.of_record("gemm_allgather", "s", 2, summary, repeats=5)
     assert offered == {points[1]: f"code of {points[1]}", points[0]: f"code of {points[0]}",
                        "fastpath": "fast path code"}
     assert timed["fastpath"] == "fast path code" and row["verified"]
@@ -167,9 +173,11 @@ def test_the_selections_choice_is_re_timed_and_a_seed_or_fast_path_is_not_timed_
         assert "best" not in timed and row["best_point"] == "original"
         assert row["best_ms"] == row["host_ms"] == 2.0 and row["speedup"] == 1.0 and row["speedup_q"] == 1.0
         assert row["overlap_efficiency"] == 0.0 and row["best_ms_q"] == 1.8
+        assert [r["best_ms"] for r in row["per_repeat"]] == [2.0, 3.0, 4.0, 5.0, 6.0]  # each repeat's own host
     elif chosen == "fastpath":
         assert "best" not in timed and row["best_point"] == "fastpath"
         assert row["best_ms"] == 1.9 and row["best_ms_q"] == 1.7 and row["speedup"] == pytest.approx(2.0 / 1.9)
+        assert [r["best_ms"] for r in row["per_repeat"]] == [1.9, 2.9, 3.9, 4.9, 5.9]
     else:
         assert timed["best"] == f"code of {chosen}" and row["best_ms"] == 1.6 and row["best_point"] == chosen
 
@@ -182,3 +190,25 @@ def test_the_fastest_label_is_the_smallest_median_and_an_untimed_one_loses():
     assert winner == "b" and medians["a"] == pytest.approx(0.97) and medians["c"] is None
     with pytest.raises(RuntimeError, match="no finalist"):
         record.fastest(runs, ["c"])
+
+
+def test_paired_difference_is_the_mean_with_students_half_width():
+    reps = [{"best_ms": 10.3, "compute_ms": 10.0}, {"best_ms": 10.5, "compute_ms": 10.1},
+            {"best_ms": 9.9, "compute_ms": 9.8}, {"best_ms": 10.0, "compute_ms": None}]  # the last is not a pair
+    mean, half = record.paired_difference(reps, "best_ms", "compute_ms")
+    d = [0.3, 0.4, 0.1]
+    sd = (sum((x - sum(d) / 3) ** 2 for x in d) / 2) ** 0.5
+    assert mean == pytest.approx(sum(d) / 3) and half == pytest.approx(4.303 * sd / 3 ** 0.5)
+    assert record.paired_difference(reps[:1], "best_ms", "compute_ms") is None  # one pair: no interval
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 2.0), st.floats(-50.0, 50.0)), min_size=2, max_size=40))
+def test_paired_difference_ignores_drift_common_to_both_figures(pairs):
+    """Each repeat is one harness process: a clock or power drift moves both of its figures, and cancels."""
+    base = [{"a": 100.0 + x, "b": 100.0} for x, _ in pairs]
+    drifted = [{"a": r["a"] + c, "b": r["b"] + c} for r, (_, c) in zip(base, pairs)]
+    m0, h0 = record.paired_difference(base, "a", "b")
+    m1, h1 = record.paired_difference(drifted, "a", "b")
+    assert m1 == pytest.approx(m0, abs=1e-9) and h1 == pytest.approx(h0, abs=1e-6)
+    assert h0 >= 0.0

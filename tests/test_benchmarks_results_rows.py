@@ -153,6 +153,22 @@ def test_short_prompt_rows_live_apart_and_count_for_pending_and_merge(tmp_path):
     assert meta["small_rows"] == [small] and meta["rows"] == []  # merged into its own list, not the goal's rows
 
 
+def test_kv_exposure_says_hidden_exposed_or_below_resolution():
+    """best - compute against comm over the repeats' own pairs: a difference too noisy to resolve against a tenth of
+    the transfer is not called hidden, whatever its mean."""
+    import kv_transfer
+
+    def row(diffs, comm=1.0):
+        return {"comm_ms": comm, "per_repeat": [{"best_ms": 50.0 + d, "compute_ms": 50.0} for d in diffs]}
+
+    assert kv_transfer.exposure(row([0.10, 0.12, 0.11, 0.09, 0.10]))["exposure"] == "hidden"
+    assert kv_transfer.exposure(row([0.50, 0.52, 0.51, 0.49, 0.50]))["exposure"] == "exposed"
+    noisy = kv_transfer.exposure(row([-0.5, 0.6, 0.1, -0.3, 0.2]))
+    assert noisy["exposure"] == "below resolution" and noisy["exposed_ci95_ms"] > 0.1
+    assert kv_transfer.exposure({"comm_ms": 1.0, "best_ms": 50.0, "compute_ms": 49.0}) == {}  # no repeats kept
+    assert kv_transfer.exposure(row([0.1, 0.1], comm=None)) == {}
+
+
 def test_two_lanes_saving_one_file_keep_each_others_rows(tmp_path):
     """Two lanes of one device call read the file at their start and save after each shape: the second to save
     keeps the first's row (on 2026-11-27 a W = 2 KV lane's short-prompt row was overwritten this way)."""

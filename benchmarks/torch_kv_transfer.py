@@ -3,7 +3,7 @@ prefills a Llama-3-8B-like layer stack (the kv_transfer workload's: RMSNorm, QKV
 output projection with residual, RMSNorm, SwiGLU MLP with residual; one weight set for all layers); its decode rank
 2p + 1 receives every layer's K and V and scatters them into its paged cache (16-token pages, a shuffled block
 table). Two schedules: `layered` sends each layer's K/V (`dist.isend`) right after that layer's projection, so the
-transfer runs under the next layers; `after` sends all of them once the prefill is done. `torch_kv_ms` is the
+transfer runs under that layer's attention and MLP and the next layers; `after` sends all of them once the prefill is done. `torch_kv_ms` is the
 faster.
 
     python -m torch.distributed.run --nproc_per_node 2 benchmarks/torch_kv_transfer.py OUT.json [--shapes s4096-kv1024]
@@ -52,11 +52,15 @@ class Stack:
             o = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)
         return o[0]
 
-    def layer(self, x):
-        """(next activations, this layer's K/V [2, S, KV] contiguous)."""
+    def layer(self, x, on_kv: Any = None):
+        """(next activations, this layer's K/V [2, S, KV] contiguous); on_kv(K/V) is called as soon as the projection
+        has made them, before the layer's attention and MLP (where a layer-pipelined schedule sends them)."""
         torch, s, kv, hq = self.torch, self.s, self.kv, self.hq
         qkv = self.rms(x) @ self.wqkv
         qw = hq * HEAD_DIM
+        kvl = torch.stack([qkv[:, qw:qw + kv], qkv[:, qw + kv:]])
+        if on_kv is not None:
+            on_kv(kvl)
         q = qkv[:, :qw].view(s, hq, HEAD_DIM).transpose(0, 1)
         k = qkv[:, qw:qw + kv].view(s, kv // HEAD_DIM, HEAD_DIM).transpose(0, 1)
         v = qkv[:, qw + kv:].view(s, kv // HEAD_DIM, HEAD_DIM).transpose(0, 1)
@@ -64,7 +68,7 @@ class Stack:
         h = x + o.transpose(0, 1).reshape(s, qw) @ self.wo
         g, u = (self.rms(h) @ self.wgu).chunk(2, dim=-1)
         y = h + (torch.nn.functional.silu(g) * u) @ self.wd
-        return y, torch.stack([qkv[:, qw:qw + kv], qkv[:, qw + kv:]])
+        return y, kvl
 
 
 def block_table(torch: Any, s: int, seed: int = 1):
@@ -75,11 +79,10 @@ def block_table(torch: Any, s: int, seed: int = 1):
 def prefill(torch: Any, dist: Any, stack: Stack, peer: int, schedule: str) -> list:
     """Run the stack, sending each layer's K/V to `peer` (after its projection, or all at the end)."""
     x, sent, reqs = stack.x0, [], []
+    send_now = (lambda kvl: reqs.append(dist.isend(kvl, peer))) if schedule == "layered" else None
     for _ in range(stack.layers):
-        x, kvl = stack.layer(x)
+        x, kvl = stack.layer(x, send_now)
         sent.append(kvl)
-        if schedule == "layered":
-            reqs.append(dist.isend(kvl, peer))
     if schedule == "after":
         reqs = [dist.isend(kvl, peer) for kvl in sent]
     for r in reqs:

@@ -127,6 +127,29 @@ def test_kv_anchor_attention_is_causal_gqa_on_a_fused_kernel():
     assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_kv_anchor_layered_schedule_sends_each_layers_kv_before_that_layers_attention():
+    """Layer-pipelined as the issue asks: layer l's K/V goes out right after its projection, so its transfer runs
+    under layer l's own attention and MLP; `after` sends nothing until the whole prefill is done."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(BENCH))
+    import torch_kv_transfer as kvt
+
+    events: list[str] = []
+
+    class RecordingDist:  # a unit-test stand-in for torch.distributed: records when each send is posted
+        @staticmethod
+        def isend(t, peer):
+            events.append("send")
+            return type("Req", (), {"wait": staticmethod(lambda: None)})()
+
+    stack = kvt.Stack(torch, s=32, kv=256, layers=3, hidden=256, mlp=512, hq=4, device="cpu", dtype=torch.float32)
+    stack.attention = lambda q, k, v: (events.append("attention"), q)[1]
+    for schedule, want in (("layered", ["send", "attention"] * 3), ("after", ["attention"] * 3 + ["send"] * 3)):
+        events.clear()
+        sent = kvt.prefill(torch, RecordingDist, stack, peer=1, schedule=schedule)
+        assert events == want and len(sent) == 3 and sent[0].shape == (2, 32, 256)
+
+
 def _combine():
     from bench_scripts import bench_module
 

@@ -3,8 +3,8 @@ prefills a Llama-3-8B-like layer stack (the kv_transfer workload's: RMSNorm, QKV
 output projection with residual, RMSNorm, SwiGLU MLP with residual; one weight set for all layers); its decode rank
 2p + 1 receives every layer's K and V and scatters them into its paged cache (16-token pages, a shuffled block
 table). Two schedules: `layered` sends each layer's K/V (`dist.isend`) right after that layer's projection, so the
-transfer runs under that layer's attention and MLP and the next layers; `after` sends all of them once the prefill is done. `torch_kv_ms` is the
-faster.
+transfer runs under that layer's attention and MLP and the next layers; `after` sends all of them once the prefill
+is done. `torch_kv_ms` is the faster.
 
     python -m torch.distributed.run --nproc_per_node 2 benchmarks/torch_kv_transfer.py OUT.json [--shapes s4096-kv1024]
 

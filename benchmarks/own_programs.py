@@ -41,8 +41,9 @@ def run_one(name: str, world: int, evals: int, runs_dir: Path) -> dict[str, Any]
 
         # progress: a plain line per evaluated candidate (the log is a pipe), so a search that does not end in its
         # part still shows how far it got (tp_mlp_cublas's log went silent for 280 s after its fast path)
+        # confirm=False: the row's figures of record re-time the winner below, under the record lock
         s = run_workload(RunOptions(workload=str(path), world=world, evaluations=evals, batch_size=SEARCH_BATCH,
-                                    run_dir=str(runs_dir / name), progress=True), on_event=said)
+                                    run_dir=str(runs_dir / name), progress=True, confirm=False), on_event=said)
     except Exception as exc:  # a row says why, the next program still runs
         row.update(error=f"{type(exc).__name__}: {exc}", seconds=round(time.time() - t0, 1))
         return row

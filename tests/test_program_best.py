@@ -22,12 +22,13 @@ from cuco.run import Run
 CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
 
 
-def _summary(tmp_path: Path, speedups: list[float]):
-    """Run.summary() over a database holding one timed rewrite per speedup (host 2.0 ms in their rounds)."""
+def _summary(tmp_path: Path, speedups: list[float], runner=None, confirm: bool = True):
+    """Run.summary() over a database holding one timed rewrite per speedup (host 2.0 ms in their rounds); with a
+    runner, Run.confirm() first, re-timing the winner on it."""
     w = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu")
     fast = w.fast_path(Topology(world=2))
-    run = Run(RunOptions(workload=str(w.program.path)))
-    run.run_dir, run.workload, run.evaluation = tmp_path, w, "measured"
+    run = Run(RunOptions(workload=str(w.program.path), confirm=confirm))
+    run.run_dir, run.workload, run.evaluation, run.runner = tmp_path, w, "measured", runner
     with CandidateDB(tmp_path / rundir.DB_FILE) as db:
         for s in speedups:
             c = fast.evolve(id=f"c{s}".replace(".", "_"))
@@ -38,6 +39,8 @@ def _summary(tmp_path: Path, speedups: list[float]):
             db.add(c.evolve(metrics={"time_ms": 2.0 / s, "host_ms": 2.0, "speedup": s, "cold_ms": 9.0},
                             fitness=s))
         run.db = db  # the run's one database, as Run.open would hand it
+        if runner is not None:
+            run.confirm()
         return w, run.summary()
 
 
@@ -85,3 +88,57 @@ def test_an_interrupted_run_still_writes_its_best_so_far_and_says_it_was_interru
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["best"]["metrics"]["speedup"] == 1.4 and any("interrupted" in n for n in summary["notes"])
     assert json.loads((tmp_path / "best" / "best.json").read_text())["metrics"]["speedup"] == 1.4
+
+
+class RetimingRunnerStandIn:
+    """A unit-test stand-in for ProgramEvaluator.retime: fresh interleaved rounds as given, or a failure."""
+
+    def __init__(self, rounds=None, error=None):
+        self.rounds, self.error, self.codes = rounds, error, []
+
+    def retime(self, code):
+        from cuco.program.retime import Retimed, Round
+        from cuco.program.source import ProgramError
+
+        self.codes.append(code)
+        if self.error:
+            raise ProgramError(self.error)
+        return Retimed(tuple(Round(h, 9.5, b, 8.0) for h, b in self.rounds))
+
+
+def test_a_rewrite_whose_win_fresh_rounds_do_not_show_is_not_offered(tmp_path):
+    """1.4x in the search's rounds, slower in five fresh pairs: the program itself is the best, with those rounds'
+    figures, and says so."""
+    runner = RetimingRunnerStandIn([(2.0, 2.04), (2.01, 2.05), (2.0, 2.03), (1.99, 2.04), (2.0, 2.05)])
+    w, s = _summary(tmp_path, [0.5, 1.4], runner)
+    assert len(runner.codes) == 1   # the winner only
+    m = s.best.metrics
+    assert s.best.mutation == "original" and m["speedup"] == 1.0 and m["host_ms"] == m["time_ms"] == 2.0
+    assert m["fastest_rewrite_ms"] == pytest.approx(2.04) and m["cold_ms"] == 9.5
+    assert "5 fresh rounds" in s.best.feedback and m["record_faster"] == 0.0 and m["record_repeats"] == 5.0
+    assert (tmp_path / "best" / "kernel.cu").read_text() == w.program.text
+
+
+def test_a_rewrite_faster_in_fresh_rounds_is_offered_with_their_verdict(tmp_path):
+    runner = RetimingRunnerStandIn([(2.0, 1.5), (2.02, 1.51), (2.01, 1.5)])
+    _w, s = _summary(tmp_path, [1.4], runner)
+    m = s.best.metrics
+    assert s.best.mutation == "fastpath" and m["record_faster"] == 1.0 and m["record_repeats"] == 3.0
+    assert m["record_speedup"] == pytest.approx(2.01 / 1.5)
+
+
+def test_a_rewrite_that_fails_when_re_timed_is_not_offered_and_the_reason_is_said(tmp_path):
+    runner = RetimingRunnerStandIn(error="re-timing, the rewrite read back other bytes than the program:\n  x[3]")
+    _w, s = _summary(tmp_path, [1.4], runner)
+    assert s.best.mutation == "original" and s.best.metrics["speedup"] == 1.0
+    assert "failed when re-timed against it" in s.best.feedback and "x[3]" in s.best.feedback
+
+
+def test_no_re_timing_when_asked_not_to_when_nothing_won_or_when_already_settled(tmp_path):
+    runner = RetimingRunnerStandIn([(2.0, 1.5)] * 3)
+    _summary(tmp_path / "a", [1.4], runner, confirm=False)
+    _summary(tmp_path / "b", [0.9], runner)   # the program already wins: nothing to confirm
+    assert runner.codes == []
+    w = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu")
+    settled = w.fast_path(Topology(world=2)).evolve(metrics={"speedup": 1.4, "record_faster": 1.0})
+    assert w.confirm(settled, runner) is settled and runner.codes == []   # a resumed run keeps its verdict

@@ -77,6 +77,8 @@ def test_cuco_run_on_a_program_writes_the_best_verified_kernel(tmp_path):
     if best["is_original"]:
         assert best["point"] == "original" and m["speedup"] == 1.0 and m["time_ms"] == m["host_ms"]
         assert kernel == (CORPUS / "rs_grad_shard.cu").read_text()
-        assert m["fastest_rewrite_ms"] >= m["host_ms"] and best["bench"]["fastest_rewrite"]
+        assert best["bench"]["fastest_rewrite"]
+        # slower, or faster only within the noise of the fresh rounds that re-timed it (record_faster 0)
+        assert m["fastest_rewrite_ms"] >= m["host_ms"] or m.get("record_faster") == 0.0
     else:
         assert "cucoReduceScatter" in kernel and m["speedup"] > 1.0

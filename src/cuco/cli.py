@@ -100,7 +100,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         run_dir=args.run_dir, resume=args.resume, seed=args.seed, model=args.model,
         budget_usd=args.budget_usd, progress=not args.quiet, price_per_mtok=args.price_per_mtok,
         executor=args.executor, address=args.address, build=build_options(args), first_points=args.first_points,
-        launcher=args.launcher,
+        launcher=args.launcher, confirm=not args.no_confirm,
     )
     summary = run_workload(opts)
     print(summary.text())
@@ -195,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "copies with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and a fresh MASTER_PORT), self (it "
                         "starts them itself: fork/exec), or auto (default: torchrun when main names RANK or "
                         "LOCAL_RANK and starts no process, docs/own_program.md)")
+    r.add_argument("--no-confirm", action="store_true",
+                   help="offer a host program's fastest rewrite on the search's own rounds; by default it is re-timed "
+                        "against the program in fresh interleaved rounds first (3 to 9 pairs of runs), and the "
+                        "program itself stays the best unless those rounds show the rewrite faster")
     r.add_argument("--try", dest="first_points", action="append", default=[], metavar="POINT",
                    help="a design point to evaluate right after the fast path, before the search proposes its own "
                         "(repeatable; labels as `cuco space` prints them, e.g. lsa/fused/world/copy_engine/4MiB)")

@@ -86,5 +86,9 @@ class Problem(Protocol):
     def best_of(self, fastest: Candidate) -> Candidate:
         """The run's best, given the fastest verified candidate."""
 
+    def confirm(self, fastest: Candidate, runner: Runner) -> Candidate:
+        """`fastest` with the verdict of fresh rounds against the reference in its metrics (`record_*`, which
+        best_of reads), where the problem re-times a search's winner before offering it; else `fastest` itself."""
+
     def provenance(self, best: Candidate) -> dict[str, Any]:
         """What best.json says of where `best` comes from, beyond its point, time and verification."""

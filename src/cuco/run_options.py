@@ -44,6 +44,8 @@ class RunOptions:
     first_points: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     #: how a host program of one process per GPU gets its ranks (cuco.program.source.LAUNCHERS)
     launcher: str = "auto"
+    #: re-time the search's winner against the reference in fresh rounds before offering it (Problem.confirm)
+    confirm: bool = True
 
 
 def run_dir_of(opts: RunOptions) -> Path:

@@ -91,6 +91,11 @@ class Workload:
         rounds, else the seed itself (cuco.reference_best; it is a candidate of the ABI too)."""
         return reference_best.best_of(fastest, self.seed_code(), self.name, "The host seed")
 
+    def confirm(self, fastest: Candidate, runner: Any) -> Candidate:
+        """`fastest` as it is: a workload's figures of record are the benchmarks' (benchmarks/record.py), and its
+        search times the host seed beside every candidate."""
+        return fastest
+
     def provenance(self, best: Candidate) -> dict[str, Any]:
         """Whether best/ holds the host seed itself; a workload's other candidates are renderings or edits of its
         template."""

@@ -17,7 +17,7 @@ from cuco import reference_best
 from cuco.program import space as program_space
 from cuco.fastpath.verify import BuildOptions
 from cuco.problem import Runner, Say
-from cuco.program.source import HostProgram
+from cuco.program.source import HostProgram, ProgramError
 
 #: How best/kernel.cu builds (best.json's "build").
 BEST_BUILD = ("nvcc -std=c++17 -arch=sm_90 -I<cuco>/csrc/include -I<program dir> kernel.cu -lnccl "
@@ -89,6 +89,23 @@ class ProgramWorkload:
         """Never slower than the program: the fastest verified rewrite where it beat the program, else the
         program itself (cuco.reference_best)."""
         return reference_best.best_of(fastest, self.program.text, self.name, "Your program")
+
+    def confirm(self, fastest: Candidate, runner: Runner) -> Candidate:
+        """A rewrite that beat the program in the search's rounds, re-timed against it in fresh interleaved rounds
+        (ProgramEvaluator.retime: every rewrite run's read-backs checked) before it is offered: a win within the noise
+        between processes does not make the rewrite the best. The verdict goes into its metrics (`record_*`);
+        a rewrite that fails or reads back other bytes there gets `record_faster` 0 and says why."""
+        m = fastest.metrics
+        if fastest.mutation == "original" or "record_faster" in m or not m.get("speedup", 0.0) > 1.0:
+            return fastest
+        try:
+            got = runner.retime(fastest.code)
+        except ProgramError as exc:
+            said = " ".join(str(exc).split())[:600]   # one line: the best's feedback quotes it
+            return attrs.evolve(fastest, metrics={**m, "record_faster": 0.0},
+                                feedback=f"{fastest.feedback}\nNot offered: {said}")
+        record = {k: v for k, v in got.to_dict().items() if isinstance(v, (int, float))}
+        return attrs.evolve(fastest, metrics={**m, **{k: float(v) for k, v in record.items()}})
 
     def provenance(self, best: Candidate) -> dict[str, Any]:
         """The original's path, whether kernel.cu is the program unchanged, and how it builds."""

@@ -1,12 +1,14 @@
 """GPU tests of the KV-transfer workload through the cuco harness at every world size the machine has GPUs for
 (`--world` picks; W = 1 keeps both roles on one GPU): the host seed and its fast-path transform verify at the
 verify shapes on two seeds under delayed arrival (the cascade's L2 mode), so do the LSA points of the covering
-sample, and the fixtures (a skipped block, a block in the wrong page, a decode side that never waits) fail. Run
-with `pytest -m gpu` on a GPU machine.
+sample (each check also runs the decode step's attention over the received cache through the decode block table),
+and the fixtures (a skipped block, a block in the wrong page, a decode side that never waits) fail. Run with
+`pytest -m gpu` on a GPU machine.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,9 @@ def test_broken_candidates_fail_verification(cascade, plugin, world):
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(fixtures.FIXTURES, sos)
              if runs[so].status != "verify_failed"]
     assert not wrong, wrong
+    # the decode step's attention over the received cache fails too where a page is missing or misplaced: it reads
+    # the poison the plugin wrote where the page belonged
+    for name in ("skipped block", "wrong page"):
+        msg = runs[sos[list(fixtures.FIXTURES).index(name)]].message
+        got = re.search(r"decode attention over them rel_l2=(\S+)", msg)
+        assert got and float(got.group(1)) > 0.04, (name, msg)

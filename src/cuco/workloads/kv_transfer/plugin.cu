@@ -25,6 +25,11 @@
 // a few % at 32. A block passes within 8% relative L2 and the whole cache within 4%; a skipped block is poison
 // (NaN, all bytes 0xFF), and a block in the wrong page, stale from another seed or from another layer is off by
 // ~140%, so each fails by a wide margin.
+//
+// The cache is then consumed as the decode rank would: per layer, the decode step's attention (the last prompt
+// token's query, every query head, over all S tokens) reading K and V through the decode block table from the
+// received pages, against the same attention over the reference K/V in token order; its outputs, all layers
+// together, must agree within 4% relative L2 with no NaN (reference.cuh: decode_attention).
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -171,21 +176,27 @@ struct Ref {
   float* f = nullptr;  // fp32 GEMM output, [S x max(ld, 2F)]
   int32_t* dtab = nullptr;
   double *sse = nullptr, *ssr = nullptr;
+  float *dec = nullptr, *dec_ref = nullptr;  // [L][qw] the decode step's attention: over the pages, the reference
   unsigned long long* nnan = nullptr;
   cublasLtHandle_t lt = nullptr;
   LtGemm gq, go, ggu, gd;
   void* ws = nullptr;
   ~Ref() {
     for (LtGemm* g : {&gq, &go, &ggu, &gd}) cuco_lt::lt_gemm_destroy(g);
-    for (void* p : {(void*)x, (void*)w, (void*)qkv, (void*)o, (void*)h, (void*)a, (void*)xn, (void*)f, (void*)dtab, (void*)sse,
-                    (void*)ssr, (void*)nnan, ws})
+    for (void* p : {(void*)x, (void*)w, (void*)qkv, (void*)o, (void*)h, (void*)a, (void*)xn, (void*)f, (void*)dtab,
+                    (void*)sse, (void*)ssr, (void*)dec, (void*)dec_ref, (void*)nnan, ws})
       if (p) cudaFree(p);
     if (lt) cublasLtDestroy(lt);
   }
 };
 
+// The decode step's outputs over the pages (dec) and over the reference (dec_ref), [L][qw] each.
+struct Decoded {
+  std::vector<float> dec, ref;
+};
+
 int reference_check(cuco_ctx* ctx, const State& s, uint64_t seed, Ref& r, std::vector<double>& se,
-                    std::vector<double>& sr, unsigned long long* nnan) {
+                    std::vector<double>& sr, unsigned long long* nnan, Decoded& d) {
   const Geo& g = s.g;
   const int64_t S = g.S, ld = s.ld, qw = s.qw;
   cudaStream_t st = ctx->stream;
@@ -201,6 +212,8 @@ int reference_check(cuco_ctx* ctx, const State& s, uint64_t seed, Ref& r, std::v
   CUCO_PLUGIN_CUDA(cudaMalloc(&r.sse, 16 * g.nblk * g.L));
   CUCO_PLUGIN_CUDA(cudaMalloc(&r.ssr, 16 * g.nblk * g.L));
   CUCO_PLUGIN_CUDA(cudaMalloc(&r.nnan, 8));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.dec, 4 * g.L * qw));
+  CUCO_PLUGIN_CUDA(cudaMalloc(&r.dec_ref, 4 * g.L * qw));
   CUCO_PLUGIN_CUDA(cudaMalloc(&r.ws, kLtWorkspace));
   if (cublasLtCreate(&r.lt) != CUBLAS_STATUS_SUCCESS) return 400;
   int rc = cuco_lt::lt_gemm_plan(r.lt, &r.gq, S, H, ld, CUDA_R_32F, kLtWorkspace, 0);
@@ -219,6 +232,7 @@ int reference_check(cuco_ctx* ctx, const State& s, uint64_t seed, Ref& r, std::v
   const int group = (int)(qw / kHeadDim / (g.D / kHeadDim));
   const size_t smem = 4 * (size_t)S;
   CUCO_PLUGIN_CUDA(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  CUCO_PLUGIN_CUDA(cudaFuncSetAttribute(decode_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const __nv_bfloat16* pages = (const __nv_bfloat16*)buf(ctx, BUF_DCACHE);
   for (int64_t l = 0; l < g.L; ++l) {
     rms_norm<<<(unsigned)S, 256, 0, st>>>(r.x, H, r.xn);
@@ -227,6 +241,11 @@ int reference_check(cuco_ctx* ctx, const State& s, uint64_t seed, Ref& r, std::v
     compare_blocks<<<dim3((unsigned)g.nblk, 2), 256, 0, st>>>(pages + layer_elem(g, l), r.dtab, g.pool, r.qkv, ld,
                                                               qw, g.D, r.sse + 2 * g.nblk * l, r.ssr + 2 * g.nblk * l,
                                                               r.nnan);
+    const unsigned heads = (unsigned)(qw / kHeadDim);
+    decode_attention<<<heads, 128, smem, st>>>(r.qkv, ld, qw, g.D, group, S, S - 1, pages + layer_elem(g, l), r.dtab,
+                                               g.pool, r.dec + l * qw);
+    decode_attention<<<heads, 128, smem, st>>>(r.qkv, ld, qw, g.D, group, S, S - 1, nullptr, nullptr, 0,
+                                               r.dec_ref + l * qw);
     attention<<<dim3((unsigned)S, (unsigned)(qw / kHeadDim)), 128, smem, st>>>(r.qkv, ld, qw, g.D, group, r.o);
     if (cuco_lt::lt_gemm_run(r.lt, &r.go, r.o, r.w + s.woff[1], r.f, r.ws, st)) return 421;
     round_add<<<2048, 256, 0, st>>>(r.f, r.x, S * H, r.h);
@@ -241,6 +260,9 @@ int reference_check(cuco_ctx* ctx, const State& s, uint64_t seed, Ref& r, std::v
   CUCO_PLUGIN_CUDA(cudaMemcpyAsync(se.data(), r.sse, 8 * se.size(), cudaMemcpyDeviceToHost, st));
   CUCO_PLUGIN_CUDA(cudaMemcpyAsync(sr.data(), r.ssr, 8 * sr.size(), cudaMemcpyDeviceToHost, st));
   CUCO_PLUGIN_CUDA(cudaMemcpyAsync(nnan, r.nnan, 8, cudaMemcpyDeviceToHost, st));
+  d.dec.resize(g.L * qw), d.ref.resize(g.L * qw);
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d.dec.data(), r.dec, 4 * d.dec.size(), cudaMemcpyDeviceToHost, st));
+  CUCO_PLUGIN_CUDA(cudaMemcpyAsync(d.ref.data(), r.dec_ref, 4 * d.ref.size(), cudaMemcpyDeviceToHost, st));
   CUCO_PLUGIN_CUDA(cudaStreamSynchronize(st));
   return 0;
 }
@@ -254,10 +276,18 @@ int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
   }
   std::vector<double> se, sr;
   unsigned long long nnan = 0;
+  Decoded d;
   {
     Ref r;
-    if (int rc = reference_check(ctx, s, seed, r, se, sr, &nnan)) return rc;
+    if (int rc = reference_check(ctx, s, seed, r, se, sr, &nnan, d)) return rc;
   }
+  double dse = 0, dsr = 0;  // the decode step's attention over the received pages against the reference's
+  bool dec_finite = true;
+  for (size_t i = 0; i < d.dec.size(); ++i) {
+    dec_finite = dec_finite && isfinite(d.dec[i]);
+    dse += ((double)d.dec[i] - d.ref[i]) * ((double)d.dec[i] - d.ref[i]), dsr += (double)d.ref[i] * d.ref[i];
+  }
+  const double dec_rel = !dec_finite ? INFINITY : dsr > 0 ? sqrt(dse / dsr) : (dse > 0 ? INFINITY : 0.0);
   double tse = 0, tsr = 0, worst = 0;
   int64_t bad = 0, worst_at = -1;
   for (size_t i = 0; i < se.size(); ++i) {
@@ -272,14 +302,14 @@ int check(cuco_ctx* ctx, State& s, uint64_t seed, cuco_check_result* out) {
   out->n_bad = bad * per_block;
   out->rel_l2_err = tsr > 0 ? sqrt(tse / tsr) : (tse > 0 ? INFINITY : 0.0);
   out->max_abs_err = worst;
-  out->passed = nnan == 0 && bad == 0 && out->rel_l2_err < kGlobalTol;
+  out->passed = nnan == 0 && bad == 0 && out->rel_l2_err < kGlobalTol && dec_rel < kGlobalTol;
   const int64_t nb = 2 * g.nblk;
   snprintf(out->message, sizeof(out->message),
-           "%s: rel_l2=%.3g, %lld of %lld (layer, block, plane) pages off by more than %.2g (worst %.3g: layer %lld "
-           "block %lld %s), nan/inf=%llu (pass: no nan, every page within %.2g, rel_l2 < %.2g)",
+           "%s: pages rel_l2=%.3g, %lld of %lld (layer, block, plane) off by > %.2g (worst %.3g: layer %lld block %lld "
+           "%s), nan/inf=%llu; decode attention over them rel_l2=%.3g (pass: no nan, each < %.2g, all < %.2g)",
            out->passed ? "PASS" : "FAIL", out->rel_l2_err, (long long)bad, (long long)se.size(), kBlockTol, worst,
            (long long)(worst_at < 0 ? -1 : worst_at / nb), (long long)(worst_at < 0 ? -1 : worst_at % nb / 2),
-           worst_at % 2 ? "V" : "K", nnan, kBlockTol, kGlobalTol);
+           worst_at % 2 ? "V" : "K", nnan, dec_rel, kBlockTol, kGlobalTol);
   return 0;
 }
 

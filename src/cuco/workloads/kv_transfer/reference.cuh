@@ -89,6 +89,48 @@ __global__ void attention(const __nv_bfloat16* qkv, int64_t ld, int64_t qw, int6
   o[i * qw + h * 128 + threadIdx.x] = __float2bfloat16(acc / sum);
 }
 
+// The decode step's attention over one layer's cache, as the decode rank consumes it: query row `qrow` of qkv (every
+// query head, one CTA of 128 threads each) against all S tokens, K and V read through the decode block table from
+// the paged cache (pages: the layer's [2][pool][16][D]) or, for the reference, from qkv's own K/V columns (pages
+// null); exact two-pass softmax in fp32, o fp32 [qw]. Scores in shared memory (S floats).
+__global__ void decode_attention(const __nv_bfloat16* qkv, int64_t ld, int64_t qw, int64_t D, int group, int64_t S,
+                                 int64_t qrow, const __nv_bfloat16* pages, const int32_t* table, int64_t pool,
+                                 float* o) {
+  extern __shared__ float sc[];
+  __shared__ float red[4];
+  const int h = blockIdx.x, hk = h / group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  auto at = [&](int64_t t, int plane, int64_t c) {
+    return __bfloat162float(pages ? pages[((plane * pool + table[t / 16]) * 16 + t % 16) * D + c]
+                                  : qkv[t * ld + qw + plane * D + c]);
+  };
+  const __nv_bfloat16* q = qkv + qrow * ld + h * 128;
+  float qv[4];
+  for (int u = 0; u < 4; ++u) qv[u] = __bfloat162float(q[lane * 4 + u]);
+  for (int64_t j = warp; j < S; j += 4) {
+    float s = 0.f;
+    for (int u = 0; u < 4; ++u) s += qv[u] * at(j, 0, hk * 128 + lane * 4 + u);
+    for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) sc[j] = s * rsqrtf(128.0f);
+  }
+  __syncthreads();
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) m = fmaxf(m, sc[j]);
+  for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) sum += (sc[j] = expf(sc[j] - m));
+  for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) red[warp] = sum;
+  __syncthreads();
+  sum = red[0] + red[1] + red[2] + red[3];
+  float acc = 0.f;
+  for (int64_t j = 0; j < S; ++j) acc += sc[j] * at(j, 1, hk * 128 + threadIdx.x);
+  o[h * 128 + threadIdx.x] = acc / sum;
+}
+
 // Per (block b, plane kv) of one layer: squared error and squared reference of the candidate's page dtab[b] against
 // the reference K/V rows (qkv columns qw + kv*D ...), and NaN/Inf count (unwritten poison).
 __global__ void compare_blocks(const __nv_bfloat16* pages, const int32_t* dtab, int64_t pool, const __nv_bfloat16* qkv,

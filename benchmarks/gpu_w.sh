@@ -22,7 +22,8 @@
 # benchmarks/gemm_under_copy.py) |
 # fmha-variants (the FMHA's tile and schedule against other configurations and torch SDPA, W = 1, one GPU,
 # benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
-# GPU, benchmarks/moe_split_cost.py) |
+# GPU, benchmarks/moe_split_cost.py) | attention-gather (ring attention's compute at W ranks, the ring's steps against
+# one call per zigzag chunk over K/V gathered in global order, one GPU, benchmarks/attention_gather_compute.py) |
 # merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,
 # benchmarks/attention_merge_accuracy.py) | module-loading (PROGRAM's, default tp_mlp_cublas, process wall time and
 # region times under EAGER and LAZY module loading, alternately, benchmarks/module_loading.py) | own-programs (`cuco run
@@ -221,6 +222,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   moe-split-cost)
     # W = 1 work on one GPU: MoE's FFN of the busiest rank cut by source, timed six ways (benchmarks/moe_split_cost.py)
     probe moe_split_cost benchmarks/moe_split_cost.py --out "$OUT_DIR/moe_split_cost.json" ;;
+  attention-gather)
+    # W = 1 work on one GPU: ring attention's compute at W ranks, ring steps against the gathered form
+    probe attention_gather_compute benchmarks/attention_gather_compute.py --json "$OUT_DIR/attention_gather_compute.json" ;;
   merge-accuracy)
     probe attention_merge_accuracy benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
       --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md" ;;

@@ -73,7 +73,8 @@ WORKLOAD = AttentionCpWorkload(
     comm_bytes=shapes.comm_bytes,
     libraries=(),
     default_world=1,
-    compute=ComputeLibrary(sources=("compute/attention_cp.cu", "compute/attention_cp_alone.cu"),
+    compute=ComputeLibrary(sources=("compute/attention_cp.cu", "compute/attention_cp_alone.cu",
+                                     "compute/attention_cp_suffix.cu"),
                            header="compute/attention_cp.h",
                            libraries=("cutlass",), arch="sm_90a", flags=("-DNDEBUG",)),
 )

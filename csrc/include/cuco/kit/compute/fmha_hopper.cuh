@@ -14,6 +14,8 @@
 //   int status = cuco::kit::fmha::forward<128, true, cuco::kit::fmha::RegisterOut>(p, stream);
 //   // the persistent scheduler (RegisterOut only), for a GPU the FMHA has to itself: see Persistent below
 //   int status = cuco::kit::fmha::forward<64, true, cuco::kit::fmha::RegisterOut, cuco::kit::fmha::Persistent>(p, s);
+//   // queries that are the last seq_q rows of a causal sequence of seq_k keys (bottom-right aligned mask)
+//   int status = cuco::kit::fmha::forward_suffix<64, cuco::kit::fmha::RegisterOut>(p, s);
 //
 // Each forward<D, causal, Out, Schedule> is one template instantiation: about 5 s of nvcc on 2 cores for a
 // cooperative one (benchmarks/results/attention_compute_build.log), about 12 s for a persistent one (ring
@@ -29,6 +31,9 @@
 // Semantics: O = softmax(Q K^T / sqrt(D)) V per (batch, query head); lse = log(sum_j exp(q.k_j / sqrt(D))).
 // causal: query i sees keys j <= i (top-left aligned; meant for seq_q == seq_k, which is required). A row with no
 // visible key would get lse = +inf (CUTLASS's convention); causal square problems never have one.
+// forward_suffix: query i sees keys j <= i + (seq_k - seq_q), the queries being the last seq_q tokens of a causal
+// sequence whose keys 0..seq_k-1 are all given (bottom-right aligned, what a decoder's later tokens or a
+// context-parallel rank's chunk of the sequence need); seq_k - seq_q >= 0 and a multiple of the KV tile.
 //
 // Requirements (else a nonzero status, nothing enqueued):
 //   seq_k a multiple of the KV tile (128 rows at every head dim): no key-side residual masking;
@@ -132,6 +137,48 @@ template <bool kCausal>
 using Fusion =
     std::conditional_t<kCausal, cutlass::fmha::collective::CausalFusion, cutlass::fmha::collective::DefaultFusion>;
 
+/// The example's CausalFusion aligned bottom-right: query i of seq_q sees key j <= i + (seq_k - seq_q). With the
+/// offset a multiple of the KV tile the diagonal of a query tile still falls in one KV tile, its last (the masked
+/// one, as in CausalFusion); the KV tiles before it are unmasked and the ones after it are skipped.
+struct CausalSuffixFusion : cutlass::fmha::collective::DefaultFusion {
+  using Base = cutlass::fmha::collective::DefaultFusion;
+
+  template <class ProblemSize>
+  CUTLASS_DEVICE static int offset(ProblemSize const& problem_size) {
+    return cute::get<3>(problem_size) - cute::get<2>(problem_size);
+  }
+
+  template <class BlkCoord, class TileShape, class ProblemSize>
+  CUTLASS_DEVICE int get_trip_count(BlkCoord const& blk_coord, TileShape const& tile_shape,
+                                    ProblemSize const& problem_size) {
+    const int max_blocks_k = Base::get_trip_count(blk_coord, tile_shape, problem_size);
+    const int last_key = (cute::get<0>(blk_coord) + 1) * cute::get<0>(tile_shape) + offset(problem_size);
+    return std::min(max_blocks_k, cute::ceil_div(last_key, cute::get<1>(tile_shape)));
+  }
+
+  template <class BlkCoord, class TileShape, class ProblemSize>
+  CUTLASS_DEVICE int get_masked_trip_count(BlkCoord const&, TileShape const& tile_shape, ProblemSize const&) {
+    return cute::ceil_div(cute::get<0>(tile_shape), cute::get<1>(tile_shape));
+  }
+
+  template <class BlkCoord, class TileShape, class ProblemSize>
+  CUTLASS_DEVICE int get_unmasked_trip_count(BlkCoord const& blk_coord, TileShape const& tile_shape,
+                                             ProblemSize const& problem_size) {
+    return get_trip_count(blk_coord, tile_shape, problem_size) -
+           get_masked_trip_count(blk_coord, tile_shape, problem_size);
+  }
+
+  template <class AccQK, class IndexQK, class ProblemSize>
+  CUTLASS_DEVICE void before_softmax(AccQK& acc_qk, IndexQK const& index_qk, ProblemSize const& problem_size) {
+    const int off = offset(problem_size);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < cute::size(acc_qk); i++) {
+      auto pos = index_qk(i);
+      if (cute::get<0>(pos) + off < cute::get<1>(pos)) acc_qk(i) = -INFINITY;
+    }
+  }
+};
+
 /// The example's forward epilogue (collective/fmha_epilogue.hpp, FmhaFwdEpilogue) with O's element type apart from
 /// the inputs' (the example ties both to one type), and O stored from registers straight to global memory. Not the
 /// example's TMA store through shared memory: in the example's non-persistent kernel the epilogue's shared memory
@@ -228,12 +275,12 @@ struct EpilogueOut {
 /// example's builder as it is (cooperative).
 template <class Schedule, class... Opts>
 struct RegisterOutKernel {
-  template <int kHeadDim, bool kCausal>
+  template <int kHeadDim, class Mask>
   using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
-      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>, Opts...>;
-  template <int kHeadDim, bool kCausal>
+      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Mask, Opts...>;
+  template <int kHeadDim, class Mask>
   using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
-      Mainloop<kHeadDim, kCausal>, EpilogueOut<typename Mainloop<kHeadDim, kCausal>::TileShapePV>, Schedule, Opts...>;
+      Mainloop<kHeadDim, Mask>, EpilogueOut<typename Mainloop<kHeadDim, Mask>::TileShapePV>, Schedule, Opts...>;
 };
 using CooperativeKernel = RegisterOutKernel<cutlass::fmha::kernel::IndividualTileScheduler>;
 using PersistentKernel = RegisterOutKernel<
@@ -241,23 +288,24 @@ using PersistentKernel = RegisterOutKernel<
     cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kIsPersistent, cute::true_type>,
     cutlass::fmha::kernel::Option<cutlass::fmha::kernel::Tag::kLoadsQSeparately, cute::true_type>>;
 
-template <int kHeadDim, bool kCausal, class ElementOut, class Schedule>
+// Mask: the example's DefaultFusion or CausalFusion (Fusion<kCausal>), or CausalSuffixFusion.
+template <int kHeadDim, class Mask, class ElementOut, class Schedule>
 struct OpFor {
   static_assert(std::is_same_v<ElementOut, RegisterOut>, "O is bf16 (the example's epilogue) or RegisterOut");
   static_assert(std::is_same_v<Schedule, Cooperative> || std::is_same_v<Schedule, Persistent>,
                 "the schedule is Cooperative or Persistent");
   using Kernel = typename std::conditional_t<std::is_same_v<Schedule, Persistent>, PersistentKernel,
-                                             CooperativeKernel>::template Kernel<kHeadDim, kCausal>;
+                                             CooperativeKernel>::template Kernel<kHeadDim, Mask>;
 };
-template <int kHeadDim, bool kCausal, class Schedule>
-struct OpFor<kHeadDim, kCausal, Element, Schedule> {
+template <int kHeadDim, class Mask, class Schedule>
+struct OpFor<kHeadDim, Mask, Element, Schedule> {
   static_assert(std::is_same_v<Schedule, Cooperative>, "a persistent FMHA stores O from registers: RegisterOut");
   using Kernel = typename cutlass::fmha::kernel::FmhaBuilder<
-      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Fusion<kCausal>,
+      Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Mask,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::Kernel;
 };
-template <int kHeadDim, bool kCausal, class ElementOut = Element, class Schedule = Cooperative>
-using Op = cutlass::device::Universal<typename OpFor<kHeadDim, kCausal, ElementOut, Schedule>::Kernel>;
+template <int kHeadDim, class Mask, class ElementOut = Element, class Schedule = Cooperative>
+using Op = cutlass::device::Universal<typename OpFor<kHeadDim, Mask, ElementOut, Schedule>::Kernel>;
 
 inline bool fits_int(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
@@ -284,13 +332,14 @@ bool smem_limit_set_here() {
 
 }  // namespace detail
 
-/// Check `p` against the requirements above for head dim D; 0 when it can run, else 1.
-template <int kHeadDim, bool kCausal>
+/// Check `p` against the requirements above for head dim D (suffix: forward_suffix's); 0 when it can run, else 1.
+template <int kHeadDim, bool kCausal, bool kSuffix = false>
 int check(const Problem& p) {
   using detail::fits_int;
   if (p.batch < 1 || p.heads_q < 1 || p.heads_kv < 1 || p.seq_q < 1 || p.seq_k < 1) return 1;
   if (p.heads_q % p.heads_kv != 0 || p.seq_k % kv_tile<kHeadDim>() != 0 || p.seq_q % 8 != 0) return 1;
   if (kCausal && p.seq_q != p.seq_k) return 1;
+  if (kSuffix && (p.seq_k < p.seq_q || (p.seq_k - p.seq_q) % kv_tile<kHeadDim>() != 0)) return 1;
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) return 1;
   if (!detail::aligned(p.q) || !detail::aligned(p.k) || !detail::aligned(p.v) || !detail::aligned(p.o)) return 1;
   const int64_t strides[] = {p.q_seq_stride, p.q_head_stride, p.k_seq_stride, p.k_head_stride, p.v_seq_stride,
@@ -303,15 +352,14 @@ int check(const Problem& p) {
   return 0;
 }
 
-/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O bf16 (ElementOut bf16) or as p.o_bf16 says (RegisterOut),
-/// with the Cooperative or the Persistent tile scheduler; returns the status described at the top of this file.
-template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t, class Schedule = Cooperative>
-int forward(const Problem& p, cudaStream_t stream) {
+namespace detail {
+
+/// forward's body for mask `Mask` (p already checked).
+template <int kHeadDim, class Mask, class ElementOut, class Schedule>
+int run(const Problem& p, cudaStream_t stream) {
   using namespace cute;
-  using detail::Element;
-  using O = detail::Op<kHeadDim, kCausal, ElementOut, Schedule>;
+  using O = Op<kHeadDim, Mask, ElementOut, Schedule>;
   static_assert(O::Kernel::SharedStorageSize <= 227 * 1024, "the FMHA's shared memory exceeds an H100 SM's 227 KiB");
-  if (int bad = check<kHeadDim, kCausal>(p)) return bad;
   const int group = p.heads_q / p.heads_kv;
   // Query head h = hkv * G + g: g moves by one head, hkv by G heads; K/V ignore g (static zero stride).
   detail::StrideQO sQ = make_stride(int(p.q_seq_stride), _1{}, make_stride(int(p.q_head_stride),
@@ -349,6 +397,24 @@ int forward(const Problem& p, cudaStream_t stream) {
     if (op.run(stream) != cutlass::Status::kSuccess) return 4;
   }
   return 0;
+}
+
+}  // namespace detail
+
+/// Enqueue O, LSE = attention(Q, K, V) on `stream`, O bf16 (ElementOut bf16) or as p.o_bf16 says (RegisterOut),
+/// with the Cooperative or the Persistent tile scheduler; returns the status described at the top of this file.
+template <int kHeadDim, bool kCausal, class ElementOut = cutlass::bfloat16_t, class Schedule = Cooperative>
+int forward(const Problem& p, cudaStream_t stream) {
+  if (int bad = check<kHeadDim, kCausal>(p)) return bad;
+  return detail::run<kHeadDim, detail::Fusion<kCausal>, ElementOut, Schedule>(p, stream);
+}
+
+/// The same with the causal mask aligned bottom-right: the queries are the last seq_q tokens of a causal sequence
+/// whose seq_k keys are all given (seq_k - seq_q >= 0, a multiple of the KV tile; see the top of this file).
+template <int kHeadDim, class ElementOut = cutlass::bfloat16_t, class Schedule = Cooperative>
+int forward_suffix(const Problem& p, cudaStream_t stream) {
+  if (int bad = check<kHeadDim, false, true>(p)) return bad;
+  return detail::run<kHeadDim, detail::CausalSuffixFusion, ElementOut, Schedule>(p, stream);
 }
 
 }  // namespace cuco::kit::fmha

@@ -35,6 +35,16 @@ int cuco_attn_block_bf16(const void* q, const void* k, const void* v, void* o, f
                          int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld, int causal,
                          cudaStream_t stream);
 
+// O (bf16) and LSE of q_rows queries that are the last q_rows tokens of a causal sequence whose first k_rows keys
+// k and v hold: query i sees keys j <= i + (k_rows - q_rows) (the causal mask aligned bottom-right); k_rows - q_rows
+// >= 0 and a multiple of 128. The form a rank's attention takes once it holds the K/V of every token before its own
+// (gathered from every peer at once, in global order) instead of passing blocks round a ring: each zigzag chunk of
+// its queries is one call, with nothing to merge. Cooperative scheduler (it may run beside communication). Status
+// as cuco_attn_block_f32.
+int cuco_attn_suffix_bf16(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
+                          int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld,
+                          cudaStream_t stream);
+
 // Merge an fp32 partial result (o_blk, lse_blk) of `rows` query rows into the fp32 running one (o32, lse), in place:
 //   lse' = log(exp(lse) + exp(lse_blk)),  o' = o * exp(lse - lse') + o_blk * exp(lse_blk - lse').
 // Pointers point at the first row, as for cuco_attn_block_f32; both outputs are float [rows][HQ][D] (MergeFn-

@@ -1,0 +1,251 @@
+"""Ring attention's compute at W ranks against the same attention once a rank holds every token's K/V, on one GPU.
+
+    python benchmarks/attention_gather_compute.py [--lib path/to/libattention_cp_compute.so] \
+        [--shapes s8192-d64@4,...] [--json out.json]
+
+A ring passes KV blocks round and attends to one block per step: W FMHA calls (causal zigzag: W + 1, the own block
+cut at its diagonal) each writing an fp32 partial, W - 1 log-sum-exp merges into an fp32 running output, one rounding
+to bf16. A rank that gathers every peer's block at once (device-initiated pulls from all peers, not only the next
+neighbour) can lay the K/V out in global token order; then each zigzag chunk of its queries is ONE call against the
+whole key prefix before it, the causal mask aligned bottom-right (`cuco_attn_suffix_bf16`), with nothing to merge:
+two calls for causal, one for full attention.
+
+This times both for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
+torch SDPA over the whole sequence in the same process (its time / W is a rank's share of the work), and checks both
+outputs against SDPA's rows of rank `me` (max |O - O_sdpa| / max |O_sdpa|). Interleaved rounds of event-timed calls;
+medians. Without --lib it builds (or finds cached) the ring-attention compute library of this tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+from typing import Any, NamedTuple
+
+from cuco.workloads.attention_cp import shapes
+
+DEFAULT = "s4096-d32@2,s8192-d64@2,s4096-d32@4,s4096-d64@4,s8192-d32@4,s8192-d64@4,llama3-8b@4,llama3-8b-full@4"
+KV_TILE = 128
+
+
+class Call(NamedTuple):
+    """One FMHA call: local query rows [q0, q0 + nq) against keys [k0, k0 + nk) of `src`'s block (ring), or of the
+    whole sequence in global order (src -1: gathered); mask 'none', 'causal' (top-left, square) or 'suffix'
+    (bottom-right); merged: an fp32 partial merged into the running output (else written directly)."""
+
+    q0: int
+    nq: int
+    src: int
+    k0: int
+    nk: int
+    mask: str
+    merged: bool
+
+
+def geometry(s: int, world: int, causal: bool) -> tuple[int, int]:
+    """(tokens per rank, zigzag chunk) of S tokens over `world` ranks; ValueError where the chunks do not fall on
+    KV tiles."""
+    sr = s // world
+    half = sr // 2
+    if s % world or (causal and (sr % 2 or half % KV_TILE)) or (not causal and sr % KV_TILE):
+        raise ValueError(f"S={s} at W={world}: each rank's {'zigzag chunk' if causal else 'block'} must be a multiple "
+                         f"of {KV_TILE} tokens")
+    return sr, half
+
+
+def global_row(world: int, me: int, i: int, sr: int, half: int, causal: bool) -> int:
+    """Global token of rank `me`'s local row i (zigzag for causal: chunks me and 2W-1-me)."""
+    if not causal:
+        return me * sr + i
+    return me * half + i if i < half else (2 * world - 1 - me) * half + (i - half)
+
+
+def ring_calls(world: int, me: int, sr: int, half: int, causal: bool) -> list[Call]:
+    """The ring's calls at rank `me`, step by step (attention_cp.h: pieces, ring_step): step 0 its own block,
+    written directly; step s the block of rank (me - s) mod W, merged."""
+    out: list[Call] = []
+    for step in range(world):
+        src = (me - step) % world
+        merged = step > 0
+        if not causal:
+            out.append(Call(0, sr, src, 0, sr, "none", merged))
+        elif src == me:
+            out += [Call(0, sr, src, 0, sr, "causal", merged)]
+        elif src < me:   # src's first chunk precedes both of me's chunks; its second follows both
+            out.append(Call(0, sr, src, 0, half, "none", merged))
+        else:            # src's chunks both follow me's first chunk and precede me's second one
+            out.append(Call(half, half, src, 0, sr, "none", merged))
+    return out
+
+
+def gathered_calls(world: int, me: int, sr: int, half: int, causal: bool) -> list[Call]:
+    """The calls at rank `me` holding every token's K/V in global order: per zigzag chunk of its queries one call
+    against the key prefix up to its last token (bottom-right causal); full attention: one call against all."""
+    if not causal:
+        return [Call(0, sr, -1, 0, world * sr, "none", False)]
+    return [Call(0, half, -1, 0, (me + 1) * half, "suffix", False),
+            Call(half, half, -1, 0, (2 * world - me) * half, "suffix", False)]
+
+
+def visible_pairs(calls: list[Call], world: int, me: int, sr: int, half: int, causal: bool) -> list[tuple[int, int]]:
+    """Every (global query, global key) pair the calls attend, with repeats: what a test holds against the mask."""
+    pairs = []
+    for c in calls:
+        for i in range(c.q0, c.q0 + c.nq):
+            for j in range(c.k0, c.k0 + c.nk):
+                if c.mask == "causal" and j > i:
+                    continue
+                if c.mask == "suffix" and j > (i - c.q0) + (c.nk - c.nq):
+                    continue
+                key = j if c.src < 0 else global_row(world, c.src, j, sr, half, causal)
+                pairs.append((global_row(world, me, i, sr, half, causal), key))
+    return pairs
+
+
+def _library(path: str | None) -> ctypes.CDLL:
+    if path is None:
+        from cuco import workloads
+        from cuco.kit.compute import build_compute
+        from cuco.toolchain import default_toolchain
+
+        path = str(build_compute(workloads.get("attention_cp"), default_toolchain()).library)
+    lib = ctypes.CDLL(path)
+    vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    for name in ("cuco_attn_block_f32", "cuco_attn_block_bf16"):
+        getattr(lib, name).argtypes = [vp] * 5 + [i64] * 2 + [i32] * 3 + [i64, i32, vp]
+    lib.cuco_attn_suffix_bf16.argtypes = [vp] * 5 + [i64] * 2 + [i32] * 3 + [i64, vp]
+    lib.cuco_attn_merge_f32.argtypes = [vp, vp, vp, vp, i64, i32, i32, i64, vp]
+    lib.cuco_attn_finish_f32.argtypes = [vp, vp, i64, i32, i32, vp]
+    return lib
+
+
+def dims_at(name: str, world: int) -> tuple[int, ...]:
+    """The dims of `name` as the benchmarks run it at `world`: the Llama rows at 8192 tokens per rank."""
+    dims = tuple(shapes.parse(name).dims)
+    if name.startswith("llama3-8b"):
+        dims = (shapes.LLAMA_TOKENS_PER_RANK * world, *dims[1:])
+    return dims
+
+
+def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters: int) -> dict[str, Any]:
+    """Both schedules' compute at rank `me` of `name` at `world`, timed and checked on this GPU."""
+    import torch
+
+    from event_timing import event_times_ms
+
+    s, hq, hkv, d, causal = dims_at(name, world)
+    causal = bool(causal)
+    sr, half = geometry(s, world, causal)
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(7)
+    q, k, v = (torch.randn(s, h, d, device=dev, generator=gen).bfloat16() for h in (hq, hkv, hkv))
+    rows = torch.tensor([global_row(world, me, i, sr, half, causal) for i in range(sr)], device=dev)
+    q_me = q[rows].contiguous()
+    blocks = [torch.cat([k[[global_row(world, r, i, sr, half, causal) for i in range(sr)]],
+                         v[[global_row(world, r, i, sr, half, causal) for i in range(sr)]]]).contiguous()
+              for r in range(world)]   # each rank's KV block: its K rows, then its V rows (attention_cp.h)
+    o_ring, o_gather = (torch.empty(sr, hq, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    run32 = torch.empty(sr, hq, d, device=dev)
+    part = torch.empty(sr, hq, d, device=dev)
+    lse, lse_part, lse_g = (torch.empty(hq, sr, device=dev) for _ in range(3))
+    stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)   # noqa: E731
+    ptr = lambda t, off=0: ctypes.c_void_p(t.data_ptr() + off * t.element_size())   # noqa: E731
+    qe, ke = hq * d, hkv * d
+
+    def ring() -> None:
+        for c in ring_calls(world, me, sr, half, causal):
+            blk = blocks[c.src]
+            kb, vb = ptr(blk, c.k0 * ke), ptr(blk, (sr + c.k0) * ke)
+            out, ls = (part, lse_part) if c.merged else (run32, lse)
+            rc = lib.cuco_attn_block_f32(ptr(q_me, c.q0 * qe), kb, vb, ptr(out, c.q0 * qe), ptr(ls, c.q0), c.nq,
+                                         c.nk, hq, hkv, d, sr, int(c.mask == "causal"), stream())
+            if not rc and c.merged:
+                rc = lib.cuco_attn_merge_f32(ptr(run32, c.q0 * qe), ptr(lse, c.q0), ptr(part, c.q0 * qe),
+                                             ptr(lse_part, c.q0), c.nq, hq, d, sr, stream())
+            if rc:
+                raise RuntimeError(f"ring call {c}: status {rc}")
+        if lib.cuco_attn_finish_f32(ptr(o_ring), ptr(run32), sr, hq, d, stream()):
+            raise RuntimeError("cuco_attn_finish_f32 failed")
+
+    def gathered() -> None:
+        for c in gathered_calls(world, me, sr, half, causal):
+            args = (ptr(q_me, c.q0 * qe), ptr(k, c.k0 * ke), ptr(v, c.k0 * ke), ptr(o_gather, c.q0 * qe),
+                    ptr(lse_g, c.q0), c.nq, c.nk, hq, hkv, d, sr)
+            if c.mask == "suffix":
+                rc = lib.cuco_attn_suffix_bf16(*args, stream())
+            else:   # full attention: the cooperative fp32 call (as the ring's), rounded once
+                rc = lib.cuco_attn_block_f32(*args[:3], ptr(run32), *args[4:], 0, stream()) or \
+                    lib.cuco_attn_finish_f32(ptr(o_gather), ptr(run32), sr, hq, d, stream())
+            if rc:
+                raise RuntimeError(f"gathered call {c}: status {rc}")
+
+    def sdpa() -> Any:
+        qt, kt, vt = (t.transpose(0, 1)[None] for t in (q, k, v))
+        return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
+                                                                enable_gqa=hq != hkv)[0].transpose(0, 1)
+
+    want = sdpa()[rows].float()
+    ring(), gathered()
+    torch.cuda.synchronize()
+    scale = want.abs().max().item()
+    err = {f"{n}_err": (o.float() - want).abs().max().item() / scale for n, o in (("ring", o_ring), ("gathered", o_gather))}
+    times: dict[str, list[float]] = {"ring": [], "gathered": [], "sdpa_whole": []}
+    for r in range(rounds):   # interleaved, the order turned each round
+        order = list(times) if r % 2 == 0 else list(times)[::-1]
+        for n in order:
+            fn = {"ring": ring, "gathered": gathered, "sdpa_whole": sdpa}[n]
+            times[n].append(statistics.median(event_times_ms(fn, iters, 3)))
+    med = {f"{n}_ms": statistics.median(t) for n, t in times.items()}
+    spread = {f"{n}_spread": (max(t) - min(t)) / statistics.median(t) for n, t in times.items()}
+    share = med["sdpa_whole_ms"] / world
+    return {"shape": name, "world": world, "rank": me, "S": s, "HQ": hq, "HKV": hkv, "D": d, "causal": causal,
+            "ring_calls": len(ring_calls(world, me, sr, half, causal)),
+            "gathered_calls": len(gathered_calls(world, me, sr, half, causal)), **med, **spread, **err,
+            "sdpa_share_ms": share, "gathered_over_ring": med["gathered_ms"] / med["ring_ms"],
+            "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}
+
+
+def parse_points(text: str) -> list[tuple[str, int]]:
+    """--shapes: name@W, comma-separated; refused before any GPU work where a shape or W cannot run."""
+    out = []
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        name, _, w = word.partition("@")
+        if not w.isdigit() or int(w) < 2:
+            raise argparse.ArgumentTypeError(f"{word!r}: name each shape as NAME@W with W >= 2, e.g. s8192-d64@4")
+        try:   # an unknown name (ShapeError is a ValueError) or chunks off the KV tiles
+            dims = dims_at(name, int(w))
+            geometry(dims[0], int(w), bool(dims[4]))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{word!r}: {exc}") from None
+        out.append((name, int(w)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--shapes", type=parse_points, default=parse_points(DEFAULT))
+    ap.add_argument("--ranks", default="0,last", help="ranks to time: numbers, or 'last'")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    lib = _library(a.lib)
+    rows = []
+    for name, world in a.shapes:
+        for me in sorted({world - 1 if w == "last" else int(w) for w in a.ranks.split(",")} & set(range(world))):
+            row = measure(lib, name, world, me, a.rounds, a.iters)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+// Causal attention of a chunk of queries against the whole prefix of keys before and including it (the kit's
+// forward_suffix: bottom-right aligned mask), bf16 O: a translation unit of its own, compiled beside the others.
+#include "attention_block.cuh"
+#include "attention_cp.h"
+
+namespace {
+
+template <int D>
+int suffix(cuco::kit::fmha::Problem& p, int64_t lse_ld, cudaStream_t s) {
+  using cuco::kit::fmha::RegisterOut;
+  cuco::kit::fmha::set_dense_strides(p, D);
+  p.lse_head_stride = lse_ld;
+  p.lse_batch_stride = lse_ld * p.heads_q;
+  return cuco::kit::fmha::forward_suffix<D, RegisterOut>(p, s);
+}
+
+}  // namespace
+
+extern "C" int cuco_attn_suffix_bf16(const void* q, const void* k, const void* v, void* o, float* lse,
+                                     int64_t q_rows, int64_t k_rows, int heads_q, int heads_kv, int head_dim,
+                                     int64_t lse_ld, cudaStream_t stream) {
+  if (q_rows <= 0) return 0;
+  cuco::kit::fmha::Problem p{};
+  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse, p.o_bf16 = true;
+  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
+  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
+  switch (head_dim) {
+    case 32: return suffix<32>(p, lse_ld, stream);
+    case 64: return suffix<64>(p, lse_ld, stream);
+    case 128: return suffix<128>(p, lse_ld, stream);
+    default: return 9;
+  }
+}

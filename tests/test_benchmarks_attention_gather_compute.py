@@ -1,0 +1,68 @@
+"""benchmarks/attention_gather_compute.py without a GPU: the ring's calls and the gathered calls each attend every
+query row of a rank to exactly the keys the mask lets it see, each once, and bad input is refused before the GPU."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import attention_gather_compute as agc  # noqa: E402
+
+TILE = agc.KV_TILE
+
+
+def _mask_pairs(world: int, me: int, sr: int, half: int, causal: bool) -> Counter:
+    """(global query, global key) pairs the global mask allows for rank me's queries."""
+    s = world * sr
+    out: Counter = Counter()
+    for i in range(sr):
+        gq = agc.global_row(world, me, i, sr, half, causal)
+        out.update((gq, j) for j in range(s) if not causal or j <= gq)
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(world=st.sampled_from([2, 3, 4, 8]), causal=st.booleans(), data=st.data())
+def test_both_schedules_attend_exactly_the_masks_pairs_once(world, causal, data):
+    # one KV tile per zigzag chunk keeps the pair sets small; the arithmetic is the same at any multiple
+    s = 2 * world * TILE if causal else world * TILE
+    me = data.draw(st.integers(0, world - 1))
+    sr, half = agc.geometry(s, world, causal)
+    want = _mask_pairs(world, me, sr, half, causal)
+    for calls in (agc.ring_calls(world, me, sr, half, causal), agc.gathered_calls(world, me, sr, half, causal)):
+        assert Counter(agc.visible_pairs(calls, world, me, sr, half, causal)) == want
+
+
+def test_the_gathered_form_is_two_calls_for_causal_and_one_for_full_with_nothing_to_merge():
+    sr, half = agc.geometry(8 * 4 * TILE, 4, True)
+    calls = agc.gathered_calls(4, 1, sr, half, True)
+    assert [(c.q0, c.nq, c.nk, c.mask) for c in calls] == [(0, half, 2 * half, "suffix"),
+                                                         (half, half, 7 * half, "suffix")]
+    assert not any(c.merged for c in calls)
+    ring = agc.ring_calls(4, 1, sr, half, True)
+    assert len(ring) == 4 and sum(c.merged for c in ring) == 3
+
+
+def test_bad_input_is_refused_before_the_gpu():
+    with pytest.raises(ValueError, match="multiple of 128"):
+        agc.geometry(4096 + 64, 2, True)
+    for bad in ("s8192-d64", "s8192-d64@1", "nosuch@2", "s4096-d32@64"):
+        with pytest.raises(SystemExit):
+            agc.main(["--lib", "/nonexistent.so", "--shapes", bad])
+
+
+def test_llama_rows_run_at_8192_tokens_per_rank():
+    assert agc.dims_at("llama3-8b", 4)[0] == 4 * 8192 and agc.dims_at("s8192-d64", 4)[0] == 8192
+
+
+def test_gpu_w_runs_it_as_a_part_of_its_own():
+    """`bash benchmarks/gpu_w.sh 1 attention-gather` runs the probe (the library built on the GPU machine)."""
+    script = (Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_w.sh").read_text()
+    part = script.split("\n  attention-gather)\n", 1)[1].split(";;", 1)[0]
+    assert "benchmarks/attention_gather_compute.py" in part and "--lib" not in part

@@ -10,7 +10,11 @@ neighbour) can lay the K/V out in global token order; then each zigzag chunk of 
 whole key prefix before it, the causal mask aligned bottom-right (`cuco_attn_suffix_bf16`), with nothing to merge:
 two calls for causal, one for full attention.
 
-This times both for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
+Between the two, `hybrid`: the ring's own-block step first (nothing to wait for), then the other ranks' K/V,
+gathered into one region, in at most two calls and two merges whatever W (hybrid_calls), all with the functions
+the ring already uses; the own block's attention can run while the rest is pulled.
+
+This times all three for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
 torch SDPA over the whole sequence in the same process (its time / W is a rank's share of the work), and checks both
 outputs against SDPA's rows of rank `me` (max |O - O_sdpa| / max |O_sdpa|). Interleaved rounds of event-timed calls;
 medians. Without --lib it builds (or finds cached) the ring-attention compute library of this tree.
@@ -90,6 +94,35 @@ def gathered_calls(world: int, me: int, sr: int, half: int, causal: bool) -> lis
             Call(half, half, -1, 0, (2 * world - me) * half, "suffix", False)]
 
 
+def remote_chunks(world: int, me: int) -> list[int]:
+    """The zigzag chunks of other ranks that rank `me`'s causal queries can see, in global order: the lower ones
+    (0 .. me-1, visible to all its queries), then the upper ones (me+1 .. 2W-2-me, visible to its second chunk only);
+    the chunks after its second chunk are seen by none. The layout a gathering rank pulls them into."""
+    return [c for c in range(2 * world - 1 - me) if c != me]
+
+
+def hybrid_calls(world: int, me: int, sr: int, half: int, causal: bool) -> list[Call]:
+    """The ring's first step on the own block (nothing to wait for, written directly), then the other ranks' K/V
+    gathered into one region (src -2: `remote_chunks` order for causal, ranks' blocks in rank order without its own
+    for full) in at most two calls, merged: all queries against the lower chunks, the second chunk's queries against
+    the upper ones. Calls and merges no longer grow with W, and the own block's attention can run while the rest
+    is pulled from every peer at once."""
+    own = Call(0, sr, me, 0, sr, "causal" if causal else "none", False)
+    if not causal:
+        return [own, Call(0, sr, -2, 0, (world - 1) * sr, "none", True)]
+    lower, upper = me * half, (2 * world - 2 - 2 * me) * half
+    return [own] + ([Call(0, sr, -2, 0, lower, "none", True)] if lower else []) + \
+        ([Call(half, half, -2, lower, upper, "none", True)] if upper else [])
+
+
+def _remote_key(world: int, me: int, j: int, sr: int, half: int, causal: bool) -> int:
+    """Global token of row j of the gathered remote region (hybrid_calls' src -2)."""
+    if causal:
+        return remote_chunks(world, me)[j // half] * half + j % half
+    r = j // sr
+    return (r + (r >= me)) * sr + j % sr
+
+
 def visible_pairs(calls: list[Call], world: int, me: int, sr: int, half: int, causal: bool) -> list[tuple[int, int]]:
     """Every (global query, global key) pair the calls attend, with repeats: what a test holds against the mask."""
     pairs = []
@@ -100,7 +133,8 @@ def visible_pairs(calls: list[Call], world: int, me: int, sr: int, half: int, ca
                     continue
                 if c.mask == "suffix" and j > (i - c.q0) + (c.nk - c.nq):
                     continue
-                key = j if c.src < 0 else global_row(world, c.src, j, sr, half, causal)
+                key = (j if c.src == -1 else _remote_key(world, me, j, sr, half, causal) if c.src == -2
+                       else global_row(world, c.src, j, sr, half, causal))
                 pairs.append((global_row(world, me, i, sr, half, causal), key))
     return pairs
 
@@ -147,7 +181,12 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     blocks = [torch.cat([k[[global_row(world, r, i, sr, half, causal) for i in range(sr)]],
                          v[[global_row(world, r, i, sr, half, causal) for i in range(sr)]]]).contiguous()
               for r in range(world)]   # each rank's KV block: its K rows, then its V rows (attention_cp.h)
-    o_ring, o_gather = (torch.empty(sr, hq, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    remote = [_remote_key(world, me, j, sr, half, causal)
+              for j in range(sum(c.nk for c in hybrid_calls(world, me, sr, half, causal) if c.src == -2))]
+    # the other ranks' K/V a gathering rank holds (hybrid_calls' src -2): K rows, then V rows, as a block
+    region = torch.cat([k[remote], v[remote]]).contiguous() if remote else blocks[me]
+    kv_at = {**{r: (blocks[r], sr) for r in range(world)}, -2: (region, len(remote))}   # base, rows before V
+    o_ring, o_gather, o_hybrid = (torch.empty(sr, hq, d, device=dev, dtype=torch.bfloat16) for _ in range(3))
     run32 = torch.empty(sr, hq, d, device=dev)
     part = torch.empty(sr, hq, d, device=dev)
     lse, lse_part, lse_g = (torch.empty(hq, sr, device=dev) for _ in range(3))
@@ -155,10 +194,11 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     ptr = lambda t, off=0: ctypes.c_void_p(t.data_ptr() + off * t.element_size())   # noqa: E731
     qe, ke = hq * d, hkv * d
 
-    def ring() -> None:
-        for c in ring_calls(world, me, sr, half, causal):
-            blk = blocks[c.src]
-            kb, vb = ptr(blk, c.k0 * ke), ptr(blk, (sr + c.k0) * ke)
+    def merged(calls: list[Call], o: Any) -> None:
+        """Calls each writing an fp32 partial (the first ones directly), merged, then rounded once."""
+        for c in calls:
+            blk, v_rows = kv_at[c.src]
+            kb, vb = ptr(blk, c.k0 * ke), ptr(blk, (v_rows + c.k0) * ke)
             out, ls = (part, lse_part) if c.merged else (run32, lse)
             rc = lib.cuco_attn_block_f32(ptr(q_me, c.q0 * qe), kb, vb, ptr(out, c.q0 * qe), ptr(ls, c.q0), c.nq,
                                          c.nk, hq, hkv, d, sr, int(c.mask == "causal"), stream())
@@ -166,9 +206,15 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
                 rc = lib.cuco_attn_merge_f32(ptr(run32, c.q0 * qe), ptr(lse, c.q0), ptr(part, c.q0 * qe),
                                              ptr(lse_part, c.q0), c.nq, hq, d, sr, stream())
             if rc:
-                raise RuntimeError(f"ring call {c}: status {rc}")
-        if lib.cuco_attn_finish_f32(ptr(o_ring), ptr(run32), sr, hq, d, stream()):
+                raise RuntimeError(f"call {c}: status {rc}")
+        if lib.cuco_attn_finish_f32(ptr(o), ptr(run32), sr, hq, d, stream()):
             raise RuntimeError("cuco_attn_finish_f32 failed")
+
+    def ring() -> None:
+        merged(ring_calls(world, me, sr, half, causal), o_ring)
+
+    def hybrid() -> None:
+        merged(hybrid_calls(world, me, sr, half, causal), o_hybrid)
 
     def gathered() -> None:
         for c in gathered_calls(world, me, sr, half, causal):
@@ -188,23 +234,27 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
                                                                 enable_gqa=hq != hkv)[0].transpose(0, 1)
 
     want = sdpa()[rows].float()
-    ring(), gathered()
+    ring(), gathered(), hybrid()
     torch.cuda.synchronize()
     scale = want.abs().max().item()
-    err = {f"{n}_err": (o.float() - want).abs().max().item() / scale for n, o in (("ring", o_ring), ("gathered", o_gather))}
-    times: dict[str, list[float]] = {"ring": [], "gathered": [], "sdpa_whole": []}
+    err = {f"{n}_err": (o.float() - want).abs().max().item() / scale
+           for n, o in (("ring", o_ring), ("gathered", o_gather), ("hybrid", o_hybrid))}
+    fns = {"ring": ring, "gathered": gathered, "hybrid": hybrid, "sdpa_whole": sdpa}
+    times: dict[str, list[float]] = {n: [] for n in fns}
     for r in range(rounds):   # interleaved, the order turned each round
         order = list(times) if r % 2 == 0 else list(times)[::-1]
         for n in order:
-            fn = {"ring": ring, "gathered": gathered, "sdpa_whole": sdpa}[n]
+            fn = fns[n]
             times[n].append(statistics.median(event_times_ms(fn, iters, 3)))
     med = {f"{n}_ms": statistics.median(t) for n, t in times.items()}
     spread = {f"{n}_spread": (max(t) - min(t)) / statistics.median(t) for n, t in times.items()}
     share = med["sdpa_whole_ms"] / world
     return {"shape": name, "world": world, "rank": me, "S": s, "HQ": hq, "HKV": hkv, "D": d, "causal": causal,
             "ring_calls": len(ring_calls(world, me, sr, half, causal)),
-            "gathered_calls": len(gathered_calls(world, me, sr, half, causal)), **med, **spread, **err,
+            "gathered_calls": len(gathered_calls(world, me, sr, half, causal)),
+            "hybrid_calls": len(hybrid_calls(world, me, sr, half, causal)), **med, **spread, **err,
             "sdpa_share_ms": share, "gathered_over_ring": med["gathered_ms"] / med["ring_ms"],
+            "hybrid_over_ring": med["hybrid_ms"] / med["ring_ms"],
             "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}
 
 

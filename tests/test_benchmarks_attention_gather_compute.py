@@ -35,7 +35,8 @@ def test_both_schedules_attend_exactly_the_masks_pairs_once(world, causal, data)
     me = data.draw(st.integers(0, world - 1))
     sr, half = agc.geometry(s, world, causal)
     want = _mask_pairs(world, me, sr, half, causal)
-    for calls in (agc.ring_calls(world, me, sr, half, causal), agc.gathered_calls(world, me, sr, half, causal)):
+    for calls in (agc.ring_calls(world, me, sr, half, causal), agc.gathered_calls(world, me, sr, half, causal),
+                  agc.hybrid_calls(world, me, sr, half, causal)):
         assert Counter(agc.visible_pairs(calls, world, me, sr, half, causal)) == want
 
 
@@ -47,6 +48,17 @@ def test_the_gathered_form_is_two_calls_for_causal_and_one_for_full_with_nothing
     assert not any(c.merged for c in calls)
     ring = agc.ring_calls(4, 1, sr, half, True)
     assert len(ring) == 4 and sum(c.merged for c in ring) == 3
+
+
+def test_the_hybrid_form_is_the_own_step_then_at_most_two_merged_calls_whatever_w():
+    for world in (2, 4, 8):
+        sr, half = agc.geometry(2 * world * TILE * 2, world, True)
+        for me in range(world):
+            calls = agc.hybrid_calls(world, me, sr, half, True)
+            assert calls[0] == agc.ring_calls(world, me, sr, half, True)[0]   # the ring's own step, first
+            assert 2 <= len(calls) <= 3 and all(c.merged for c in calls[1:])
+            # the chunks after its second chunk are needed by none of its queries, so never pulled
+            assert len(agc.remote_chunks(world, me)) == 2 * world - 2 - me
 
 
 def test_bad_input_is_refused_before_the_gpu():

@@ -224,7 +224,8 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     probe moe_split_cost benchmarks/moe_split_cost.py --out "$OUT_DIR/moe_split_cost.json" ;;
   attention-gather)
     # W = 1 work on one GPU: ring attention's compute at W ranks, ring steps against the gathered form
-    probe attention_gather_compute benchmarks/attention_gather_compute.py --json "$OUT_DIR/attention_gather_compute.json" ;;
+    probe attention_gather_compute benchmarks/attention_gather_compute.py \
+      --json "$OUT_DIR/attention_gather_compute.json" ;;
   merge-accuracy)
     probe attention_merge_accuracy benchmarks/attention_merge_accuracy.py --worlds "${WORLDS:-1,2,$W}" \
       --json "$OUT_DIR/attention_merge_accuracy.json" --md "$OUT_DIR/attention_merge_accuracy.md" ;;

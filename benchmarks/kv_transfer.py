@@ -199,7 +199,7 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
              f"runtime {env.get('cuda_runtime_version', '?')}, driver {env.get('driver_version', '?')}, "
              f"{meta.get('date', '?')}", "",
              "| shape | verified | host | fast path | best | speedup | compute | comm | exposed/comm | exposed ± 95 % | "
-             "exposure | copy GB/s | torch kv | best point |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "exposure | copy GB/s | torch kv | best point |", "|" + "---|" * 14]
     for r in rows:
         if r in meta.get("small_rows", []):  # a short prompt's row is told apart in its first cell
             r = {**r, "shape": f"{r['shape']} (short prompt, `small_rows`)"}

@@ -53,9 +53,9 @@ int cuco_moe_ffn_run_to(cuco_moe_ffn* plan, int groups, const void* x, const voi
 // Before loading a tile's rows of x the up GEMM waits until their chunks have landed (acquire, system scope), so
 // the rows of one group that are there are computed while the rest arrive: use a plan made with rows_in_order.
 // Whatever raises the flags must not need the SMs the up GEMM occupies (make the plan's up GEMM with fewer SMs
-// than the device has where SM kernels raise them), or the wait never ends; and launch them before this call, or at
-// least once before: CUDA loads a kernel at its first launch (lazy loading), and that load can wait for the running GEMM
-// that waits for it. chunk_flags NULL: cuco_moe_ffn_run_to.
+// than the device has where SM kernels raise them), or the wait never ends; and launch them before this call, or
+// at least once before: CUDA loads a kernel at its first launch (lazy loading), and that load can wait for the
+// running GEMM that waits for it. chunk_flags NULL: cuco_moe_ffn_run_to.
 int cuco_moe_ffn_run_arrival(cuco_moe_ffn* plan, int groups, const void* x, const void* w1, const void* w2, void* h1,
                              void* act, void* y, void* const* y_group, const int32_t* rows, const int64_t* row_offset,
                              const int32_t* expert, const uint32_t* chunk_flags, const uint32_t* epoch_at,

@@ -52,6 +52,26 @@ __global__ void silu_mul(const float* gu, int64_t rows, int64_t F, __nv_bfloat16
   }
 }
 
+// sc[0..n) = exp(sc - max) in place, by a CTA of 4 warps (red: 4 floats of shared memory); returns their sum: the
+// exact two-pass softmax's denominator. Every thread of the CTA calls it (it synchronises the CTA).
+__device__ inline float softmax_in_place(float* sc, int64_t n, float* red) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, sc[j]);
+  for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (sc[j] = expf(sc[j] - m));
+  for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) red[warp] = sum;
+  __syncthreads();
+  return red[0] + red[1] + red[2] + red[3];
+}
+
 // Causal GQA attention, one CTA (4 warps, 128 threads = head dim) per (query row i, query head h): scores in shared
 // memory (S floats), exact two-pass softmax in fp32, o rounded to bf16. Query head h reads KV head h / group.
 __global__ void attention(const __nv_bfloat16* qkv, int64_t ld, int64_t qw, int64_t D, int group, __nv_bfloat16* o) {
@@ -69,20 +89,7 @@ __global__ void attention(const __nv_bfloat16* qkv, int64_t ld, int64_t qw, int6
     for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) sc[j] = s * rsqrtf(128.0f);
   }
-  __syncthreads();
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, sc[j]);
-  for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (lane == 0) red[warp] = m;
-  __syncthreads();
-  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-  __syncthreads();
-  float sum = 0.f;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) sum += (sc[j] = expf(sc[j] - m));
-  for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) red[warp] = sum;
-  __syncthreads();
-  sum = red[0] + red[1] + red[2] + red[3];
+  const float sum = softmax_in_place(sc, i + 1, red);
   float acc = 0.f;
   const __nv_bfloat16* v = qkv + qw + D + hk * 128 + threadIdx.x;
   for (int64_t j = 0; j <= i; ++j) acc += sc[j] * __bfloat162float(v[j * ld]);
@@ -112,20 +119,7 @@ __global__ void decode_attention(const __nv_bfloat16* qkv, int64_t ld, int64_t q
     for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) sc[j] = s * rsqrtf(128.0f);
   }
-  __syncthreads();
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) m = fmaxf(m, sc[j]);
-  for (int off = 16; off; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (lane == 0) red[warp] = m;
-  __syncthreads();
-  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-  __syncthreads();
-  float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) sum += (sc[j] = expf(sc[j] - m));
-  for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) red[warp] = sum;
-  __syncthreads();
-  sum = red[0] + red[1] + red[2] + red[3];
+  const float sum = softmax_in_place(sc, S, red);
   float acc = 0.f;
   for (int64_t j = 0; j < S; ++j) acc += sc[j] * at(j, 1, hk * 128 + threadIdx.x);
   o[h * 128 + threadIdx.x] = acc / sum;

@@ -11,6 +11,16 @@
 
 namespace cuco_attn_impl {
 
+// One batch of dense token-major rows: q_rows queries against k_rows keys, O bf16 or fp32 (o_bf16).
+inline cuco::kit::fmha::Problem problem(const void* q, const void* k, const void* v, void* o, bool o_bf16, float* lse,
+                                        int64_t q_rows, int64_t k_rows, int heads_q, int heads_kv) {
+  cuco::kit::fmha::Problem p{};
+  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse, p.o_bf16 = o_bf16;
+  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
+  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
+  return p;
+}
+
 // O's type per call (RegisterOut: p.o_bf16), dense token-major strides, the LSE at lse_ld per head.
 template <int D, class Schedule>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t s) {

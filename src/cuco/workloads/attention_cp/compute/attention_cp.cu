@@ -26,10 +26,7 @@ int block_any(const void* q, const void* k, const void* v, void* o, bool o_bf16,
               cudaStream_t stream) {
   const bool alone = o_bf16;
   if (q_rows <= 0) return 0;
-  cuco::kit::fmha::Problem p{};
-  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse, p.o_bf16 = o_bf16;
-  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
-  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
+  cuco::kit::fmha::Problem p = cuco_attn_impl::problem(q, k, v, o, o_bf16, lse, q_rows, k_rows, heads_q, heads_kv);
   switch (head_dim) {
     case 32: return block<32>(p, lse_ld, causal, alone, stream);
     case 64: return block<64>(p, lse_ld, causal, alone, stream);

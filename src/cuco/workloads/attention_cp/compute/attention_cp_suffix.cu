@@ -20,10 +20,7 @@ extern "C" int cuco_attn_suffix_bf16(const void* q, const void* k, const void* v
                                      int64_t q_rows, int64_t k_rows, int heads_q, int heads_kv, int head_dim,
                                      int64_t lse_ld, cudaStream_t stream) {
   if (q_rows <= 0) return 0;
-  cuco::kit::fmha::Problem p{};
-  p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse, p.o_bf16 = true;
-  p.batch = 1, p.heads_q = heads_q, p.heads_kv = heads_kv;
-  p.seq_q = (int)q_rows, p.seq_k = (int)k_rows;
+  cuco::kit::fmha::Problem p = cuco_attn_impl::problem(q, k, v, o, true, lse, q_rows, k_rows, heads_q, heads_kv);
   switch (head_dim) {
     case 32: return suffix<32>(p, lse_ld, stream);
     case 64: return suffix<64>(p, lse_ld, stream);

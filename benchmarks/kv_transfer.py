@@ -39,6 +39,9 @@ RECORD_REPEATS = 5
 EXPOSED_GOAL = 0.25
 #: ...and is resolved only where its 95 % confidence half-width is at most this share of it.
 RESOLUTION_SHARE = 0.1
+#: Pages per rank (K and V, all layers) at least, where the transfer path alone is timed for copy_gbps: the sweep's
+#: S = 2048 rows have 8192 at their 32 layers, so theirs is timed with 40.
+COPY_PAGES = 10_000
 
 
 def table_of(name: str) -> str:
@@ -102,15 +105,31 @@ def retimed(name: str, labels: list[str], iters: int, world: int) -> dict[str, A
     return row
 
 
+def copy_shape(name: str) -> str:
+    """The shape the transfer path of row `name` is timed at: its own, with layers added up to COPY_PAGES pages per
+    rank for a goal row (a short prompt's row keeps its own: its goal is the host seed's time, not a rate)."""
+    from cuco.workloads.kv_transfer import shapes as kv_shapes
+
+    shape = kv_shapes.parse(name)
+    if table_of(name) != "rows":
+        return name
+    more = kv_shapes.with_pages(shape, COPY_PAGES)
+    return name if more == shape else ",".join(str(d) for d in more.dims)
+
+
 def copy_gbps(name: str, label: str, iters: int, world: int) -> dict[str, Any]:
-    """The best point's transfer path alone (render_transfer_path: compute off) at `name`: KV bytes / its time."""
+    """The best point's transfer path alone (render_transfer_path: compute off) at `copy_shape(name)`: KV bytes /
+    its time."""
     from cuco.design_space import Directives
     from cuco.evaluate.cascade import Evaluator
     from cuco.harness.runner import HarnessRequest, run_harness
     from cuco.workloads import get
     from cuco.workloads.kv_transfer import render_transfer_path
 
+    from cuco.workloads.kv_transfer import shapes as kv_shapes
+
     w = get("kv_transfer")
+    name = copy_shape(name)
     cascade = Evaluator(w, world=world, bench_shape=name)  # only its build path: libraries, compute library, plugin
     link = cascade.link()
     (built,) = cascade.compiler.compile_many([render_transfer_path(Directives.from_label(label))], link.libraries,
@@ -125,7 +144,7 @@ def copy_gbps(name: str, label: str, iters: int, world: int) -> dict[str, Any]:
     nbytes = w.comm_bytes(shape, world)
     return {"transfer_path_ms": ms, "transfer_bytes": nbytes,
             "copy_gbps": nbytes / (ms * 1e-3) / 1e9 if ms else None, "transfer_path_status": run.status,
-            "transfer_path_iters": iters}
+            "transfer_path_iters": iters, "copy_shape": name, "copy_pages_per_rank": kv_shapes.pages_per_rank(shape)}
 
 
 def main() -> None:
@@ -216,11 +235,13 @@ def write_md(out: Path, meta: dict[str, Any]) -> None:
                                           "a separate paged cache. " if world == 1 else
                                           "Rank 2p prefills, rank 2p + 1 decodes. ") + "copy GB/s: the KV bytes (2 x S x KV x L x 2) over the transfer path of the best "
               "design point (copy_point in the JSON; the fastest searched point where the fast path won) timed alone "
-              "(its layer compute switched off). 'long' re-times the best points of "
+              f"(its layer compute switched off); rows with copy_shape in the JSON were timed with at least {COPY_PAGES} "
+              "pages per rank over all layers (layers added where the shape has fewer; copy_pages_per_rank), earlier "
+              "ones at their own shape (8192 pages at S = 2048). 'long' re-times the best points of "
               f"{LONG_FROM} (no search at S = 32768). Where a row has `searched_at` in the JSON, its points were ranked "
               "on that (fewer-layer) stack and its figures of record taken at the full shape. torch kv: "
-              "benchmarks/torch_kv_transfer.py (per-layer isend/irecv after each layer, or after the whole prefill, "
-              "the faster) on the same machine in the same device call. exposed ± 95 %: best - compute, the mean "
+              "benchmarks/torch_kv_transfer.py (per-layer isend/irecv right after each layer's projection, or after "
+              "the whole prefill, the faster) on the same machine in the same device call. exposed ± 95 %: best - compute, the mean "
               f"of each repeat's own difference (>= {RECORD_REPEATS} repeats, each one harness process) and its 95 % "
               f"confidence half-width; exposure: 'hidden' where it is at most {EXPOSED_GOAL} x comm, 'exposed' above, "
               f"'below resolution' where the half-width exceeds {RESOLUTION_SHARE} x comm (the hiding must then be "

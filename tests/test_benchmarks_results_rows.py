@@ -169,6 +169,31 @@ def test_kv_exposure_says_hidden_exposed_or_below_resolution():
     assert kv_transfer.exposure(row([0.1, 0.1], comm=None)) == {}
 
 
+def test_kv_transfer_path_is_timed_with_at_least_ten_thousand_pages_per_rank():
+    """copy_gbps of a goal row: layers added where the shape has fewer pages (S = 2048: 8192 at 32 layers, 10240
+    at 40); a short prompt's row keeps its own shape (its goal is a time, not a rate)."""
+    import kv_transfer
+
+    from cuco.workloads.kv_transfer import shapes as kv_shapes
+
+    assert kv_transfer.copy_shape("s2048-kv512") == "2048,512,40"
+    assert kv_shapes.pages_per_rank(kv_shapes.parse("2048,512,40")) == 10240 >= kv_transfer.COPY_PAGES
+    assert kv_transfer.copy_shape("s3072-kv768") == "s3072-kv768"   # 12288 pages at its own 32 layers
+    assert kv_transfer.copy_shape("s256-kv1024") == "s256-kv1024"
+
+
+@settings(deadline=None)
+@given(st.sampled_from([256, 2048, 3072, 4096, 32768]), st.integers(1, 256), st.integers(1, 20000))
+def test_added_layers_reach_the_pages_asked_for_or_the_most_layers(s, layers, pages):
+    from cuco.workload import Shape
+    from cuco.workloads.kv_transfer import shapes as kv_shapes
+
+    got = kv_shapes.with_pages(Shape((s, 512, layers)), pages)
+    assert got.dims[:2] == (s, 512) and got.dims[2] >= layers
+    assert kv_shapes.pages_per_rank(got) >= pages or got.dims[2] == kv_shapes.MAX_LAYERS
+    assert got.dims[2] == layers or kv_shapes.pages_per_rank(Shape((s, 512, got.dims[2] - 1))) < pages   # no more
+
+
 def test_two_lanes_saving_one_file_keep_each_others_rows(tmp_path):
     """Two lanes of one device call read the file at their start and save after each shape: the second to save
     keeps the first's row (on 2026-11-27 a W = 2 KV lane's short-prompt row was overwritten this way)."""

@@ -41,6 +41,20 @@ def parse(text: str | Sequence[int]) -> Shape:
     return parse_named(text, NAMED, "kv_transfer", DIM_NAMES, "prompt tokens, KV width = 128 x KV heads, layers")
 
 
+def pages_per_rank(shape: Shape) -> int:
+    """Pages a decode rank receives over all layers: a K and a V page per 16-token block per layer."""
+    s, _kv, layers = shape.dims
+    return 2 * (s // BLOCK_TOKENS) * layers
+
+
+def with_pages(shape: Shape, pages: int) -> Shape:
+    """`shape` with enough layers for at least `pages` pages per rank (never fewer than its own, at most
+    MAX_LAYERS): where the transfer path alone is timed, so its rate is not that of a few thousand pages."""
+    s, kv, layers = shape.dims
+    per_layer = 2 * (s // BLOCK_TOKENS)
+    return Shape((s, kv, min(MAX_LAYERS, max(layers, -(-pages // per_layer)))))
+
+
 def check(shape: Shape, world: int) -> None:
     """Raise ShapeError naming the violated constraint and its fix (the plugin's describe() enforces the same)."""
     if len(shape.dims) != 3:

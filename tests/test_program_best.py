@@ -22,12 +22,12 @@ from cuco.run import Run
 CORPUS = Path(__file__).parent / "fixtures" / "host_programs"
 
 
-def _summary(tmp_path: Path, speedups: list[float], runner=None, confirm: bool = True):
+def _summary(tmp_path: Path, speedups: list[float], runner=None, confirm: bool = True, said=None):
     """Run.summary() over a database holding one timed rewrite per speedup (host 2.0 ms in their rounds); with a
     runner, Run.confirm() first, re-timing the winner on it."""
     w = ProgramWorkload.load(CORPUS / "rs_grad_shard.cu")
     fast = w.fast_path(Topology(world=2))
-    run = Run(RunOptions(workload=str(w.program.path), confirm=confirm))
+    run = Run(RunOptions(workload=str(w.program.path), confirm=confirm), on_event=None if said is None else said.append)
     run.run_dir, run.workload, run.evaluation, run.runner = tmp_path, w, "measured", runner
     with CandidateDB(tmp_path / rundir.DB_FILE) as db:
         for s in speedups:
@@ -110,7 +110,9 @@ def test_a_rewrite_whose_win_fresh_rounds_do_not_show_is_not_offered(tmp_path):
     """1.4x in the search's rounds, slower in five fresh pairs: the program itself is the best, with those rounds'
     figures, and says so."""
     runner = RetimingRunnerStandIn([(2.0, 2.04), (2.01, 2.05), (2.0, 2.03), (1.99, 2.04), (2.0, 2.05)])
-    w, s = _summary(tmp_path, [0.5, 1.4], runner)
+    said: list[str] = []
+    w, s = _summary(tmp_path, [0.5, 1.4], runner, said=said)
+    assert any("5 fresh rounds" in line and "not offered" in line for line in said)
     assert len(runner.codes) == 1   # the winner only
     m = s.best.metrics
     assert s.best.mutation == "original" and m["speedup"] == 1.0 and m["host_ms"] == m["time_ms"] == 2.0
@@ -129,9 +131,11 @@ def test_a_rewrite_faster_in_fresh_rounds_is_offered_with_their_verdict(tmp_path
 
 def test_a_rewrite_that_fails_when_re_timed_is_not_offered_and_the_reason_is_said(tmp_path):
     runner = RetimingRunnerStandIn(error="re-timing, the rewrite read back other bytes than the program:\n  x[3]")
-    _w, s = _summary(tmp_path, [1.4], runner)
+    said: list[str] = []
+    _w, s = _summary(tmp_path, [1.4], runner, said=said)
     assert s.best.mutation == "original" and s.best.metrics["speedup"] == 1.0
     assert "failed when re-timed against it" in s.best.feedback and "x[3]" in s.best.feedback
+    assert any("failed when re-timed" in line and "x[3]" in line for line in said)   # the console says why
 
 
 def test_no_re_timing_when_asked_not_to_when_nothing_won_or_when_already_settled(tmp_path):

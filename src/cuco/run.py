@@ -271,9 +271,12 @@ class Run:
             return
         self.db.upsert(confirmed)
         m = confirmed.metrics
-        self.on_event(f"cuco: the fastest rewrite re-timed against the reference in "
-                      f"{int(m.get('record_repeats', 0))} fresh rounds: "
-                      + (f"speedup {m['record_speedup']:.3f}, " if "record_speedup" in m else "")
+        if "record_repeats" not in m:   # the rewrite failed in its fresh rounds (its feedback says how)
+            self.on_event(f"cuco: the fastest rewrite failed when re-timed against the reference, not offered: "
+                          f"{confirmed.feedback.splitlines()[-1].removeprefix('Not offered: ')}")
+            return
+        self.on_event(f"cuco: the fastest rewrite re-timed against the reference in {int(m['record_repeats'])} fresh "
+                      f"rounds: speedup {m['record_speedup']:.3f}, "
                       + ("offered" if m.get("record_faster") else "not offered (the reference stays the best)"))
 
     # -- summary, close ----------------------------------------------------------------------------------

@@ -104,8 +104,13 @@ class ProgramWorkload:
             said = " ".join(str(exc).split())[:600]   # one line: the best's feedback quotes it
             return attrs.evolve(fastest, metrics={**m, "record_faster": 0.0},
                                 feedback=f"{fastest.feedback}\nNot offered: {said}")
-        record = {k: v for k, v in got.to_dict().items() if isinstance(v, (int, float))}
-        return attrs.evolve(fastest, metrics={**m, **{k: float(v) for k, v in record.items()}})
+        record = {k: float(v) for k, v in got.to_dict().items() if isinstance(v, (int, float))}
+        if not got.faster:
+            return attrs.evolve(fastest, metrics={**m, **record})
+        # offered: its figures are the fresh rounds' (the search's stay as search_*), fitness (its rank) unchanged
+        searched = {f"search_{k}": m[k] for k in ("time_ms", "host_ms", "speedup") if k in m}
+        return attrs.evolve(fastest, metrics={**m, **record, **searched, "time_ms": got.best_ms,
+                                              "host_ms": got.host_ms, "speedup": got.speedup})
 
     def provenance(self, best: Candidate) -> dict[str, Any]:
         """The original's path, whether kernel.cu is the program unchanged, and how it builds."""

@@ -31,6 +31,10 @@ from typing import Any, NamedTuple
 
 from cuco.workloads.attention_cp import shapes
 
+#: GPU cycles (about a millisecond) each timed call waits behind, so the host enqueues all of its launches (through
+#: ctypes: microseconds each) before its start event; else host gaps between launches would be timed, and they grow
+#: with the number of launches, which differs between the forms.
+HOLD_CYCLES = 2_000_000
 DEFAULT = "s4096-d32@2,s8192-d64@2,s4096-d32@4,s4096-d64@4,s8192-d32@4,s8192-d64@4,llama3-8b@4,llama3-8b-full@4"
 KV_TILE = 128
 
@@ -181,8 +185,10 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     blocks = [torch.cat([k[[global_row(world, r, i, sr, half, causal) for i in range(sr)]],
                          v[[global_row(world, r, i, sr, half, causal) for i in range(sr)]]]).contiguous()
               for r in range(world)]   # each rank's KV block: its K rows, then its V rows (attention_cp.h)
+    plans = {"ring": ring_calls(world, me, sr, half, causal), "gathered": gathered_calls(world, me, sr, half, causal),
+             "hybrid": hybrid_calls(world, me, sr, half, causal)}
     remote = [_remote_key(world, me, j, sr, half, causal)
-              for j in range(sum(c.nk for c in hybrid_calls(world, me, sr, half, causal) if c.src == -2))]
+              for j in range(sum(c.nk for c in plans["hybrid"] if c.src == -2))]
     # the other ranks' K/V a gathering rank holds (hybrid_calls' src -2): K rows, then V rows, as a block
     region = torch.cat([k[remote], v[remote]]).contiguous() if remote else blocks[me]
     kv_at = {**{r: (blocks[r], sr) for r in range(world)}, -2: (region, len(remote))}   # base, rows before V
@@ -211,13 +217,13 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
             raise RuntimeError("cuco_attn_finish_f32 failed")
 
     def ring() -> None:
-        merged(ring_calls(world, me, sr, half, causal), o_ring)
+        merged(plans["ring"], o_ring)
 
     def hybrid() -> None:
-        merged(hybrid_calls(world, me, sr, half, causal), o_hybrid)
+        merged(plans["hybrid"], o_hybrid)
 
     def gathered() -> None:
-        for c in gathered_calls(world, me, sr, half, causal):
+        for c in plans["gathered"]:
             args = (ptr(q_me, c.q0 * qe), ptr(k, c.k0 * ke), ptr(v, c.k0 * ke), ptr(o_gather, c.q0 * qe),
                     ptr(lse_g, c.q0), c.nq, c.nk, hq, hkv, d, sr)
             if c.mask == "suffix":
@@ -245,14 +251,13 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
         order = list(times) if r % 2 == 0 else list(times)[::-1]
         for n in order:
             fn = fns[n]
-            times[n].append(statistics.median(event_times_ms(fn, iters, 3)))
+            times[n].append(statistics.median(event_times_ms(fn, iters, 3,
+                                                             before=lambda: torch.cuda._sleep(HOLD_CYCLES))))
     med = {f"{n}_ms": statistics.median(t) for n, t in times.items()}
     spread = {f"{n}_spread": (max(t) - min(t)) / statistics.median(t) for n, t in times.items()}
     share = med["sdpa_whole_ms"] / world
     return {"shape": name, "world": world, "rank": me, "S": s, "HQ": hq, "HKV": hkv, "D": d, "causal": causal,
-            "ring_calls": len(ring_calls(world, me, sr, half, causal)),
-            "gathered_calls": len(gathered_calls(world, me, sr, half, causal)),
-            "hybrid_calls": len(hybrid_calls(world, me, sr, half, causal)), **med, **spread, **err,
+            **{f"{n}_calls": len(c) for n, c in plans.items()}, **med, **spread, **err,
             "sdpa_share_ms": share, "gathered_over_ring": med["gathered_ms"] / med["ring_ms"],
             "hybrid_over_ring": med["hybrid_ms"] / med["ring_ms"],
             "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}

@@ -21,13 +21,18 @@ inline cuco::kit::fmha::Problem problem(const void* q, const void* k, const void
   return p;
 }
 
-// O's type per call (RegisterOut: p.o_bf16), dense token-major strides, the LSE at lse_ld per head.
+// Dense token-major strides at head dim d, the LSE at lse_ld per head (the library's layout, attention_cp.h).
+inline void set_strides(cuco::kit::fmha::Problem& p, int d, int64_t lse_ld) {
+  cuco::kit::fmha::set_dense_strides(p, d);
+  p.lse_head_stride = lse_ld;
+  p.lse_batch_stride = lse_ld * p.heads_q;
+}
+
+// O's type per call (RegisterOut: p.o_bf16), the library's strides.
 template <int D, class Schedule>
 int block(cuco::kit::fmha::Problem& p, int64_t lse_ld, int causal, cudaStream_t s) {
   using cuco::kit::fmha::RegisterOut;
-  cuco::kit::fmha::set_dense_strides(p, D);
-  p.lse_head_stride = lse_ld;
-  p.lse_batch_stride = lse_ld * p.heads_q;
+  set_strides(p, D, lse_ld);
   return causal ? cuco::kit::fmha::forward<D, true, RegisterOut, Schedule>(p, s)
                 : cuco::kit::fmha::forward<D, false, RegisterOut, Schedule>(p, s);
 }

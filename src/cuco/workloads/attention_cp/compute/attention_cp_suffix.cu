@@ -7,11 +7,8 @@ namespace {
 
 template <int D>
 int suffix(cuco::kit::fmha::Problem& p, int64_t lse_ld, cudaStream_t s) {
-  using cuco::kit::fmha::RegisterOut;
-  cuco::kit::fmha::set_dense_strides(p, D);
-  p.lse_head_stride = lse_ld;
-  p.lse_batch_stride = lse_ld * p.heads_q;
-  return cuco::kit::fmha::forward_suffix<D, RegisterOut>(p, s);
+  cuco_attn_impl::set_strides(p, D, lse_ld);
+  return cuco::kit::fmha::forward_suffix<D, cuco::kit::fmha::RegisterOut>(p, s);
 }
 
 }  // namespace

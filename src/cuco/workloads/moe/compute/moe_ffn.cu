@@ -311,7 +311,7 @@ extern "C" int cuco_moe_ffn_run_arrival(cuco_moe_ffn* p, int groups, const void*
   // of two 2048-row groups ran 6 % faster than of the same rows as one group (results/moe_split_cost/README.md)
   const int per_group = std::max(64, (4 * p->sms + groups - 1) / groups);
   swiglu<<<dim3(per_group, groups), 256, 0, stream>>>(p->I, (const __nv_bfloat16*)h1, (__nv_bfloat16*)act, rows,
-                                               row_offset);
+                                                      row_offset);
   FFN_CUDA(cudaGetLastError());
   if (p->down.gemm.run(stream) != cutlass::Status::kSuccess) return 5;
   return 0;

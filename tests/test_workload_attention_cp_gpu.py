@@ -1,8 +1,8 @@
 """GPU tests of the ring-attention workload at every world size the machine has GPUs for (`--world` picks some):
 the compute library's attention and merge match torch's fp32 attention, on every GPU of one process; the host
 seed, its fast-path transform and a covering sample of LSA points verify on two seeds under delayed arrival (the
-cascade's L2 mode) at every verify shape; every fixture (skipped ring step, merge without the LSE, never waits)
-fails. Run with `pytest -m gpu` on a GPU machine."""
+cascade's L2 mode) at every verify shape; every fixture (skipped ring step, merge without the LSE, never waits,
+the gathered form never waiting) fails. Run with `pytest -m gpu` on a GPU machine."""
 
 from __future__ import annotations
 
@@ -20,11 +20,15 @@ from cuco.workloads.attention_cp import fixtures
 WL = workloads.get("attention_cp")
 VERIFY = ["verify-gqa-causal", "verify-mha-full", "verify-d32-causal"]
 #: Beyond the covering sample (which meets sync_scope=signal only on GIN): the signal protocols, copy-engine
-#: pushes (with one arrival flag per reader, or one barrier) and the fixtures' base points.
-MORE_POINTS = ["lsa/stream_overlap/signal/warp/whole", "lsa/split_put_wait/signal/cta/whole",
-               "lsa/deferred/signal/thread/whole", "lsa/split_put_wait/world/copy_engine/whole",
-               "lsa/stream_overlap/team/copy_engine/whole",
-               "lsa/fused/world/copy_engine/1MiB", fixtures.FUSED_BASE, fixtures.STEPS_BASE]
+#: pushes (with one arrival flag per reader, or one barrier), the fixtures' base points, and the gathered forms
+#: (attend=hybrid, gathered) under each sync scope and both placements.
+MORE_POINTS = ["lsa/stream_overlap/signal/warp/whole/attend=ring", "lsa/split_put_wait/signal/cta/whole/attend=ring",
+               "lsa/deferred/signal/thread/whole/attend=ring", "lsa/split_put_wait/world/copy_engine/whole/attend=ring",
+               "lsa/stream_overlap/team/copy_engine/whole/attend=ring",
+               "lsa/fused/world/copy_engine/1MiB/attend=ring", fixtures.FUSED_BASE, fixtures.STEPS_BASE,
+               fixtures.GATHERED_BASE, "lsa/stream_overlap/world/warp/whole/attend=hybrid",
+               "lsa/stream_overlap/signal/thread/whole/attend=hybrid", "lsa/deferred/signal/cta/whole/attend=gathered",
+               "lsa/deferred/team/warp/whole/attend=hybrid"]
 
 
 def _need_gpu(gpus: int) -> None:
@@ -227,7 +231,8 @@ def test_seed_fast_path_and_covering_points_verify(plugin, world):
 
 @pytest.mark.gpu
 def test_every_fixture_fails_under_delayed_arrival(plugin, world):
-    made = {f.__name__: f() for f in (fixtures.skipped_step, fixtures.merge_without_lse, fixtures.never_waits)}
+    made = {f.__name__: f() for f in (fixtures.skipped_step, fixtures.merge_without_lse, fixtures.never_waits,
+                                      fixtures.gathered_never_waits)}
     sos = _compile(list(made.values()))
     runs = _verify(plugin, sos, "verify-gqa-causal", world)
     wrong = [(name, runs[so].status, runs[so].message) for name, so in zip(made, sos)

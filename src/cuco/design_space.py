@@ -113,6 +113,16 @@ class DesignSpace:
                 return f"[{rule.name}] {reason}"
         return None
 
+    def complete(self, point: Directives) -> Directives:
+        """`point` with every extra directive of this space that it does not name at its conservative value, so a
+        label written before a workload gained a directive (in a results file, a script, `--try`) names the point
+        it always did; a point naming one this space lacks is left for check() to refuse."""
+        named = {n for n, _v in point.extra}
+        missing = tuple((e.name, e.default) for e in self.extras if e.name not in named)
+        if not missing:
+            return point
+        return attrs.evolve(point, extra=(*point.extra, *missing))
+
     def is_legal(self, point: Directives) -> bool:
         """True when `point` breaks no rule of this space."""
         return self.check(point) is None

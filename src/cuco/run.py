@@ -368,7 +368,7 @@ def first_points(labels: tuple[str, ...], space: Any) -> list[Any]:
     points = []
     for label in labels:
         try:
-            point = Directives.from_label(label)
+            point = space.complete(Directives.from_label(label))
         except DirectiveError as exc:
             raise CucoError(f"--try {label}: {exc}") from None
         reason = space.check(point)

@@ -58,10 +58,10 @@ class Workload:
 
     # -- the Problem interface ---------------------------------------------------------------------------
     def render(self, point: Directives, topology: Topology | None = None) -> str:
-        """The candidate's source at `point`; IllegalPointError when the point breaks a rule of the space on
-        `topology` (the run's; None: Topology())."""
-        self.space(topology if topology is not None else Topology()).validate(point)
-        return self._render(point)
+        """The candidate's source at `point` (extra directives it does not name at their conservative values);
+        IllegalPointError when the point breaks a rule of the space on `topology` (the run's; None: Topology())."""
+        space = self.space(topology if topology is not None else Topology())
+        return self._render(space.validate(space.complete(point)))
 
     def seed(self, topology: Topology, work_dir: Path, say: Say) -> Candidate:
         """The host seed through the rule-based fast path, or its cached result (build files in `work_dir`)."""

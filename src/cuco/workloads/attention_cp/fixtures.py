@@ -5,7 +5,9 @@ Each is a rendered point with one deliberate fault; each fails at any W, W = 1 i
 - merge_without_lse: partial results are averaged instead of weighted by their log-sum-exps (the slice pipeline
   merges even at W = 1);
 - never_waits: the attention reads each slice without waiting for its landed flag, while the transfers (the own
-  block's included) are delayed on the side stream.
+  block's included) are delayed on the side stream;
+- gathered_never_waits: the gathered form's calls read the region without waiting for any source's landed flag
+  (the own rows, delayed on the side stream, included).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from cuco.workloads.attention_cp.render import render
 
 #: The slice pipeline: every block, the own one included, moves on the side stream, so W = 1 has a race to lose;
 #: 1 MiB slices give several merges per block at verify-gqa-causal (a 4 MiB block).
-FUSED_BASE = "lsa/fused/signal/cta/1MiB"
-STEPS_BASE = "lsa/stream_overlap/signal/cta/whole"
+FUSED_BASE = "lsa/fused/signal/cta/1MiB/attend=ring"
+STEPS_BASE = "lsa/stream_overlap/signal/cta/whole/attend=ring"
+#: The gathered form: the own rows move into the region on the side stream too, so W = 1 has a race to lose.
+GATHERED_BASE = "lsa/stream_overlap/signal/cta/whole/attend=gathered"
 
 _STEP_LOOP = "  for (int s = 0; s < g.W; ++s) {\n    const int src = source_at(ctx->rank, s, g.W);\n"
 _FLAG_WAIT = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;\n"
+_SOURCE_WAIT = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, 0)]))) return rc;  // src's rows landed\n"
 _MERGE_CALL = "cuco_attn_merge_f32, main)"
 
 BAD_MERGE = r"""
@@ -67,3 +72,8 @@ def merge_without_lse() -> str:
 def never_waits() -> str:
     """A candidate whose attention reads each slice without waiting for it to land."""
     return _replace_once(_point(FUSED_BASE), _FLAG_WAIT, "      // never waits for the slice to land\n", FUSED_BASE)
+
+
+def gathered_never_waits() -> str:
+    """A gathered-form candidate whose calls read the region without waiting for the rows to land."""
+    return _replace_once(_point(GATHERED_BASE), _SOURCE_WAIT, "      // never waits for src's rows\n", GATHERED_BASE)

@@ -216,7 +216,8 @@ SIGNAL_PUSH = {
 }
 
 
-def _barrier_calls(point: Directives, stream: str) -> str:
+def barrier_calls(point: Directives, stream: str) -> str:
+    """The barrier kernel's launch on `stream` (world / team scopes; nothing for signal)."""
     if point.sync_scope == "signal":
         return ""
     return f"  if ((rc = barrier(ctx, {stream}))) return rc;\n"
@@ -275,7 +276,7 @@ def _split_parts(point: Directives) -> tuple[str, str, str]:
     else:
         wait = ("    if (s == 1 && (rc = stream_wait_epoch(st, main, &f.local[f.lf.misc(0)])))\n"
                 "      return rc;  // every block landed (the barrier after the puts)\n")
-        post = (_barrier_calls(point, "side") +
+        post = (barrier_calls(point, "side") +
                 "  if ((rc = stream_set_epoch(st, side, &f.local[f.lf.misc(0)]))) return rc;\n")
     return mover, move + post, wait
 
@@ -305,16 +306,19 @@ def _slice_wait(point: Directives) -> str:
             "      }\n")
 
 
-def render_lsa(point: Directives) -> str:
-    """The EVOLVE block of an LSA point."""
-    if point.placement == "split_put_wait":
+def render_lsa(point: Directives, body: tuple[str, str] | None = None) -> str:
+    """The EVOLVE block of an LSA point; `body`: its (mover kernels, enqueue) where another module renders them
+    (the gathered forms, gather_block.py), else the ring's here."""
+    if body is not None:
+        mover, enqueue = body
+    elif point.placement == "split_put_wait":
         mover, move_post, wait = _split_parts(point)
-        enqueue = fill(SPLIT_PUT_WAIT, {"PRE": _barrier_calls(point, "side"), "MOVE": move_post, "POST": "",
+        enqueue = fill(SPLIT_PUT_WAIT, {"PRE": barrier_calls(point, "side"), "MOVE": move_post, "POST": "",
                                         "WAIT": wait}, what="split_put_wait enqueue")
     else:
         mover, move, stream = _pull_parts(point)
         text = {"deferred": DEFERRED, "stream_overlap": STREAM_OVERLAP, "fused": FUSED}[point.placement]
-        barrier = _barrier_calls(point, stream)
+        barrier = barrier_calls(point, stream)
         subs = {"PRE": barrier, "MOVE": move, "POST": barrier}
         if point.placement == "stream_overlap":
             subs["WAIT_LANDED"] = _landed_wait(point)

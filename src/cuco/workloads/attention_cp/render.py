@@ -1,7 +1,7 @@
 """Design space of the ring-attention workload and rendering of a device-initiated candidate from one of its
 points.
 
-Every point runs the same W ring steps (attention of the local queries to one source's KV block, merged with the
+Every point with attend=ring runs the same W ring steps (attention of the local queries to one source's KV block, merged with the
 log-sum-exp); the directives choose how the KV blocks reach the ring slots and when the attention may start:
 
 - deferred: move every block first, then the W steps.
@@ -20,14 +20,18 @@ log-sum-exp); the directives choose how the KV blocks reach the ring slots and w
   wrote 2.3-2.8x faster than they read at W = 4).
 - chunk_bytes: slice size of the fused pipeline (K+V rows, multiples of 128 rows).
 - backend=gin (compiled; runs only with an RDMA NIC): split_put_wait with put-with-signal per ring step.
+- attend (extra): ring = the W steps above; hybrid / gathered = fewer, larger calls over the other ranks' K/V
+  pulled into one region (deferred or stream_overlap, SM pulls; gather_block.py).
 """
 
 from __future__ import annotations
 
 from cuco.design_space import DEFAULT_RULES, MiB, WHOLE, DesignSpace, Directives, Rule, Topology
+from cuco.extra_directives import ExtraDirective
 from cuco.kit.evolve import assemble
 from cuco.kit.space import backend_subset, backends_for, lsa_one_node
 from cuco.workloads.attention_cp import frozen
+from cuco.workloads.attention_cp.gather_block import render_gather
 from cuco.workloads.attention_cp.gin_block import render_gin
 from cuco.workloads.attention_cp.lsa_block import render_lsa
 
@@ -45,6 +49,29 @@ def _chunks_only_fused(d: Directives, _s: DesignSpace) -> str | None:
     return None
 
 
+#: The compute form (cuco_attn::gather_* in the compute library's header). ring: one call per source block, merged
+#: (every point above). hybrid: the own block in place, then at most two merged calls over the other ranks' rows
+#: packed into one region. gathered: every token at its global position, one bottom-right causal call per zigzag
+#: chunk, nothing to merge. On one GPU the ring's compute took 1.3-2.8x a rank's share of SDPA's work at W = 4 on the
+#: sweep shapes; gathered ran it in 0.45-0.80 of the ring's time, hybrid 0.66-0.88
+#: (benchmarks/results/attention_gather/README.md).
+ATTEND = ExtraDirective("attend", ("ring", "hybrid", "gathered"),
+                        "compute form: ring = one FMHA call per source block merged by log-sum-exp; hybrid = the own "
+                        "block first, then at most two merged calls over the other ranks' K/V gathered in one region; "
+                        "gathered = all K/V in global token order, one bottom-right causal call per zigzag chunk, no "
+                        "merges (fewer, larger calls: less compute, but each call waits for more of the data)")
+
+
+def _gathered_forms(d: Directives, _s: DesignSpace) -> str | None:
+    if dict(d.extra).get("attend", "ring") == "ring":
+        return None
+    if d.placement not in ("deferred", "stream_overlap") or d.issuer == "copy_engine":
+        return (f"attend={d.get('attend')} pulls every source's rows into one region with an SM pull kernel and "
+                "waits per source: use placement=deferred or stream_overlap with issuer thread, warp or cta, or "
+                "attend=ring")
+    return None
+
+
 def _copy_engine_barriers(d: Directives, _s: DesignSpace) -> str | None:
     if d.issuer == "copy_engine" and d.sync_scope not in ("world", "team"):
         return ("issuer=copy_engine is bracketed by barrier kernels on the copy stream (no CTA of ours polls a "
@@ -55,6 +82,7 @@ def _copy_engine_barriers(d: Directives, _s: DesignSpace) -> str | None:
 WORKLOAD_RULES: tuple[Rule, ...] = (
     Rule("attention-cp-chunks-only-fused", _chunks_only_fused),
     Rule("attention-cp-copy-engine-barriers", _copy_engine_barriers),
+    Rule("attention-cp-gathered-forms", _gathered_forms),
     backend_subset("attention-cp-gin-subset", "gin",
                    "backend=gin is rendered as put-with-signal per ring step (placement=split_put_wait, "
                    "sync_scope=signal): GIN has no peer loads to pull with; pick those directives or backend=lsa",
@@ -78,12 +106,15 @@ def space(topology: Topology) -> DesignSpace:
         chunk_sizes=CHUNK_SIZES,
         topology=topology,
         rules=RULES,
+        extras=(ATTEND,),
     )
 
 
 def block(point: Directives) -> str:
     """The EVOLVE block of `point`: its constants, kernels, block_needs() and enqueue()."""
-    return render_gin(point) if point.backend == "gin" else render_lsa(point)
+    if point.backend == "gin":
+        return render_gin(point)
+    return render_lsa(point, render_gather(point) if dict(point.extra).get("attend", "ring") != "ring" else None)
 
 
 def render(point: Directives) -> str:

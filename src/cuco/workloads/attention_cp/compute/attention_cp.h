@@ -220,5 +220,114 @@ inline int ring_finish(const Geo& g, void* o, const char* work, cudaStream_t s) 
   return single_step(g) ? 0 : round_running(g, o, work, s);
 }
 
+// ---- gathered K/V: forms that no ring can take -------------------------------------------------------------
+// A rank that pulls from every peer at once can lay the K/V it needs out in one region and attend to it in fewer,
+// larger calls than the ring's W (measured on one GPU: benchmarks/results/attention_gather/README.md). The region
+// (buffer 4, the ring's bytes) holds S K rows, then S V rows. Two forms:
+//   hybrid:   the ring's step 0 (the own block, direct, nothing to wait for), then at most two merged calls without
+//             a mask: every query row against the first chunks of the lower ranks (which precede both of its
+//             chunks), and the second chunk's rows against the whole blocks of the higher ranks (full attention:
+//             every query row against every other block). Key order inside a call does not matter, so each call's
+//             rows are packed: lower ranks' first chunks at rows [0, me * half), higher ranks' blocks after them.
+//   gathered: every token this rank needs at its global position, its own included; each zigzag chunk of its
+//             queries is one call against the whole key prefix before it, the causal mask aligned bottom-right
+//             (cuco_attn_suffix_bf16); full attention is one call against all S keys. Nothing to merge.
+enum GatherForm { kRingForm = 0, kHybridForm = 1, kGatheredForm = 2 };
+
+// Local rows [from, from + n) of a source's KV block land at rows [to, to + n) of the region (K half and V half).
+struct RowRun {
+  int64_t from, n, to;
+};
+
+// Where the rows `me` needs of src's block land in the region: at most 2 runs, written to out; returns their count
+// (0: nothing moves, e.g. the own block of the hybrid, attended in place).
+CUCO_ATTN_HD inline int gather_runs(const Geo& g, int me, int src, int form, RowRun* out) {
+  if (form == kHybridForm) {
+    if (src == me) return 0;
+    if (!g.causal) {
+      out[0] = RowRun{0, g.Sr, (int64_t)((src - me - 1 + g.W) % g.W) * g.Sr};
+      return 1;
+    }
+    if (src < me) {
+      out[0] = RowRun{0, g.half, (int64_t)src * g.half};
+      return 1;
+    }
+    out[0] = RowRun{0, g.Sr, (int64_t)me * g.half + (int64_t)(src - me - 1) * g.Sr};
+    return 1;
+  }
+  if (!g.causal) {
+    out[0] = RowRun{0, g.Sr, (int64_t)src * g.Sr};
+    return 1;
+  }
+  out[0] = RowRun{0, g.half, (int64_t)src * g.half};
+  if (src < me) return 1;  // its second chunk lies after both of me's
+  out[1] = RowRun{g.half, g.half, (int64_t)(2 * g.W - 1 - src) * g.half};
+  return 2;
+}
+
+// The k-th source (k = 0..W-1) whose rows move into the region, in the order the calls need them: the own block
+// first (gathered form; -1 for the hybrid, which attends it in place), then the lower ranks, then the higher ones.
+CUCO_ATTN_HD inline int gather_source(const Geo& g, int me, int k, int form) {
+  if (k == 0) return form == kGatheredForm ? me : -1;
+  return k <= me ? k - 1 : k;
+}
+
+// One call over the region: query rows [q0, q0 + nq) of `me` against region rows [k0, k0 + nk); suffix: the causal
+// mask aligned bottom-right (query i sees keys j <= i + nk - nq); waits: bit src set for every source whose rows the
+// call reads (they must have landed).
+struct GatherCall {
+  int64_t q0, nq, k0, nk;
+  int suffix;
+  uint32_t waits;
+};
+
+// The calls of `me` over the region after the hybrid's own step (or of the whole gathered form): at most 2, in
+// the order to run them; returns their count.
+CUCO_ATTN_HD inline int gather_calls(const Geo& g, int me, int form, GatherCall* out) {
+  const uint32_t all = g.W >= 32 ? 0xffffffffu : (1u << g.W) - 1, lower = (1u << me) - 1;
+  int n = 0;
+  if (form == kHybridForm) {
+    if (!g.causal) {
+      if (g.W > 1) out[n++] = GatherCall{0, g.Sr, 0, (int64_t)(g.W - 1) * g.Sr, 0, all & ~(1u << me)};
+      return n;
+    }
+    if (me > 0) out[n++] = GatherCall{0, g.Sr, 0, (int64_t)me * g.half, 0, lower};
+    if (me < g.W - 1)
+      out[n++] = GatherCall{g.half, g.half, (int64_t)me * g.half, (int64_t)(g.W - 1 - me) * g.Sr, 0,
+                            all & ~lower & ~(1u << me)};
+    return n;
+  }
+  if (!g.causal) {
+    out[n++] = GatherCall{0, g.Sr, 0, g.S, 0, all};
+    return n;
+  }
+  out[n++] = GatherCall{0, g.half, 0, (int64_t)(me + 1) * g.half, 1, lower | (1u << me)};
+  out[n++] = GatherCall{g.half, g.half, 0, (int64_t)(2 * g.W - me) * g.half, 1, all};
+  return n;
+}
+
+// One call of gather_calls. region: the region's base (K half, then V half at S rows). The hybrid's calls write an
+// fp32 partial (o_blk, lse_blk) and `merge` folds it into the running output (o32, lse) after its step 0; the
+// gathered form's write bf16 o_final and lse directly (its calls cover every query row once; nothing to round).
+// Status as attend_rows (100 + the FMHA's, 200 + the merge's).
+inline int gather_attend(const Geo& g, int form, const GatherCall& c, const void* q, const void* region, void* o32,
+                         float* lse, void* o_blk, float* lse_blk, MergeFn merge, void* o_final, cudaStream_t s) {
+  const char* qb = (const char*)q + 2 * c.q0 * q_row_elems(g);
+  const char* kb = (const char*)region + 2 * c.k0 * kv_row_elems(g);
+  const char* vb = kb + 2 * g.S * kv_row_elems(g);
+  int rc;
+  if (form == kGatheredForm) {
+    char* ob = (char*)o_final + 2 * c.q0 * q_row_elems(g);
+    rc = c.suffix ? cuco_attn_suffix_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, s)
+                  : cuco_attn_block_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, 0, s);
+    return rc ? 100 + rc : 0;
+  }
+  char* out = (char*)o_blk + 4 * c.q0 * q_row_elems(g);
+  if ((rc = cuco_attn_block_f32(qb, kb, vb, out, lse_blk + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, 0, s)))
+    return 100 + rc;
+  rc = merge((char*)o32 + 4 * c.q0 * q_row_elems(g), lse + c.q0, out, lse_blk + c.q0, c.nq, g.hq, g.d, g.Sr, s);
+  return rc ? 200 + rc : 0;
+}
+
 }  // namespace cuco_attn
 #endif  // __cplusplus

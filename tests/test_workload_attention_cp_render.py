@@ -20,7 +20,7 @@ def test_space_and_rules():
     points = list(space.points())
     assert {p.placement for p in points} == {"deferred", "stream_overlap", "split_put_wait", "fused"}
     assert {p.issuer for p in points} == {"thread", "warp", "cta", "copy_engine"}
-    assert all((p.chunk_bytes != 0) == (p.placement == "fused") for p in points)
+    assert all((p.chunk_bytes != 0) == (p.placement == "fused" and p.get("attend") == "ring") for p in points)
     assert all(p.sync_scope in ("world", "team") for p in points if p.issuer == "copy_engine")
     assert "lsa/fused/world/copy_engine/1MiB/attend=ring" in {p.label() for p in points}  # fused = the slice pipeline
     assert "lsa/stream_overlap/signal/warp/whole/attend=ring" in {p.label() for p in points}  # signals per ring step
@@ -56,7 +56,8 @@ def test_render_reflects_the_point():
 @pytest.mark.parametrize("make,base", [(fixtures.skipped_step, fixtures.STEPS_BASE),
                                        (fixtures.merge_without_lse, fixtures.FUSED_BASE),
                                        (fixtures.never_waits, fixtures.FUSED_BASE),
-                                       (fixtures.gathered_never_waits, fixtures.GATHERED_BASE)])
+                                       (fixtures.gathered_never_waits, fixtures.GATHERED_BASE),
+                                       (fixtures.gathered_fused_never_waits, fixtures.GATHERED_FUSED_BASE)])
 def test_fixtures_differ_from_their_base_in_the_block_only(make, base):
     code, parent = make(), WL.render(Directives.from_label(base))
     assert code != parent
@@ -83,12 +84,15 @@ def test_gathered_forms_are_points_of_their_own():
     block in place first and merges, the gathered form writes O directly; stream_overlap waits per source."""
     space = WL.space(Topology(world=4, gin_available=False))
     forms = [p for p in space.points() if p.get("attend") != "ring"]
-    assert {p.placement for p in forms} == {"deferred", "stream_overlap"}
+    assert {p.placement for p in forms} == {"deferred", "stream_overlap", "fused"}
+    assert {p.get("attend") for p in forms if p.placement == "fused"} == {"gathered"}
+    assert all(p.chunk_bytes == 0 for p in forms)
     assert {p.issuer for p in forms} == {"thread", "warp", "cta"} and {p.get("attend") for p in forms} == {
         "hybrid", "gathered"}
-    for bad in ("lsa/fused/signal/cta/1MiB/attend=gathered", "lsa/split_put_wait/signal/cta/whole/attend=hybrid",
+    for bad in ("lsa/fused/signal/cta/whole/attend=hybrid", "lsa/split_put_wait/signal/cta/whole/attend=hybrid",
                 "lsa/stream_overlap/world/copy_engine/whole/attend=gathered"):
         assert "attend=ring" in space.check(Directives.from_label(bad))
+    assert "chunk_bytes=whole" in space.check(Directives.from_label("lsa/fused/signal/cta/1MiB/attend=gathered"))
     hybrid = _block("lsa/stream_overlap/world/cta/whole/attend=hybrid")
     assert "kForm = cuco_attn::kHybridForm" in hybrid and "gather_kernel<<<kCommCtas" in hybrid
     assert hybrid.index("ctx->buffers[BUF_KV].ptr, true") < hybrid.index("gather_calls")  # own block first
@@ -97,6 +101,10 @@ def test_gathered_forms_are_points_of_their_own():
     gathered = _block("lsa/deferred/signal/thread/whole/attend=gathered")
     assert "kForm = cuco_attn::kGatheredForm" in gathered and "gather_kernel<<<ctx->sm_count" in gathered
     assert "stream_wait_epoch" not in gathered and "return 0;" in gathered and "f.sf.done(me)" in gathered
+    assert "&arrival" not in gathered
+    fused = _block("lsa/fused/team/warp/whole/attend=gathered")  # the FMHA waits in the kernel for causal calls
+    assert "main, &arrival, ctx->sm_count - kCommCtas" in fused and "if (!c[k].suffix)" in fused
+    assert "gather_kernel<<<kCommCtas" in fused
 
 
 def test_a_label_from_before_the_attend_directive_names_the_ring():

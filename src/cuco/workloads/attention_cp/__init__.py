@@ -74,7 +74,7 @@ WORKLOAD = AttentionCpWorkload(
     libraries=(),
     default_world=1,
     compute=ComputeLibrary(sources=("compute/attention_cp.cu", "compute/attention_cp_alone.cu",
-                                     "compute/attention_cp_suffix.cu"),
+                                     "compute/attention_cp_suffix.cu", "compute/attention_cp_suffix_wait.cu"),
                            header="compute/attention_cp.h",
                            libraries=("cutlass",), arch="sm_90a", flags=("-DNDEBUG",)),
 )

@@ -7,7 +7,8 @@ Each is a rendered point with one deliberate fault; each fails at any W, W = 1 i
 - never_waits: the attention reads each slice without waiting for its landed flag, while the transfers (the own
   block's included) are delayed on the side stream;
 - gathered_never_waits: the gathered form's calls read the region without waiting for any source's landed flag
-  (the own rows, delayed on the side stream, included).
+  (the own rows, delayed on the side stream, included);
+- gathered_fused_never_waits: the same for the FMHA that waits inside the kernel (no arrival given).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ FUSED_BASE = "lsa/fused/signal/cta/1MiB/attend=ring"
 STEPS_BASE = "lsa/stream_overlap/signal/cta/whole/attend=ring"
 #: The gathered form: the own rows move into the region on the side stream too, so W = 1 has a race to lose.
 GATHERED_BASE = "lsa/stream_overlap/signal/cta/whole/attend=gathered"
+#: The gathered form whose FMHA waits inside the kernel (placement=fused).
+GATHERED_FUSED_BASE = "lsa/fused/signal/cta/whole/attend=gathered"
 
 _STEP_LOOP = "  for (int s = 0; s < g.W; ++s) {\n    const int src = source_at(ctx->rank, s, g.W);\n"
 _FLAG_WAIT = "      if ((rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, c)]))) return rc;\n"
@@ -77,3 +80,9 @@ def never_waits() -> str:
 def gathered_never_waits() -> str:
     """A gathered-form candidate whose calls read the region without waiting for the rows to land."""
     return _replace_once(_point(GATHERED_BASE), _SOURCE_WAIT, "      // never waits for src's rows\n", GATHERED_BASE)
+
+
+def gathered_fused_never_waits() -> str:
+    """A gathered-form candidate whose FMHA is given no arrival flags: it reads the region at once."""
+    return _replace_once(_point(GATHERED_FUSED_BASE), "main, &arrival, ctx->sm_count - kCommCtas",
+                         "main, nullptr, ctx->sm_count - kCommCtas /* never waits */", GATHERED_FUSED_BASE)

@@ -1,7 +1,9 @@
 """LSA block text of ring attention's gathered forms (attend=hybrid or gathered; the layout is
 `cuco_attn::gather_*` in the compute library's header): one pull kernel moves the K/V rows this rank needs from
 every source into one region, in the order its calls need them, with one landed flag per source; the main stream
-attends in at most two calls (after the hybrid's own step), each once the sources it reads have landed."""
+attends in at most two calls (after the hybrid's own step), each once the sources it reads have landed (deferred,
+stream_overlap), or, for the gathered form's fused placement, at once with its FMHA waiting for each KV tile's
+source inside the kernel."""
 
 from __future__ import annotations
 
@@ -46,12 +48,13 @@ __global__ void __launch_bounds__(kCommThreads)
 
 // One call over the region (cuco_attn::gather_attend): the hybrid's merge into the fp32 running output after its
 // step 0; the gathered form's straight into O and the LSE.
-static inline int attend_region(cuco_ctx* ctx, const Geo& g, const cuco_attn::GatherCall& c, cudaStream_t s) {
+static inline int attend_region(cuco_ctx* ctx, const Geo& g, const cuco_attn::GatherCall& c, cudaStream_t s,
+                                const cuco_attn_arrival* arrival = nullptr, int sm_count = 0) {
   char* work = (char*)ctx->buffers[BUF_WORK].ptr;
   return cuco_attn::gather_attend(g, kForm, c, ctx->buffers[BUF_Q].ptr, ctx->buffers[BUF_RING].ptr,
                                   running_f32(ctx, g), (float*)ctx->buffers[BUF_LSE].ptr, work,
                                   (float*)(work + cuco_attn::work_partial_lse_at(g)), cuco_attn_merge_f32,
-                                  ctx->buffers[BUF_O].ptr, s);
+                                  ctx->buffers[BUF_O].ptr, s, arrival, sm_count);
 }
 """
 
@@ -71,12 +74,12 @@ static int enqueue(cuco_ctx* ctx, State* st) {
   cudaStream_t main = ctx->stream, side = ctx->side_stream;
   (void)side;
   int rc = 0;
-@PRE@@MOVE@@POST@@OWN_STEP@  cuco_attn::GatherCall c[2];
+@PRE@@MOVE@@POST@@OWN_STEP@@ARRIVAL@  cuco_attn::GatherCall c[2];
   const int n = cuco_attn::gather_calls(g, ctx->rank, kForm, c);
   uint32_t landed = 0;  // sources already waited for
   (void)landed;
   for (int k = 0; k < n; ++k) {
-@WAIT@    if ((rc = attend_region(ctx, g, c[k], main))) return rc;
+@WAIT@    if ((rc = attend_region(ctx, g, c[k], main@ARRIVAL_ARGS@))) return rc;
   }
   return @FINISH@;
 }
@@ -94,6 +97,21 @@ WAIT_SOURCES = r"""    for (int src = 0; src < g.W; ++src) {
     landed |= c[k].waits;
 """
 
+#: fused's calls wait inside the kernel: where each source's landed flag is, for the FMHA's producer warp.
+ARRIVAL = r"""  // placement=fused: each KV tile's source flag, awaited by the FMHA's producer warp (cuco_attn_arrival)
+  const cuco_attn_arrival arrival = {&f.local[f.lf.chunk(0, 0)], st->epoch_at,
+                                     (int64_t)(f.lf.chunk(1, 0) - f.lf.chunk(0, 0)), g.causal ? g.half : g.Sr, 0,
+                                     g.W, g.causal};
+"""
+
+#: fused's wait before a call: none for a causal call (it waits inside the kernel); the stream waits for a full-
+#: attention call (one call over every key: no waiting FMHA of that mask is built).
+WAIT_UNMASKED = r"""    if (!c[k].suffix) {
+      for (int src = 0; src < g.W; ++src)
+        if ((c[k].waits >> src & 1u) && (rc = stream_wait_epoch(st, main, &f.local[f.lf.chunk(src, 0)]))) return rc;
+    }
+"""
+
 WHAT = {
     ("deferred", "hybrid"): ("every row this rank needs moves first (all SMs), then the own block in place and at most "
                              "two merged calls over the region."),
@@ -105,6 +123,10 @@ WHAT = {
     ("stream_overlap", "gathered"): ("the side stream copies the own rows, then pulls the lower ranks', then the "
                                      "higher ones' (kCommCtas SMs); each zigzag chunk's call starts once the sources "
                                      "of its key prefix have landed."),
+    ("fused", "gathered"): ("the side stream moves the rows as stream_overlap does; each zigzag chunk's call is "
+                            "launched at once, persistent on the SMs the pulls leave, and its producer warp waits "
+                            "for each KV tile's source inside the kernel, so the attention of the keys that have "
+                            "landed runs while the rest arrive (full attention: the stream waits, one call)."),
 }
 
 
@@ -126,7 +148,7 @@ def _kernel(point: Directives) -> str:
 
 def render_gather(point: Directives) -> tuple[str, str]:
     """(mover kernels, enqueue) of an LSA point whose attend directive is hybrid or gathered."""
-    attend, deferred = point.get("attend"), point.placement == "deferred"
+    attend, deferred, fused = point.get("attend"), point.placement == "deferred", point.placement == "fused"
     stream = "main" if deferred else "side"
     barrier = barrier_calls(point, stream)
     move = fill(GATHER_LAUNCH, {"CTAS": "ctx->sm_count" if deferred else "kCommCtas", "STREAM": stream},
@@ -137,7 +159,9 @@ def render_gather(point: Directives) -> tuple[str, str]:
         "MOVE": move,
         "POST": barrier,
         "OWN_STEP": OWN_STEP if attend == "hybrid" else "",
-        "WAIT": "" if deferred else WAIT_SOURCES,
+        "WAIT": "" if deferred else WAIT_UNMASKED if fused else WAIT_SOURCES,
+        "ARRIVAL": ARRIVAL if fused else "",
+        "ARRIVAL_ARGS": ", &arrival, ctx->sm_count - kCommCtas" if fused else "",
         "FINISH": "finish(ctx, g, main)" if attend == "hybrid" else "0",
     }, what=f"{point.placement}/{attend} enqueue")
     return "constexpr int kForm = cuco_attn::k%sForm;  // attend=%s\n%s" % (

@@ -21,7 +21,8 @@ log-sum-exp); the directives choose how the KV blocks reach the ring slots and w
 - chunk_bytes: slice size of the fused pipeline (K+V rows, multiples of 128 rows).
 - backend=gin (compiled; runs only with an RDMA NIC): split_put_wait with put-with-signal per ring step.
 - attend (extra): ring = the W steps above; hybrid / gathered = fewer, larger calls over the other ranks' K/V
-  pulled into one region (deferred or stream_overlap, SM pulls; gather_block.py).
+  pulled into one region (deferred or stream_overlap, SM pulls; gather_block.py); gathered with placement=fused
+  launches its calls at once, their FMHA waiting for each KV tile's source inside the kernel.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 
 
 def _chunks_only_fused(d: Directives, _s: DesignSpace) -> str | None:
+    if dict(d.extra).get("attend", "ring") != "ring":
+        if d.chunk_bytes != WHOLE:
+            return (f"attend={d.get('attend')} waits per source (a whole block), so chunks change nothing; use "
+                    "chunk_bytes=whole")
+        return None
     if d.placement == "fused" and d.chunk_bytes == WHOLE:
         return "placement=fused pipelines slices of each block: pick a chunk size"
     if d.placement != "fused" and d.chunk_bytes != WHOLE:
@@ -65,9 +71,11 @@ ATTEND = ExtraDirective("attend", ("ring", "hybrid", "gathered"),
 def _gathered_forms(d: Directives, _s: DesignSpace) -> str | None:
     if dict(d.extra).get("attend", "ring") == "ring":
         return None
-    if d.placement not in ("deferred", "stream_overlap") or d.issuer == "copy_engine":
+    placements = ("deferred", "stream_overlap", "fused") if d.get("attend") == "gathered" else (
+        "deferred", "stream_overlap")
+    if d.placement not in placements or d.issuer == "copy_engine":
         return (f"attend={d.get('attend')} pulls every source's rows into one region with an SM pull kernel and "
-                "waits per source: use placement=deferred or stream_overlap with issuer thread, warp or cta, or "
+                f"waits per source: use placement {' or '.join(placements)} with issuer thread, warp or cta, or "
                 "attend=ring")
     return None
 

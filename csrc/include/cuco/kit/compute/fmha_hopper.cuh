@@ -278,9 +278,12 @@ struct RegisterOutKernel {
   template <int kHeadDim, class Mask>
   using Mainloop = cutlass::fmha::collective::FmhaMainloopTmaWarpSpecialized<
       Element, float, float, typename TileFor<kHeadDim>::type, StrideQO, StrideKV, StrideKV, Mask, Opts...>;
+  // the kernel around a mainloop: the example's, or one derived from it (fmha_arrival.cuh)
+  template <class MainloopT>
+  using KernelOf = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
+      MainloopT, EpilogueOut<typename MainloopT::TileShapePV>, Schedule, Opts...>;
   template <int kHeadDim, class Mask>
-  using Kernel = cutlass::fmha::kernel::FmhaKernelTmaWarpSpecialized<
-      Mainloop<kHeadDim, Mask>, EpilogueOut<typename Mainloop<kHeadDim, Mask>::TileShapePV>, Schedule, Opts...>;
+  using Kernel = KernelOf<Mainloop<kHeadDim, Mask>>;
 };
 using CooperativeKernel = RegisterOutKernel<cutlass::fmha::kernel::IndividualTileScheduler>;
 using PersistentKernel = RegisterOutKernel<
@@ -354,11 +357,17 @@ int check(const Problem& p) {
 
 namespace detail {
 
-/// forward's body for mask `Mask` (p already checked).
-template <int kHeadDim, class Mask, class ElementOut, class Schedule>
-int run(const Problem& p, cudaStream_t stream) {
+/// Sets nothing beyond the example's mainloop arguments.
+struct NoExtra {
+  template <class MainloopArguments>
+  void operator()(MainloopArguments&) const {}
+};
+
+/// forward's body for the device op `O` (p already checked). sm_count: the persistent scheduler's grid (0: every SM
+/// of the device; at most that). set_extra: fills what a derived mainloop adds to the example's arguments.
+template <class O, class ElementOut, class Schedule, class SetExtra = NoExtra>
+int run_op(const Problem& p, cudaStream_t stream, int sm_count = 0, SetExtra set_extra = {}) {
   using namespace cute;
-  using O = Op<kHeadDim, Mask, ElementOut, Schedule>;
   static_assert(O::Kernel::SharedStorageSize <= 227 * 1024, "the FMHA's shared memory exceeds an H100 SM's 227 KiB");
   const int group = p.heads_q / p.heads_kv;
   // Query head h = hkv * G + g: g moves by one head, hkv by G heads; K/V ignore g (static zero stride).
@@ -373,16 +382,21 @@ int run(const Problem& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<Schedule, Persistent>) {
     if (cudaGetDevice(&hw.device_id) != cudaSuccess) return 5;
     hw.sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw.device_id);
+    if (sm_count > 0 && sm_count < hw.sm_count) hw.sm_count = sm_count;
   }
   for (int b = 0; b < p.batch; ++b) {
     const Element* q = static_cast<const Element*>(p.q) + b * p.q_batch_stride;
     const Element* k = static_cast<const Element*>(p.k) + b * p.k_batch_stride;
     const Element* v = static_cast<const Element*>(p.v) + b * p.v_batch_stride;
     float* lse = p.lse + b * p.lse_batch_stride;
-    typename O::Arguments args{detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim},
-                               {q, sQ, k, sK, v, sV},
-                               {},
-                               hw};
+    typename O::Arguments args{};
+    constexpr int kHeadDim = cute::size<2>(typename O::Kernel::TileShape{});  // the tile spans the head dim
+    args.problem_size = detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim};
+    args.mainloop.ptr_Q = q, args.mainloop.dQ = sQ;
+    args.mainloop.ptr_K = k, args.mainloop.dK = sK;
+    args.mainloop.ptr_V = v, args.mainloop.dV = sV;
+    set_extra(args.mainloop);
+    args.hw_info = hw;
     if constexpr (std::is_same_v<ElementOut, RegisterOut>) {
       char* o = static_cast<char*>(p.o) + b * p.o_batch_stride * (p.o_bf16 ? 2 : 4);
       args.epilogue = {reinterpret_cast<float*>(o), sO, lse, sL, p.o_bf16};
@@ -397,6 +411,12 @@ int run(const Problem& p, cudaStream_t stream) {
     if (op.run(stream) != cutlass::Status::kSuccess) return 4;
   }
   return 0;
+}
+
+/// run_op for head dim D and mask `Mask` with the example's mainloop.
+template <int kHeadDim, class Mask, class ElementOut, class Schedule>
+int run(const Problem& p, cudaStream_t stream) {
+  return run_op<Op<kHeadDim, Mask, ElementOut, Schedule>, ElementOut, Schedule>(p, stream);
 }
 
 }  // namespace detail

@@ -45,6 +45,24 @@ int cuco_attn_suffix_bf16(const void* q, const void* k, const void* v, void* o, 
                           int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld,
                           cudaStream_t stream);
 
+// Where the keys of a waiting call come from (cuco/kit/compute/fmha_arrival.cuh, KvArrival): the source of region
+// row r is chunk r / chunk_rows's owner (zigzag: chunk c < world is c's, the rest 2 * world - 1 - c's); its landed
+// flag is flag0[src * src_stride], landed when it has reached *epoch_at; row0 is the region row of the call's key 0.
+typedef struct {
+  const uint32_t* flag0;
+  const uint32_t* epoch_at;
+  int64_t src_stride, chunk_rows, row0;
+  int world, zigzag;
+} cuco_attn_arrival;
+
+// cuco_attn_suffix_bf16 whose every KV tile first waits for its source's landed flag (arrival; null: no wait),
+// inside the kernel: the call can be launched before its keys have landed and attends to those that have while the
+// rest arrive. Persistent on at most sm_count SMs (0: all): a waiting CTA holds its SM, so leave the SMs that raise
+// the flags. Status as cuco_attn_block_f32 (1 also for an arrival whose chunks split a 128-row KV tile).
+int cuco_attn_suffix_wait_bf16(const void* q, const void* k, const void* v, void* o, float* lse, int64_t q_rows,
+                               int64_t k_rows, int heads_q, int heads_kv, int head_dim, int64_t lse_ld,
+                               const cuco_attn_arrival* arrival, int sm_count, cudaStream_t stream);
+
 // Merge an fp32 partial result (o_blk, lse_blk) of `rows` query rows into the fp32 running one (o32, lse), in place:
 //   lse' = log(exp(lse) + exp(lse_blk)),  o' = o * exp(lse - lse') + o_blk * exp(lse_blk - lse').
 // Pointers point at the first row, as for cuco_attn_block_f32; both outputs are float [rows][HQ][D] (MergeFn-
@@ -309,17 +327,23 @@ CUCO_ATTN_HD inline int gather_calls(const Geo& g, int me, int form, GatherCall*
 // One call of gather_calls. region: the region's base (K half, then V half at S rows). The hybrid's calls write an
 // fp32 partial (o_blk, lse_blk) and `merge` folds it into the running output (o32, lse) after its step 0; the
 // gathered form's write bf16 o_final and lse directly (its calls cover every query row once; nothing to round).
-// Status as attend_rows (100 + the FMHA's, 200 + the merge's).
+// arrival (gathered form, suffix calls only): the call waits for its keys inside the kernel, on at most sm_count
+// SMs; null: the caller has made the stream wait. Status as attend_rows (100 + the FMHA's, 200 + the merge's).
 inline int gather_attend(const Geo& g, int form, const GatherCall& c, const void* q, const void* region, void* o32,
-                         float* lse, void* o_blk, float* lse_blk, MergeFn merge, void* o_final, cudaStream_t s) {
+                         float* lse, void* o_blk, float* lse_blk, MergeFn merge, void* o_final, cudaStream_t s,
+                         const cuco_attn_arrival* arrival = nullptr, int sm_count = 0) {
   const char* qb = (const char*)q + 2 * c.q0 * q_row_elems(g);
   const char* kb = (const char*)region + 2 * c.k0 * kv_row_elems(g);
   const char* vb = kb + 2 * g.S * kv_row_elems(g);
   int rc;
   if (form == kGatheredForm) {
     char* ob = (char*)o_final + 2 * c.q0 * q_row_elems(g);
-    rc = c.suffix ? cuco_attn_suffix_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, s)
-                  : cuco_attn_block_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, 0, s);
+    if (c.suffix && arrival)
+      rc = cuco_attn_suffix_wait_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, arrival,
+                                      sm_count, s);
+    else
+      rc = c.suffix ? cuco_attn_suffix_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, s)
+                    : cuco_attn_block_bf16(qb, kb, vb, ob, lse + c.q0, c.nq, c.nk, g.hq, g.hkv, g.d, g.Sr, 0, s);
     return rc ? 100 + rc : 0;
   }
   char* out = (char*)o_blk + 4 * c.q0 * q_row_elems(g);

@@ -7,6 +7,7 @@ the gathered form never waiting) fails. Run with `pytest -m gpu` on a GPU machin
 from __future__ import annotations
 
 import ctypes
+import json
 from pathlib import Path
 
 import pytest
@@ -211,78 +212,30 @@ def test_merge_of_two_key_halves_is_full_attention(gpus):
     assert (lse - ref_lse).abs().max() < 2e-3
 
 
-class Arrival(ctypes.Structure):
-    """cuco_attn_arrival (attention_cp.h)."""
-    _fields_ = [("flag0", ctypes.c_void_p), ("epoch_at", ctypes.c_void_p), ("src_stride", ctypes.c_int64),
-                ("chunk_rows", ctypes.c_int64), ("row0", ctypes.c_int64), ("world", ctypes.c_int),
-                ("zigzag", ctypes.c_int)]
-
-
-def _suffix(torch, lib, q, k, v, arrival=None, sm_count=0, stream=None):
-    """The library's suffix call (bf16 O, LSE): waiting for `arrival` inside the kernel when given."""
-    sq, hq, d = q.shape
-    o = torch.full(q.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
-    lse = torch.full((hq, sq), float("nan"), device="cuda")
-    args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), sq, k.shape[0], hq, k.shape[1],
-            d, sq)
-    s = (stream or torch.cuda.current_stream()).cuda_stream
-    if arrival is None:
-        rc = lib.cuco_attn_suffix_bf16(*args, s)
-    else:
-        rc = lib.cuco_attn_suffix_wait_bf16(*args, ctypes.byref(arrival), sm_count, s)
-    assert rc == 0
-    return o, lse
+WAITING_CALL = Path(__file__).resolve().parents[1] / "benchmarks" / "probes" / "fmha_arrival" / "waiting_call.py"
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [32, 64, 128])
 def test_suffix_call_waits_for_its_keys_inside_the_kernel(gpus, d):
-    """The gathered form's fused call: launched before its keys have landed (the K/V rows NaN), on fewer SMs than
-    the device has, it waits for each KV tile's source (zigzag, W = 2: chunks 0 and 3 are rank 0's, 1 and 2 rank
-    1's), which another stream raises after a delay and the copy of that source's rows. Its O and LSE are the
-    plain suffix call's over the landed keys, bit for bit; with the flags already up, too."""
+    """The gathered form's fused call (cuco_attn_suffix_wait_bf16), each case in a process of its own under a
+    timeout (a waiting kernel that never sees its flags would hang): with its flags already up it is the plain call,
+    bit for bit; launched while its keys are NaN and land late from another stream (zigzag, W = 2: each source's rows
+    copied, then its flag raised, after ~10 ms), whether that stream's work was enqueued before or after the call, it
+    is still the plain call over the landed keys; the same call given no flags reads NaN (the control: this test can
+    fail)."""
     _need_gpu(gpus)
-    import torch
+    import subprocess
+    import sys
 
-    lib = _lib()
-    lib.cuco_attn_suffix_bf16.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 3 + [
-        ctypes.c_int64, ctypes.c_void_p]
-    lib.cuco_attn_suffix_wait_bf16.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 3 + [
-        ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    half, hq, hkv = 256, 8, 2
-    torch.manual_seed(d)
-    q = torch.randn(half, hq, d, device="cuda").bfloat16()
-    k, v = (torch.randn(4 * half, hkv, d, device="cuda").bfloat16() for _ in range(2))
-    want_o, want_lse = _suffix(torch, lib, q, k, v)
-    epoch = torch.tensor([7], device="cuda", dtype=torch.int32)
-    flags = torch.zeros(2, device="cuda", dtype=torch.int32)
-    arrival = Arrival(flags.data_ptr(), epoch.data_ptr(), 1, half, 0, 2, 1)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count - 16
-    flags.fill_(7)
-    o, lse = _suffix(torch, lib, q, k, v, arrival, sms)
-    torch.cuda.synchronize()
-    assert torch.equal(o.view(torch.int16), want_o.view(torch.int16)) and torch.equal(lse, want_lse)
-    # late keys: every row NaN until its source's rows are copied in and its flag raised, after a delay
-    owners = {0: (0, 3), 1: (1, 2)}
-    kl, vl = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):  # the side stream's kernels, loaded before the waiting call runs
-        torch.cuda._sleep(1000)
-        kl[:half].copy_(k[:half]), flags[:1].fill_(0)
-    torch.cuda.synchronize()
-    kl.fill_(float("nan")), vl.fill_(float("nan")), flags.zero_()
-    torch.cuda.synchronize()
-    o, lse = _suffix(torch, lib, q, kl, vl, arrival, sms)
-    with torch.cuda.stream(side):
-        for src, chunks in owners.items():
-            torch.cuda._sleep(20_000_000)  # about 10 ms
-            for c in chunks:
-                rows = slice(c * half, (c + 1) * half)
-                kl[rows].copy_(k[rows]), vl[rows].copy_(v[rows])
-            flags[src:src + 1].fill_(7)
-    torch.cuda.synchronize()
-    assert torch.equal(o.view(torch.int16), want_o.view(torch.int16)) and torch.equal(lse, want_lse)
-    assert bool(torch.isfinite(o.float()).all())
+    out = subprocess.run([sys.executable, str(WAITING_CALL), "--d", str(d), "--timeout", "30", "--cases",
+                          "flags_up,late_side_first,late_call_first,late_no_flags"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = {r["case"]: r for r in map(json.loads, out.stdout.strip().splitlines())}
+    for case in ("flags_up", "late_side_first", "late_call_first"):
+        assert got[case].get("rc") == 0 and got[case]["same"] and got[case]["finite"], (case, got[case])
+    assert got["late_no_flags"].get("rc") == 0 and not got["late_no_flags"]["same"], got["late_no_flags"]
 
 
 # ---- the workload through the harness -----------------------------------------------------------------------

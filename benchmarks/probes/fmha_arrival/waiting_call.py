@@ -5,13 +5,15 @@ timeout, so one that hangs names itself and the rest still run. One GPU.
 
 Cases: the plain suffix call; the waiting call without flags (all SMs, then capped); with its flags already up;
 with its keys landing late from another stream, that stream's work enqueued before the call or after it; and the
-control (late keys, no flags: must differ). Each prints one line: the case, ok/FAIL/TIMEOUT and why.
+control (late keys, no flags: must differ). Each prints one JSON line: rc, whether O and the LSE are the plain
+call's bit for bit, whether O is finite; or the error (a hang is a timeout).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import subprocess
 import sys
 
@@ -63,14 +65,14 @@ def run_case(case: str, d: int) -> str:
     rc, want_o, want_lse = call(k, v, None, 0, wait=False)
     torch.cuda.synchronize()
     if case == "plain":
-        return f"rc {rc}, finite {bool(torch.isfinite(want_o.float()).all())}"
+        return json.dumps({"rc": rc, "same": True, "finite": bool(torch.isfinite(want_o.float()).all())})
     arrival = Arrival(flags.data_ptr(), epoch.data_ptr(), 1, half, 0, 2, 1)
     same = lambda o, lse: torch.equal(o.view(torch.int16), want_o.view(torch.int16)) and torch.equal(lse, want_lse)
     if case in ("no_flags_all_sms", "no_flags_capped", "flags_up"):
         flags.fill_(7 if case == "flags_up" else 0)
         rc, o, lse = call(k, v, arrival if case == "flags_up" else None, 0 if case == "no_flags_all_sms" else sms)
         torch.cuda.synchronize()
-        return f"rc {rc}, same as plain {same(o, lse)}"
+        return json.dumps({"rc": rc, "same": same(o, lse), "finite": bool(torch.isfinite(o.float()).all())})
     kl, vl = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
     side = torch.cuda.Stream()
 
@@ -83,40 +85,53 @@ def run_case(case: str, d: int) -> str:
                     kl[rows].copy_(k[rows]), vl[rows].copy_(v[rows])
                 flags[src:src + 1].fill_(7)
 
-    land(1000)  # load the side kernels (lazy loading) before any call waits
+    # Load every kernel before the timed order (CUDA loads a kernel at its first launch, and a load waits for the
+    # work in flight: the waiting call's first launch after the side work would wait for the keys to land, and the
+    # side kernels' first launch behind a waiting call would hang): the waiting call once with its flags up, the
+    # side stream's work once.
+    flags.fill_(7)
+    call(k, v, arrival, sms)
+    land(1000)
     torch.cuda.synchronize()
     kl.fill_(float("nan")), vl.fill_(float("nan")), flags.zero_()
     torch.cuda.synchronize()
     given = None if case == "late_no_flags" else arrival
-    if case == "late_call_first":
+    if case in ("late_call_first", "late_no_flags"):  # the control reads the keys at once: NaN while side sleeps
         rc, o, lse = call(kl, vl, given, sms)
         land(20_000_000)
     else:
         land(20_000_000)
         rc, o, lse = call(kl, vl, given, sms)
     torch.cuda.synchronize()
-    return f"rc {rc}, same as plain {same(o, lse)}, finite {bool(torch.isfinite(o.float()).all())}"
+    return json.dumps({"rc": rc, "same": same(o, lse), "finite": bool(torch.isfinite(o.float()).all())})
+
+
+def run_isolated(case: str, d: int, timeout: float) -> dict:
+    """One case in a process of its own: its result, or {"error": ...} for a failure or a timeout (a hang)."""
+    try:
+        out = subprocess.run([sys.executable, __file__, "--case", case, "--d", str(d)], capture_output=True,
+                             text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no answer in {timeout} s (a hang)"}
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return {"error": f"exit {out.returncode}: {' | '.join(out.stderr.strip().splitlines()[-2:])}"}
+    return json.loads(lines[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
     ap.add_argument("--case", choices=CASES, help="run this case here (the driver runs each in a subprocess)")
     a = ap.parse_args()
     if a.case:
         print(run_case(a.case, a.d), flush=True)
         return
     _lib()  # build once, outside the cases' timeouts
-    for case in CASES:
-        try:
-            out = subprocess.run([sys.executable, __file__, "--case", case, "--d", str(a.d)], capture_output=True,
-                                 text=True, timeout=a.timeout)
-            line = (out.stdout.strip().splitlines() or ["(no output)"])[-1] if out.returncode == 0 else (
-                f"FAIL exit {out.returncode}: {out.stderr.strip().splitlines()[-1:] }")
-        except subprocess.TimeoutExpired:
-            line = f"TIMEOUT after {a.timeout} s"
-        print(f"d={a.d} {case}: {line}", flush=True)
+    for case in a.cases.split(","):
+        print(json.dumps({"d": a.d, "case": case, **run_isolated(case, a.d, a.timeout)}), flush=True)
 
 
 if __name__ == "__main__":

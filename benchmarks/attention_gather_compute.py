@@ -14,7 +14,11 @@ Between the two, `hybrid`: the ring's own-block step first (nothing to wait for)
 gathered into one region, in at most two calls and two merges whatever W (hybrid_calls), all with the functions
 the ring already uses; the own block's attention can run while the rest is pulled.
 
-This times all three for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
+And `waiting`: the gathered calls as the `fused` point makes them (`cuco_attn_suffix_wait_bf16`: each KV tile
+waits for its source's flag inside the kernel, persistent on all SMs but the pulls' COMM_CTAS), every flag already
+up: what the waits and the SM cap cost when nothing is late (waiting_over_gathered).
+
+This times all four for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
 torch SDPA over the whole sequence in the same process (its time / W is a rank's share of the work), and checks both
 outputs against SDPA's rows of rank `me` (max |O - O_sdpa| / max |O_sdpa|). Interleaved rounds of event-timed calls;
 medians. Without --lib it builds (or finds cached) the ring-attention compute library of this tree.
@@ -143,6 +147,17 @@ def visible_pairs(calls: list[Call], world: int, me: int, sr: int, half: int, ca
     return pairs
 
 
+#: SMs the pulls keep beside the waiting FMHA (the candidates' kCommCtas): it runs persistent on the rest.
+COMM_CTAS = 16
+
+
+class Arrival(ctypes.Structure):
+    """cuco_attn_arrival (attention_cp.h)."""
+    _fields_ = [("flag0", ctypes.c_void_p), ("epoch_at", ctypes.c_void_p), ("src_stride", ctypes.c_int64),
+                ("chunk_rows", ctypes.c_int64), ("row0", ctypes.c_int64), ("world", ctypes.c_int),
+                ("zigzag", ctypes.c_int)]
+
+
 def _library(path: str | None) -> ctypes.CDLL:
     if path is None:
         from cuco import workloads
@@ -155,6 +170,7 @@ def _library(path: str | None) -> ctypes.CDLL:
     for name in ("cuco_attn_block_f32", "cuco_attn_block_bf16"):
         getattr(lib, name).argtypes = [vp] * 5 + [i64] * 2 + [i32] * 3 + [i64, i32, vp]
     lib.cuco_attn_suffix_bf16.argtypes = [vp] * 5 + [i64] * 2 + [i32] * 3 + [i64, vp]
+    lib.cuco_attn_suffix_wait_bf16.argtypes = [vp] * 5 + [i64] * 2 + [i32] * 3 + [i64, vp, i32, vp]
     lib.cuco_attn_merge_f32.argtypes = [vp, vp, vp, vp, i64, i32, i32, i64, vp]
     lib.cuco_attn_finish_f32.argtypes = [vp, vp, i64, i32, i32, vp]
     return lib
@@ -222,11 +238,18 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     def hybrid() -> None:
         merged(plans["hybrid"], o_hybrid)
 
-    def gathered() -> None:
+    # the waiting form's flags, all up: what its in-kernel waits and its SM cap cost when nothing is late
+    flags, epoch = torch.ones(world, device=dev, dtype=torch.int32), torch.ones(1, device=dev, dtype=torch.int32)
+    arrival = Arrival(flags.data_ptr(), epoch.data_ptr(), 1, half if causal else sr, 0, world, int(causal))
+    capped = torch.cuda.get_device_properties(dev).multi_processor_count - COMM_CTAS
+
+    def gathered(o_gather: Any = o_gather, waits: bool = False) -> None:
         for c in plans["gathered"]:
             args = (ptr(q_me, c.q0 * qe), ptr(k, c.k0 * ke), ptr(v, c.k0 * ke), ptr(o_gather, c.q0 * qe),
                     ptr(lse_g, c.q0), c.nq, c.nk, hq, hkv, d, sr)
-            if c.mask == "suffix":
+            if c.mask == "suffix" and waits:
+                rc = lib.cuco_attn_suffix_wait_bf16(*args, ctypes.byref(arrival), capped, stream())
+            elif c.mask == "suffix":
                 rc = lib.cuco_attn_suffix_bf16(*args, stream())
             else:   # full attention: the cooperative fp32 call (as the ring's), rounded once
                 rc = lib.cuco_attn_block_f32(*args[:3], ptr(run32), *args[4:], 0, stream()) or \
@@ -239,13 +262,18 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
         return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
                                                                 enable_gqa=hq != hkv)[0].transpose(0, 1)
 
+    o_wait = torch.empty_like(o_gather)
+
+    def waiting() -> None:
+        gathered(o_wait, waits=True)
+
     want = sdpa()[rows].float()
-    ring(), gathered(), hybrid()
+    ring(), gathered(), hybrid(), waiting()
     torch.cuda.synchronize()
     scale = want.abs().max().item()
     err = {f"{n}_err": (o.float() - want).abs().max().item() / scale
-           for n, o in (("ring", o_ring), ("gathered", o_gather), ("hybrid", o_hybrid))}
-    fns = {"ring": ring, "gathered": gathered, "hybrid": hybrid, "sdpa_whole": sdpa}
+           for n, o in (("ring", o_ring), ("gathered", o_gather), ("hybrid", o_hybrid), ("waiting", o_wait))}
+    fns = {"ring": ring, "gathered": gathered, "hybrid": hybrid, "waiting": waiting, "sdpa_whole": sdpa}
     times: dict[str, list[float]] = {n: [] for n in fns}
     for r in range(rounds):   # interleaved, the order turned each round
         order = list(times) if r % 2 == 0 else list(times)[::-1]
@@ -260,6 +288,7 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
             **{f"{n}_calls": len(c) for n, c in plans.items()}, **med, **spread, **err,
             "sdpa_share_ms": share, "gathered_over_ring": med["gathered_ms"] / med["ring_ms"],
             "hybrid_over_ring": med["hybrid_ms"] / med["ring_ms"],
+            "waiting_over_gathered": med["waiting_ms"] / med["gathered_ms"], "waiting_sms": capped,
             "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}
 
 

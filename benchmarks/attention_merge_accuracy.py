@@ -4,7 +4,8 @@ ranks and seeds). The goal: at W = 4 at most max(2 x the W = 1 error, 2^-8), so 
 accuracy.
 
     python3 benchmarks/attention_merge_accuracy.py --worlds 1,2,4 --json OUT.json --md OUT.md \
-        [--shape 8192,8,2,128,1] [--points host,lsa/stream_overlap/signal/cta/whole/attend=ring,lsa/fused/world/cta/1MiB/attend=ring]
+        [--shape 8192,8,2,128,1] \
+        [--points host,lsa/stream_overlap/signal/cta/whole/attend=ring,lsa/fused/world/cta/1MiB/attend=ring]
 
 `host` is the workload's host-driven seed; a label illegal at some W is said and left out
 there. Inputs are hashes of the global token index, so every W sees the same Q, K and V.
@@ -20,7 +21,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_POINTS = "host,lsa/stream_overlap/signal/cta/whole/attend=ring,lsa/fused/world/cta/1MiB/attend=ring,lsa/fused/world/cta/whole/attend=ring"
+DEFAULT_POINTS = ("host,lsa/stream_overlap/signal/cta/whole/attend=ring,lsa/fused/world/cta/1MiB/attend=ring,"
+                  "lsa/fused/world/cta/whole/attend=ring")
 #: The relative max error the plugin's check message carries (attention_cp/plugin.cu).
 REL_MAX = re.compile(r"max\|O-ref\|/max\|ref\|=([0-9.eE+-]+|nan|inf)")
 FLOOR = 2.0 ** -8

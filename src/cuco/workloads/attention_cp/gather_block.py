@@ -11,7 +11,7 @@ import textwrap
 
 from cuco.design_space import Directives
 from cuco.kit.template import fill
-from cuco.workloads.attention_cp.lsa_block import SIGNAL_PULL, barrier_calls
+from cuco.workloads.attention_cp.lsa_block import ENQUEUE_HEAD, SIGNAL_PULL, barrier_calls
 
 GATHER_KERNEL = r"""
 // attend=@ATTEND@: pull the K/V rows this rank needs from every source into the region (cuco_attn::gather_runs:
@@ -66,15 +66,7 @@ GATHER_LAUNCH = r"""
   if ((rc = launch_ok())) return rc;
 """
 
-ENQUEUE = r"""
-@WHAT@
-static int enqueue(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const Flags f = flags_of(ctx, g, chunking(g).nchunks);
-  cudaStream_t main = ctx->stream, side = ctx->side_stream;
-  (void)side;
-  int rc = 0;
-@PRE@@MOVE@@POST@@OWN_STEP@@ARRIVAL@  cuco_attn::GatherCall c[2];
+ENQUEUE = "\n@WHAT@" + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@@OWN_STEP@@ARRIVAL@  cuco_attn::GatherCall c[2];
   const int n = cuco_attn::gather_calls(g, ctx->rank, kForm, c);
   uint32_t landed = 0;  // sources already waited for
   (void)landed;

@@ -254,3 +254,19 @@ def test_sample_takes_a_seed_a_random_stream_or_nothing() -> None:
     assert space.is_legal(space.sample(0)) and space.is_legal(space.sample())
     with pytest.raises(TypeError, match="random.Random, an int seed or None"):
         space.sample("0")  # type: ignore[arg-type]
+
+
+def test_complete_fills_only_the_extras_a_point_does_not_name() -> None:
+    """A label from before a workload gained an extra directive names the point at that directive's conservative
+    value; a value it names stays; one the space lacks is left for check() to refuse."""
+    from cuco.extra_directives import ExtraDirective
+
+    space = DesignSpace(extras=(ExtraDirective("form", ("a", "b")), ExtraDirective("dtype", ("bf16", "fp8"))))
+    old = Directives.from_label("lsa/deferred/world/cta/whole")
+    assert space.complete(old).label() == "lsa/deferred/world/cta/whole/dtype=bf16/form=a"
+    assert space.is_legal(space.complete(old)) and not space.is_legal(old)
+    named = Directives.from_label("lsa/deferred/world/cta/whole/form=b")
+    assert space.complete(named).label() == "lsa/deferred/world/cta/whole/dtype=bf16/form=b"
+    stranger = Directives.from_label("lsa/deferred/world/cta/whole/colour=red")
+    assert "colour" in space.check(space.complete(stranger))
+    assert DesignSpace().complete(old) is old

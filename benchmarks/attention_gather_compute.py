@@ -16,7 +16,9 @@ the ring already uses; the own block's attention can run while the rest is pulle
 
 And `waiting`: the gathered calls as the `fused` point makes them (`cuco_attn_suffix_wait_bf16`: each KV tile
 waits for its source's flag inside the kernel, persistent on all SMs but the pulls' COMM_CTAS), every flag already
-up: what the waits and the SM cap cost when nothing is late (waiting_over_gathered).
+up: what the waits and the SM cap cost when nothing is late (waiting_over_gathered), apart: cap_cost (capped against
+every SM), wait_cost (flags against none, every SM), persistent_cost (no flags, every SM, against `gathered`'s
+cooperative calls).
 
 This times all four for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
 torch SDPA over the whole sequence in the same process (its time / W is a rank's share of the work), and checks both
@@ -243,12 +245,13 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     arrival = Arrival(flags.data_ptr(), epoch.data_ptr(), 1, half if causal else sr, 0, world, int(causal))
     capped = torch.cuda.get_device_properties(dev).multi_processor_count - COMM_CTAS
 
-    def gathered(o_gather: Any = o_gather, waits: bool = False) -> None:
+    def gathered(o_gather: Any = o_gather, wait: tuple[Any, int] | None = None) -> None:
+        """The gathered calls; wait = (arrival or None, SM cap): the suffix calls through the waiting FMHA."""
         for c in plans["gathered"]:
             args = (ptr(q_me, c.q0 * qe), ptr(k, c.k0 * ke), ptr(v, c.k0 * ke), ptr(o_gather, c.q0 * qe),
                     ptr(lse_g, c.q0), c.nq, c.nk, hq, hkv, d, sr)
-            if c.mask == "suffix" and waits:
-                rc = lib.cuco_attn_suffix_wait_bf16(*args, ctypes.byref(arrival), capped, stream())
+            if c.mask == "suffix" and wait is not None:
+                rc = lib.cuco_attn_suffix_wait_bf16(*args, wait[0], wait[1], stream())
             elif c.mask == "suffix":
                 rc = lib.cuco_attn_suffix_bf16(*args, stream())
             else:   # full attention: the cooperative fp32 call (as the ring's), rounded once
@@ -262,18 +265,21 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
         return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
                                                                 enable_gqa=hq != hkv)[0].transpose(0, 1)
 
-    o_wait = torch.empty_like(o_gather)
-
-    def waiting() -> None:
-        gathered(o_wait, waits=True)
+    # the waiting FMHA three ways, to tell its costs apart: as the fused point runs it (flags up, SMs capped); on
+    # every SM (the cap's cost); on every SM with no flags (the per-tile waits' cost; against `gathered`: the
+    # persistent scheduler's)
+    waits = {"waiting": (ctypes.byref(arrival), capped), "waiting_all_sms": (ctypes.byref(arrival), 0),
+             "waiting_no_flags": (None, 0)}
+    o_wait = {n: torch.empty_like(o_gather) for n in waits}
+    wait_fns = {n: (lambda n=n: gathered(o_wait[n], waits[n])) for n in waits}
 
     want = sdpa()[rows].float()
-    ring(), gathered(), hybrid(), waiting()
+    ring(), gathered(), hybrid(), *(f() for f in wait_fns.values())
     torch.cuda.synchronize()
     scale = want.abs().max().item()
     err = {f"{n}_err": (o.float() - want).abs().max().item() / scale
-           for n, o in (("ring", o_ring), ("gathered", o_gather), ("hybrid", o_hybrid), ("waiting", o_wait))}
-    fns = {"ring": ring, "gathered": gathered, "hybrid": hybrid, "waiting": waiting, "sdpa_whole": sdpa}
+           for n, o in (("ring", o_ring), ("gathered", o_gather), ("hybrid", o_hybrid), *o_wait.items())}
+    fns = {"ring": ring, "gathered": gathered, "hybrid": hybrid, **wait_fns, "sdpa_whole": sdpa}
     times: dict[str, list[float]] = {n: [] for n in fns}
     for r in range(rounds):   # interleaved, the order turned each round
         order = list(times) if r % 2 == 0 else list(times)[::-1]
@@ -289,6 +295,9 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
             "sdpa_share_ms": share, "gathered_over_ring": med["gathered_ms"] / med["ring_ms"],
             "hybrid_over_ring": med["hybrid_ms"] / med["ring_ms"],
             "waiting_over_gathered": med["waiting_ms"] / med["gathered_ms"], "waiting_sms": capped,
+            "cap_cost": med["waiting_ms"] / med["waiting_all_sms_ms"],
+            "wait_cost": med["waiting_all_sms_ms"] / med["waiting_no_flags_ms"],
+            "persistent_cost": med["waiting_no_flags_ms"] / med["gathered_ms"],
             "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}
 
 

@@ -160,7 +160,9 @@ class Arrival(ctypes.Structure):
                 ("zigzag", ctypes.c_int)]
 
 
-def _library(path: str | None) -> ctypes.CDLL:
+def load_library(path: str | None = None) -> ctypes.CDLL:
+    """The ring-attention compute library at `path`, or built (or found cached) from this tree, its functions
+    typed."""
     if path is None:
         from cuco import workloads
         from cuco.kit.compute import build_compute
@@ -326,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    lib = _library(a.lib)
+    lib = load_library(a.lib)
     rows = []
     for name, world in a.shapes:
         for me in sorted({world - 1 if w == "last" else int(w) for w in a.ranks.split(",")} & set(range(world))):

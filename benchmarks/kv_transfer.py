@@ -125,7 +125,6 @@ def copy_gbps(name: str, label: str, iters: int, world: int) -> dict[str, Any]:
     from cuco.harness.runner import HarnessRequest, run_harness
     from cuco.workloads import get
     from cuco.workloads.kv_transfer import render_transfer_path
-
     from cuco.workloads.kv_transfer import shapes as kv_shapes
 
     w = get("kv_transfer")

@@ -45,11 +45,19 @@ def reference(fastest: Candidate, code: str, workload: str, what: str) -> Candid
     results = {level: LevelResult(level, True, "", 0.0, itself) for level in ("static", "compile", "verify")}
     results["bench"] = attrs.evolve(bench, data=data)
     if "record_faster" in m and not rounds:   # its fresh rounds failed (Problem.confirm said why)
-        why = (f"the fastest rewrite, {point}, failed when re-timed against it: "
-               f"{fastest.feedback.splitlines()[-1].removeprefix('Not offered: ')}")
+        why = f"the fastest rewrite, {point}, failed when re-timed against it: {not_offered_reason(fastest)}"
     else:
         why = (f"no verified rewrite was faster (the fastest, {point}, took {metrics['fastest_rewrite_ms']:.3f} ms "
                f"against {host_ms:.3f} ms in the same "
                + (f"{int(m.get('record_repeats', 0))} fresh rounds)" if rounds else "rounds)"))
     return Candidate(code=code, workload=workload, mutation="original", metrics=metrics, fitness=1.0,
                      results=results, feedback=f"{what} as it is: {why}.")
+
+
+#: How Problem.confirm ends the feedback of a rewrite whose fresh rounds failed.
+NOT_OFFERED = "Not offered: "
+
+
+def not_offered_reason(c: Candidate) -> str:
+    """Why a rewrite was not offered, from the last line of its feedback (Problem.confirm wrote it)."""
+    return c.feedback.splitlines()[-1].removeprefix(NOT_OFFERED) if c.feedback else ""

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import attrs
 
-from cuco import atomic, rundir, runlock
+from cuco import atomic, reference_best, rundir, runlock
 from cuco.candidate import Candidate
 from cuco.db import CandidateDB
 from cuco.design_space import Topology
@@ -273,7 +273,7 @@ class Run:
         m = confirmed.metrics
         if "record_repeats" not in m:   # the rewrite failed in its fresh rounds (its feedback says how)
             self.on_event(f"cuco: the fastest rewrite failed when re-timed against the reference, not offered: "
-                          f"{confirmed.feedback.splitlines()[-1].removeprefix('Not offered: ')}")
+                          f"{reference_best.not_offered_reason(confirmed)}")
             return
         self.on_event(f"cuco: the fastest rewrite re-timed against the reference in {int(m['record_repeats'])} fresh "
                       f"rounds: speedup {m['record_speedup']:.3f}, "

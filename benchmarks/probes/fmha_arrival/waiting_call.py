@@ -16,34 +16,21 @@ import ctypes
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 CASES = ("plain", "no_flags_all_sms", "no_flags_capped", "flags_up", "late_side_first", "late_call_first",
          "late_no_flags")
 
 
-class Arrival(ctypes.Structure):
-    """cuco_attn_arrival (attention_cp.h)."""
-    _fields_ = [("flag0", ctypes.c_void_p), ("epoch_at", ctypes.c_void_p), ("src_stride", ctypes.c_int64),
-                ("chunk_rows", ctypes.c_int64), ("row0", ctypes.c_int64), ("world", ctypes.c_int),
-                ("zigzag", ctypes.c_int)]
-
-
-def _lib():
-    from cuco import workloads
-    from cuco.kit.compute import build_compute
-    from cuco.toolchain import default_toolchain
-
-    lib = ctypes.CDLL(str(build_compute(workloads.get("attention_cp"), default_toolchain()).library))
-    head = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 3 + [ctypes.c_int64]
-    lib.cuco_attn_suffix_bf16.argtypes = head + [ctypes.c_void_p]
-    lib.cuco_attn_suffix_wait_bf16.argtypes = head + [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    return lib
+# the compute library's loader and its arrival struct: the gather probe's (benchmarks/attention_gather_compute.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from attention_gather_compute import Arrival, load_library  # noqa: E402  (a benchmark script)
 
 
 def run_case(case: str, d: int) -> str:
     import torch
 
-    lib = _lib()
+    lib = load_library()
     half, hq, hkv = 256, 8, 2
     torch.manual_seed(d)
     q = torch.randn(half, hq, d, device="cuda").bfloat16()
@@ -129,7 +116,7 @@ def main() -> None:
     if a.case:
         print(run_case(a.case, a.d), flush=True)
         return
-    _lib()  # build once, outside the cases' timeouts
+    load_library()  # build once, outside the cases' timeouts
     for case in a.cases.split(","):
         print(json.dumps({"d": a.d, "case": case, **run_isolated(case, a.d, a.timeout)}), flush=True)
 

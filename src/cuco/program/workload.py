@@ -103,7 +103,7 @@ class ProgramWorkload:
         except ProgramError as exc:
             said = " ".join(str(exc).split())[:600]   # one line: the best's feedback quotes it
             return attrs.evolve(fastest, metrics={**m, "record_faster": 0.0},
-                                feedback=f"{fastest.feedback}\nNot offered: {said}")
+                                feedback=f"{fastest.feedback}\n{reference_best.NOT_OFFERED}{said}")
         record = {k: float(v) for k, v in got.to_dict().items() if isinstance(v, (int, float))}
         if not got.faster:
             return attrs.evolve(fastest, metrics={**m, **record})

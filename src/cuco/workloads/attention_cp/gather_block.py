@@ -68,9 +68,7 @@ GATHER_LAUNCH = r"""
 
 ENQUEUE = "\n@WHAT@" + ENQUEUE_HEAD + r"""@PRE@@MOVE@@POST@@OWN_STEP@@ARRIVAL@  cuco_attn::GatherCall c[2];
   const int n = cuco_attn::gather_calls(g, ctx->rank, kForm, c);
-  uint32_t landed = 0;  // sources already waited for
-  (void)landed;
-  for (int k = 0; k < n; ++k) {
+@LANDED@  for (int k = 0; k < n; ++k) {
 @WAIT@    if ((rc = attend_region(ctx, g, c[k], main@ARRIVAL_ARGS@))) return rc;
   }
   return @FINISH@;
@@ -152,6 +150,7 @@ def render_gather(point: Directives) -> tuple[str, str]:
         "POST": barrier,
         "OWN_STEP": OWN_STEP if attend == "hybrid" else "",
         "WAIT": "" if deferred else WAIT_UNMASKED if fused else WAIT_SOURCES,
+        "LANDED": "" if deferred or fused else "  uint32_t landed = 0;  // sources already waited for\n",
         "ARRIVAL": ARRIVAL if fused else "",
         "ARRIVAL_ARGS": ", &arrival, ctx->sm_count - kCommCtas" if fused else "",
         "FINISH": "finish(ctx, g, main)" if attend == "hybrid" else "0",

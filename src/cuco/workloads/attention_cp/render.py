@@ -42,7 +42,7 @@ CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB)
 
 
 def _chunks_only_fused(d: Directives, _s: DesignSpace) -> str | None:
-    if dict(d.extra).get("attend", "ring") != "ring":
+    if d.get("attend") != "ring":
         if d.chunk_bytes != WHOLE:
             return (f"attend={d.get('attend')} waits per source (a whole block), so chunks change nothing; use "
                     "chunk_bytes=whole")
@@ -69,7 +69,7 @@ ATTEND = ExtraDirective("attend", ("ring", "hybrid", "gathered"),
 
 
 def _gathered_forms(d: Directives, _s: DesignSpace) -> str | None:
-    if dict(d.extra).get("attend", "ring") == "ring":
+    if d.get("attend") == "ring":
         return None
     placements = ("deferred", "stream_overlap", "fused") if d.get("attend") == "gathered" else (
         "deferred", "stream_overlap")

@@ -378,6 +378,7 @@ int run_op(const Problem& p, cudaStream_t stream, int sm_count = 0, SetExtra set
   detail::StrideQO sO = make_stride(int(p.o_seq_stride), _1{}, make_stride(int(p.o_head_stride),
                                                                            int(p.o_head_stride * group)));
   detail::StrideLSE sL = make_stride(_1{}, make_stride(int(p.lse_head_stride), int(p.lse_head_stride * group)));
+  constexpr int kHeadDim = cute::size<2>(typename O::Kernel::TileShape{});  // the tile spans the head dim
   cutlass::KernelHardwareInfo hw;  // only the persistent scheduler reads it (its grid: one CTA per SM)
   if constexpr (std::is_same_v<Schedule, Persistent>) {
     if (cudaGetDevice(&hw.device_id) != cudaSuccess) return 5;
@@ -390,7 +391,6 @@ int run_op(const Problem& p, cudaStream_t stream, int sm_count = 0, SetExtra set
     const Element* v = static_cast<const Element*>(p.v) + b * p.v_batch_stride;
     float* lse = p.lse + b * p.lse_batch_stride;
     typename O::Arguments args{};
-    constexpr int kHeadDim = cute::size<2>(typename O::Kernel::TileShape{});  // the tile spans the head dim
     args.problem_size = detail::ProblemShape{group, p.heads_kv, p.seq_q, p.seq_k, kHeadDim};
     args.mainloop.ptr_Q = q, args.mainloop.dQ = sQ;
     args.mainloop.ptr_K = k, args.mainloop.dK = sK;

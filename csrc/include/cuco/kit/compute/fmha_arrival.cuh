@@ -58,13 +58,19 @@ struct ArrivalFmhaMainloop : Base {
   }
 
   /// Lane 0 waits until the source of KV tile `tile` has landed, then fences the async proxy; the warp leaves
-  /// together.
-  CUTLASS_DEVICE static void wait_tile(KvArrival const& a, uint32_t epoch, int tile) {
+  /// together. `landed` (lane 0's bit per source already waited for in this work tile) skips both for a source seen
+  /// before: a flag that has reached the epoch stays there for the launch, and the one fence orders every later TMA
+  /// load after it. Without it the producer paid a system-scope acquire and a fence per KV tile, which at small head
+  /// dims costs more than the tile's math and starves the consumers.
+  CUTLASS_DEVICE static void wait_tile(KvArrival const& a, uint32_t epoch, int tile, uint32_t& landed) {
     if (a.flag0 != nullptr && (threadIdx.x & 31) == 0) {
       constexpr int kRows = cute::size<1>(typename Base::TileShapeQK{});
       const int src = kv_owner(a, a.row0 + int64_t(tile) * kRows);
-      cuco::lsa::wait_epoch(a.flag0 + src * a.src_stride, epoch);
-      asm volatile("fence.proxy.async.global;" ::: "memory");  // written through the generic proxy, read by TMA
+      if (!((landed >> src) & 1u)) {
+        cuco::lsa::wait_epoch(a.flag0 + src * a.src_stride, epoch);
+        asm volatile("fence.proxy.async.global;" ::: "memory");  // written through the generic proxy, read by TMA
+        landed |= 1u << src;
+      }
     }
     __syncwarp();
   }
@@ -79,6 +85,7 @@ struct ArrivalFmhaMainloop : Base {
                                       bool do_barrier) {
     using namespace cute;
     const uint32_t epoch = params.arrival.flag0 != nullptr ? *params.arrival.epoch_at : 0u;
+    uint32_t landed = 0;  // sources waited for in this work tile (lane 0's)
     int fusion_tile_count = Mask{}.get_trip_count(blk_coord, typename Base::TileShape{}, problem_size);
     int lane_predicate = cute::elect_one_sync();
     uint16_t mcast_mask_b = 0;  // a 1x1x1 cluster: no multicast
@@ -99,7 +106,7 @@ struct ArrivalFmhaMainloop : Base {
                                           blk_coord, fusion_tile_count);
 
     if constexpr (kLoadQ) load_q.step(q_tile_iter, load_state_q, smem_pipe_write_q, lane_predicate, q_tile_count);
-    if (k_tile_count > 0) wait_tile(params.arrival, epoch, int(*k_tile_iter));
+    if (k_tile_count > 0) wait_tile(params.arrival, epoch, int(*k_tile_iter), landed);
     load_k.template step<false>(k_tile_iter, load_state_k, smem_pipe_write, lane_predicate, k_tile_count,
                                 mcast_mask_b);
     if constexpr (kLoadQ) load_q.step(q_tile_iter, load_state_q, smem_pipe_write_q, lane_predicate, q_tile_count);
@@ -117,7 +124,7 @@ struct ArrivalFmhaMainloop : Base {
     }
     CUTLASS_PRAGMA_NO_UNROLL
     while (k_tile_count > 0) {
-      wait_tile(params.arrival, epoch, int(*k_tile_iter));  // V of this tile comes from the same rows
+      wait_tile(params.arrival, epoch, int(*k_tile_iter), landed);  // V of this tile comes from the same rows
       load_k.template step<false>(k_tile_iter, load_state_k, smem_pipe_write, lane_predicate, k_tile_count,
                                   mcast_mask_b);
       load_v.template step<true>(k_tile_iter, load_state_v, smem_pipe_write, lane_predicate, k_tile_count,
@@ -128,13 +135,13 @@ struct ArrivalFmhaMainloop : Base {
 
 /// forward_suffix (bf16 in, O as p.o_bf16 says) whose KV tiles wait for `arrival`, persistent on at most sm_count
 /// SMs (0: all; leave the SMs that raise the flags). Status as forward, 1 also for an arrival that cannot be used
-/// (no epoch, or chunks that split a KV tile).
+/// (no epoch, chunks that split a KV tile, or more than 32 sources).
 template <int kHeadDim>
 int forward_suffix_arrival(const Problem& p, const KvArrival& arrival, int sm_count, cudaStream_t stream) {
   if (int bad = check<kHeadDim, false, true>(p)) return bad;
   if (arrival.flag0 != nullptr &&
       (arrival.epoch_at == nullptr || arrival.chunk_rows <= 0 || arrival.chunk_rows % kv_tile<kHeadDim>() != 0 ||
-       arrival.row0 % kv_tile<kHeadDim>() != 0 || arrival.world < 1))
+       arrival.row0 % kv_tile<kHeadDim>() != 0 || arrival.world < 1 || arrival.world > 32))
     return 1;
   using Mask = detail::CausalSuffixFusion;
   using Mainloop = ArrivalFmhaMainloop<detail::PersistentKernel::Mainloop<kHeadDim, Mask>, Mask>;

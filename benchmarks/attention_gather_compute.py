@@ -18,7 +18,8 @@ And `waiting`: the gathered calls as the `fused` point makes them (`cuco_attn_su
 waits for its source's flag inside the kernel, persistent on all SMs but the pulls' COMM_CTAS), every flag already
 up: what the waits and the SM cap cost when nothing is late (waiting_over_gathered), apart: cap_cost (capped against
 every SM), wait_cost (flags against none, every SM), persistent_cost (no flags, every SM, against `gathered`'s
-cooperative calls).
+cooperative calls); and `waiting_fit`, the waiting calls on the fewest CTAs that keep the capped call's waves
+(fit_ctas; the fused point now leaves the SMs it saves to the pulls), with each launch's waves.
 
 This times all four for rank `me` of a shape at world W, on one GPU (no communication: the compute side alone), with
 torch SDPA over the whole sequence in the same process (its time / W is a rank's share of the work), and checks both
@@ -153,6 +154,18 @@ def visible_pairs(calls: list[Call], world: int, me: int, sr: int, half: int, ca
 COMM_CTAS = 16
 
 
+def waves(tiles: int, ctas: int) -> int:
+    """Waves of a persistent call of `tiles` work tiles on `ctas` CTAs."""
+    return -(-tiles // ctas)
+
+
+def fit_ctas(half: int, hq: int, sm_count: int, min_free: int = COMM_CTAS) -> int:
+    """The waiting calls' CTAs as the fused point takes them (mirrors cuco_attn::fused_fmha_ctas, causal): the fewest
+    that give the waves of sm_count - min_free; the pulls take the rest."""
+    tiles, cap = -(-half // 128) * hq, max(1, sm_count - min_free)
+    return -(-tiles // waves(tiles, cap))
+
+
 class Arrival(ctypes.Structure):
     """cuco_attn_arrival (attention_cp.h)."""
     _fields_ = [("flag0", ctypes.c_void_p), ("epoch_at", ctypes.c_void_p), ("src_stride", ctypes.c_int64),
@@ -270,8 +283,10 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     # the waiting FMHA three ways, to tell its costs apart: as the fused point runs it (flags up, SMs capped); on
     # every SM (the cap's cost); on every SM with no flags (the per-tile waits' cost; against `gathered`: the
     # persistent scheduler's)
+    sms = capped + COMM_CTAS
+    fit = fit_ctas(half, hq, sms) if causal else capped
     waits = {"waiting": (ctypes.byref(arrival), capped), "waiting_all_sms": (ctypes.byref(arrival), 0),
-             "waiting_no_flags": (None, 0)}
+             "waiting_no_flags": (None, 0), "waiting_fit": (ctypes.byref(arrival), fit)}
     o_wait = {n: torch.empty_like(o_gather) for n in waits}
     wait_fns = {n: (lambda n=n: gathered(o_wait[n], waits[n])) for n in waits}
 
@@ -300,6 +315,10 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
             "cap_cost": med["waiting_ms"] / med["waiting_all_sms_ms"],
             "wait_cost": med["waiting_all_sms_ms"] / med["waiting_no_flags_ms"],
             "persistent_cost": med["waiting_no_flags_ms"] / med["gathered_ms"],
+            "fit_ctas": fit, "fit_over_capped": med["waiting_fit_ms"] / med["waiting_ms"],
+            "fit_over_gathered": med["waiting_fit_ms"] / med["gathered_ms"],
+            **({f"waves_{n}": waves(-(-half // 128) * hq, c) for n, c in (("capped", capped), ("fit", fit),
+                                                                            ("all_sms", sms))} if causal else {}),
             "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}
 
 

@@ -78,3 +78,17 @@ def test_gpu_w_runs_it_as_a_part_of_its_own():
     script = (Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_w.sh").read_text()
     part = script.split("\n  attention-gather)\n", 1)[1].split(";;", 1)[0]
     assert "benchmarks/attention_gather_compute.py" in part and "--lib" not in part
+
+
+@given(half=st.integers(1, 9000), hq=st.integers(1, 64), sms=st.integers(17, 200))
+def test_the_fitted_split_keeps_the_capped_waves_on_the_fewest_ctas(half, hq, sms):
+    tiles = -(-half // 128) * hq
+    fit = agc.fit_ctas(half, hq, sms)
+    assert 1 <= fit <= sms - agc.COMM_CTAS
+    assert agc.waves(tiles, fit) == agc.waves(tiles, sms - agc.COMM_CTAS)
+    assert fit == 1 or agc.waves(tiles, fit - 1) > agc.waves(tiles, fit)
+
+
+def test_the_fitted_split_on_the_sweep_shapes_of_one_h200():
+    # 132 SMs, 16 for the pulls: 128 tiles take 2 waves on 116 CTAs and on 64; 256 take 3 on 116 and on 86
+    assert agc.fit_ctas(512, 32, 132) == 64 and agc.fit_ctas(1024, 32, 132) == 86

@@ -113,3 +113,13 @@ def test_a_single_step_slice_written_to_the_output_fails(tmp_path):
     out = _run_broken(tmp_path, "if (to_final && (a != 0 || b < kv_rows_needed(g, me, src) || !o_final)) return 300;",
                       "if (to_final && !o_final) return 300;", 1, 4, 3, 1)
     assert out.returncode == 1 and "not refused" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("return cap;", "not the fewest CTAs for its waves"),
+    ("return (int)((tiles + waves) / (waves + 1));", "fewer CTAs than the cap cost a wave")])
+def test_a_fused_split_that_wastes_sms_or_a_wave_fails(tmp_path, bad, says):
+    """The fused form's waiting calls take the fewest CTAs that keep their waves: the whole cap (SMs the pulls could
+    use, idle in the FMHA) or fewer CTAs than that (a wave more) is reported."""
+    out = _run_broken(tmp_path, "return (int)((tiles + waves - 1) / waves);", bad, 2, 4, 4, 1)
+    assert out.returncode == 1 and says in out.stdout, out.stdout

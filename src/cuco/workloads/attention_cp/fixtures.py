@@ -84,5 +84,5 @@ def gathered_never_waits() -> str:
 
 def gathered_fused_never_waits() -> str:
     """A gathered-form candidate whose FMHA is given no arrival flags: it reads the region at once."""
-    return _replace_once(_point(GATHERED_FUSED_BASE), "main, &arrival, ctx->sm_count - kCommCtas",
-                         "main, nullptr, ctx->sm_count - kCommCtas /* never waits */", GATHERED_FUSED_BASE)
+    return _replace_once(_point(GATHERED_FUSED_BASE), "main, &arrival, fmha_ctas",
+                         "main, nullptr, fmha_ctas /* never waits */", GATHERED_FUSED_BASE)

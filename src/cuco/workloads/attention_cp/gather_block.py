@@ -94,6 +94,11 @@ ARRIVAL = r"""  // placement=fused: each KV tile's source flag, awaited by the F
                                      g.W, g.causal};
 """
 
+#: fused's split of the SMs: the waiting calls' CTAs (the fewest that give them the waves the pulls' kCommCtas leave
+#: room for; cuco_attn::fused_fmha_ctas), the pulls every SM besides.
+FMHA_CTAS = ("  const int fmha_ctas = cuco_attn::fused_fmha_ctas(g, ctx->sm_count, kCommCtas);  "
+             "// the pulls take the rest\n")
+
 #: fused's wait before a call: none for a causal call (it waits inside the kernel); the stream waits for a full-
 #: attention call (one call over every key: no waiting FMHA of that mask is built).
 WAIT_UNMASKED = r"""    if (!c[k].suffix) {
@@ -113,10 +118,12 @@ WHAT = {
     ("stream_overlap", "gathered"): ("the side stream copies the own rows, then pulls the lower ranks', then the "
                                      "higher ones' (kCommCtas SMs); each zigzag chunk's call starts once the sources "
                                      "of its key prefix have landed."),
-    ("fused", "gathered"): ("the side stream moves the rows as stream_overlap does; each zigzag chunk's call is "
-                            "launched at once, persistent on the SMs the pulls leave, and its producer warp waits "
-                            "for each KV tile's source inside the kernel, so the attention of the keys that have "
-                            "landed runs while the rest arrive (full attention: the stream waits, one call)."),
+    ("fused", "gathered"): ("the side stream moves the rows as stream_overlap does, on every SM the waiting calls "
+                            "do not need; each zigzag chunk's call is launched at once, persistent on the fewest SMs "
+                            "that give it the waves that kCommCtas SMs for the pulls leave room for, and its producer "
+                            "warp waits for each KV tile's source inside the kernel, so the attention of the keys "
+                            "that have landed runs while the rest arrive (full attention: the stream waits, one "
+                            "call)."),
 }
 
 
@@ -141,8 +148,10 @@ def render_gather(point: Directives) -> tuple[str, str]:
     attend, deferred, fused = point.get("attend"), point.placement == "deferred", point.placement == "fused"
     stream = "main" if deferred else "side"
     barrier = barrier_calls(point, stream)
-    move = fill(GATHER_LAUNCH, {"CTAS": "ctx->sm_count" if deferred else "kCommCtas", "STREAM": stream},
-                what="gather launch").lstrip("\n")
+    ctas = "ctx->sm_count" if deferred else "ctx->sm_count - fmha_ctas" if fused else "kCommCtas"
+    move = fill(GATHER_LAUNCH, {"CTAS": ctas, "STREAM": stream}, what="gather launch").lstrip("\n")
+    if fused:
+        move = FMHA_CTAS + move
     enqueue = fill(ENQUEUE, {
         "WHAT": _comment(f"placement={point.placement}, attend={attend}: {WHAT[(point.placement, attend)]}"),
         "PRE": barrier,
@@ -152,7 +161,7 @@ def render_gather(point: Directives) -> tuple[str, str]:
         "WAIT": "" if deferred else WAIT_UNMASKED if fused else WAIT_SOURCES,
         "LANDED": "" if deferred or fused else "  uint32_t landed = 0;  // sources already waited for\n",
         "ARRIVAL": ARRIVAL if fused else "",
-        "ARRIVAL_ARGS": ", &arrival, ctx->sm_count - kCommCtas" if fused else "",
+        "ARRIVAL_ARGS": ", &arrival, fmha_ctas" if fused else "",
         "FINISH": "finish(ctx, g, main)" if attend == "hybrid" else "0",
     }, what=f"{point.placement}/{attend} enqueue")
     return "constexpr int kForm = cuco_attn::k%sForm;  // attend=%s\n%s" % (

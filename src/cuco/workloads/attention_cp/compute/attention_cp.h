@@ -324,6 +324,25 @@ CUCO_ATTN_HD inline int gather_calls(const Geo& g, int me, int form, GatherCall*
   return n;
 }
 
+// Query rows per work tile of the library's FMHA (its 128x128 tile at every head dim).
+constexpr int kFmhaQRows = 128;
+
+// The CTAs of the gathered form's waiting calls (fused placement) on sm_count SMs of which at least min_free stay
+// with the pulls; the pulls take the rest. A call's T = ceil(half / 128) * HQ work tiles take ceil(T / cap) waves on
+// cap = sm_count - min_free persistent CTAs, and ceil(T / waves) CTAs give the same waves: more only idle. Measured
+// on one H200 (benchmarks/results/attention_gather/README.md): capped at 116 of 132 SMs, the waiting calls took
+// 1.13-1.80x the same calls on all 132, exactly the ratio of their waves (128 tiles: 2 waves against 1; 256: 3
+// against 2), so the SMs a call cannot use are the pulls' at no cost to it. Full attention has no waiting call (its
+// stream waits, then it takes every SM): the pulls keep min_free SMs.
+CUCO_ATTN_HD inline int fused_fmha_ctas(const Geo& g, int sm_count, int min_free) {
+  const int cap = sm_count - min_free;
+  if (cap < 1) return 1;
+  if (!g.causal) return cap;
+  const int64_t tiles = (g.half + kFmhaQRows - 1) / kFmhaQRows * g.hq;
+  const int64_t waves = (tiles + cap - 1) / cap;
+  return (int)((tiles + waves - 1) / waves);
+}
+
 // One call of gather_calls. region: the region's base (K half, then V half at S rows). The hybrid's calls write an
 // fp32 partial (o_blk, lse_blk) and `merge` folds it into the running output (o32, lse) after its step 0; the
 // gathered form's write bf16 o_final and lse directly (its calls cover every query row once; nothing to round).

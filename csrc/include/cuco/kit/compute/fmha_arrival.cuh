@@ -18,6 +18,7 @@
 
 #include "cuco/epoch.cuh"
 #include "cuco/kit/compute/fmha_hopper.cuh"
+#include "cuco/kit/compute/with_arrival.cuh"
 
 namespace cuco::kit::fmha {
 
@@ -41,21 +42,8 @@ __host__ __device__ inline int kv_owner(const KvArrival& a, int64_t row) {
 /// `Base`: the example's FmhaMainloopTmaWarpSpecialized; `Mask`: the Fusion it was built with. Its load of K/V
 /// (load_kv_maybe_q, the example's, unchanged but for the wait) waits for each KV tile's source first.
 template <class Base, class Mask>
-struct ArrivalFmhaMainloop : Base {
-  struct Arguments : Base::Arguments {
-    KvArrival arrival;
-  };
-  struct Params : Base::Params {
-    KvArrival arrival;
-  };
-
-  template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const& problem_size, Arguments const& args, void* workspace) {
-    Params p;
-    static_cast<typename Base::Params&>(p) = Base::to_underlying_arguments(problem_size, args, workspace);
-    p.arrival = args.arrival;
-    return p;
-  }
+struct ArrivalFmhaMainloop : WithArrival<Base, KvArrival> {
+  using Params = typename WithArrival<Base, KvArrival>::Params;
 
   /// Lane 0 waits until the source of KV tile `tile` has landed, then fences the async proxy; the warp leaves
   /// together. `landed` (lane 0's bit per source already waited for in this work tile) skips both for a source seen

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "cuco/epoch.cuh"
+#include "cuco/kit/compute/with_arrival.cuh"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 
@@ -49,22 +50,9 @@ __device__ __forceinline__ void wait_row_chunks(const uint32_t* flags, uint32_t 
 
 /// The grouped mainloop `Base` whose producer waits for a tile's rows (see the top of this file).
 template <class Base>
-struct ArrivalArrayMainloop : Base {
-  struct Arguments : Base::Arguments {
-    const RowArrival* arrival = nullptr;
-  };
-  struct Params : Base::Params {
-    const RowArrival* arrival = nullptr;
-  };
+struct ArrivalArrayMainloop : WithArrival<Base, const RowArrival*> {
+  using Params = typename WithArrival<Base, const RowArrival*>::Params;
   static constexpr int kTileM = cute::size<0>(typename Base::TileShape{});
-
-  template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape problem_shapes, Arguments const& args, void* workspace) {
-    Params p;
-    static_cast<typename Base::Params&>(p) = Base::to_underlying_arguments(problem_shapes, args, workspace);
-    p.arrival = args.arrival;
-    return p;
-  }
 
   // the kernel calls this before the first load of every group's tiles: remember the group and its rows
   template <class InputTensors, class ProblemShapeMNKL>

@@ -27,6 +27,8 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
 #include "ag_gemm.h"
+#include "cuco/epoch.cuh"
+#include "cuco/kit/compute/with_arrival.cuh"
 
 namespace cuco_ag_gemm {
 
@@ -38,12 +40,6 @@ struct Arrival {
   int64_t local_begin = 0, local_end = 0, rows_per_rank = 1, chunk_rows = 1, M = 0;
   int32_t chunks_per_rank = 1;
 };
-
-__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 // Lane 0 of the calling warp waits until every chunk that rows [r0, r1) overlap outside the local rows is up.
 __device__ __forceinline__ void wait_rows(Arrival const& a, int64_t r0, int64_t r1) {
@@ -59,12 +55,7 @@ __device__ __forceinline__ void wait_rows(Arrival const& a, int64_t r0, int64_t 
       }
       const int64_t p = r / a.rows_per_rank, base = p * a.rows_per_rank;
       const int64_t c = (r - base) / a.chunk_rows;
-      const uint32_t* f = a.flags + p * a.chunks_per_rank + c;
-      unsigned ns = 32;
-      while ((int32_t)(load_acquire_sys(f) - epoch) < 0) {
-        __nanosleep(ns);
-        if (ns < 512) ns <<= 1;
-      }
+      cuco::lsa::wait_epoch(a.flags + p * a.chunks_per_rank + c, epoch);
       waited = true;
       const int64_t next = base + (c + 1) * a.chunk_rows, end = base + a.rows_per_rank;
       r = next < end ? next : end;
@@ -77,22 +68,9 @@ __device__ __forceinline__ void wait_rows(Arrival const& a, int64_t r0, int64_t 
 
 // The stock mainloop plus the arrival wait before each work tile's loads.
 template <class Base>
-struct ArrivalMainloop : Base {
-  struct Arguments : Base::Arguments {
-    Arrival arrival;
-  };
-  struct Params : Base::Params {
-    Arrival arrival;
-  };
+struct ArrivalMainloop : cuco::kit::WithArrival<Base, Arrival> {
+  using Params = typename cuco::kit::WithArrival<Base, Arrival>::Params;
   static constexpr int kTileM = cute::size<0>(typename Base::TileShape{});
-
-  template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const& shape, Arguments const& args, void* workspace) {
-    Params p;
-    static_cast<typename Base::Params&>(p) = Base::to_underlying_arguments(shape, args, workspace);
-    p.arrival = args.arrival;
-    return p;
-  }
 
   template <class Pipeline, class PipeState, class LoadInputs, class BlockCoord, class KTileIter, class Storage>
   CUTLASS_DEVICE void load(Params const& params, Pipeline pipeline, PipeState state, LoadInputs const& inputs,

@@ -24,6 +24,8 @@
 # benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
 # GPU, benchmarks/moe_split_cost.py) | attention-gather (ring attention's compute at W ranks, the ring's steps against
 # one call per zigzag chunk over K/V gathered in global order, one GPU, benchmarks/attention_gather_compute.py) |
+# gemm-waves (GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, against its waves, one GPU,
+# benchmarks/gemm_waves.py) |
 # merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,
 # benchmarks/attention_merge_accuracy.py) | module-loading (PROGRAM's, default tp_mlp_cublas, process wall time and
 # region times under EAGER and LAZY module loading, alternately, benchmarks/module_loading.py) | own-programs (`cuco run
@@ -222,6 +224,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   moe-split-cost)
     # W = 1 work on one GPU: MoE's FFN of the busiest rank cut by source, timed six ways (benchmarks/moe_split_cost.py)
     probe moe_split_cost benchmarks/moe_split_cost.py --out "$OUT_DIR/moe_split_cost.json" ;;
+  gemm-waves)
+    # W = 1 work on one GPU: GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, by waves
+    probe gemm_waves benchmarks/gemm_waves.py --json "$OUT_DIR/gemm_waves.json" ;;
   attention-gather)
     # W = 1 work on one GPU: ring attention's compute at W ranks, ring steps against the gathered form
     probe attention_gather_compute benchmarks/attention_gather_compute.py \

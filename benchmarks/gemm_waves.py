@@ -1,0 +1,150 @@
+"""GEMM+AllGather's persistent GEMM on fewer SMs than the GPU has, on one GPU: what the SMs the `fused` placement
+gives its pull kernel cost the GEMM, against the waves of work tiles its persistent grid runs.
+
+    python benchmarks/gemm_waves.py [--lib path/to/libgemm_allgather_compute.so] [--shapes M,K,N;...] \
+        [--comm 0,2,4,8,16] [--json out.json]
+
+The `fused` point runs ONE persistent GEMM (`cuco_ag_gemm_persistent`, the ping-pong 128x128 configuration, clusters
+of 2 CTAs) on sm_count - comm_ctas SMs while its pull kernel holds the rest (comm_ctas: 8 to 16 at W >= 2,
+`common_block.py`). A persistent grid of G CTAs runs T work tiles in ceil(T / G) waves, so giving SMs away costs
+the GEMM either nothing (the same waves) or a whole wave. This times the GEMM alone (no flags: nothing waits, no
+communication) at each SM count, in interleaved rounds of spin-held calls, beside cuBLAS (torch.matmul) on every
+SM, and checks its output against torch's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+from typing import Any
+
+SHAPES = ("8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,8192", "12288,5120,5120",
+          "2048,8192,28672", "8192,4096,28672", "4096,7168,18432")
+PINGPONG_128x128 = 1   # cuco_ag_gemm_config (ag_gemm.h): the fused point's kGemmConfig
+TILE, CLUSTER_M = 128, 2
+HOLD_CYCLES = 2_000_000
+
+
+class Args(ctypes.Structure):
+    """cuco_ag_gemm_args (ag_gemm.h)."""
+    _fields_ = [("A", ctypes.c_void_p), ("B", ctypes.c_void_p), ("C", ctypes.c_void_p),
+                *((n, ctypes.c_int64) for n in ("M", "N", "K", "lda", "ldb", "ldc", "local_row_begin",
+                                                "local_row_end")),
+                ("order", ctypes.c_int), ("flags", ctypes.c_void_p), ("epoch", ctypes.c_uint32),
+                ("epoch_at", ctypes.c_void_p), ("rows_per_rank", ctypes.c_int64), ("chunk_rows", ctypes.c_int64),
+                ("chunks_per_rank", ctypes.c_int), ("sm_count", ctypes.c_int), ("config", ctypes.c_int),
+                ("swizzle", ctypes.c_int)]
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """M,K,N as the GEMM+AllGather benchmarks name them; each a positive multiple of 128."""
+    try:
+        m, k, n = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a shape is M,K,N, e.g. 8192,8192,8192") from None
+    if min(m, k, n) <= 0 or m % TILE or n % TILE or k % 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: M and N must be positive multiples of 128, K of 64")
+    return m, k, n
+
+
+def cluster_tiles(m: int, n: int) -> int:
+    """The persistent scheduler's units: clusters of 2 row tiles by one 128-column tile."""
+    return -(-m // (TILE * CLUSTER_M)) * -(-n // TILE)
+
+
+def waves(m: int, n: int, ctas: int) -> int:
+    """Waves of the GEMM's cluster tiles on `ctas` CTAs (ctas // 2 clusters)."""
+    return -(-cluster_tiles(m, n) // max(1, ctas // CLUSTER_M))
+
+
+def load_library(path: str | None) -> ctypes.CDLL:
+    """The GEMM+AllGather compute library at `path`, or built (or found cached) from this tree."""
+    if path is None:
+        from cuco import workloads
+        from cuco.kit.compute import build_compute
+        from cuco.toolchain import default_toolchain
+
+        path = str(build_compute(workloads.get("gemm_allgather"), default_toolchain()).library)
+    lib = ctypes.CDLL(path)
+    lib.cuco_ag_gemm_persistent.argtypes = [ctypes.POINTER(Args), ctypes.c_void_p]
+    return lib
+
+
+def measure(lib: ctypes.CDLL, shape: tuple[int, int, int], comm: list[int], rounds: int,
+            iters: int) -> dict[str, Any]:
+    """The persistent GEMM at sm_count - c SMs for each c in `comm`, and torch.matmul, on one shape."""
+    import torch
+
+    from event_timing import event_times_ms
+
+    m, k, n = shape
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(11)
+    a = torch.randn(m, k, device=dev, generator=gen).bfloat16()
+    b = torch.randn(k, n, device=dev, generator=gen).bfloat16()
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    outs = {c: torch.empty(m, n, device=dev, dtype=torch.bfloat16) for c in comm}
+    args = {}
+    for c in comm:
+        x = Args(a.data_ptr(), b.data_ptr(), outs[c].data_ptr(), m, n, k, k, n, n, 0, m, 0, None, 0, None, m, m,
+                 1, (sms - c) & ~1, PINGPONG_128x128, 1)
+        args[c] = x
+    stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)   # noqa: E731
+
+    def gemm(c: int) -> None:
+        rc = lib.cuco_ag_gemm_persistent(ctypes.byref(args[c]), stream())
+        if rc:
+            raise RuntimeError(f"cuco_ag_gemm_persistent on {args[c].sm_count} SMs: status {rc}")
+
+    fns = {**{f"persistent_{c}": (lambda c=c: gemm(c)) for c in comm}, "cublas": lambda: torch.matmul(a, b)}
+    want = torch.matmul(a, b).float()
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    scale = want.abs().max().item()
+    err = max((outs[c].float() - want).abs().max().item() / scale for c in comm)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(rounds):   # interleaved, the order turned each round
+        for name in (list(times) if r % 2 == 0 else list(times)[::-1]):
+            times[name].append(statistics.median(event_times_ms(fns[name], iters, 3,
+                                                                before=lambda: torch.cuda._sleep(HOLD_CYCLES))))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    rows = [{"comm_sms": c, "ctas": args[c].sm_count, "waves": waves(m, n, args[c].sm_count),
+             "ms": med[f"persistent_{c}"], "over_all_sms": med[f"persistent_{c}"] / med[f"persistent_{comm[0]}"],
+             "spread": (max(times[f"persistent_{c}"]) - min(times[f"persistent_{c}"])) / med[f"persistent_{c}"]}
+            for c in comm]
+    return {"shape": f"{m},{k},{n}", "sm_count": sms, "cluster_tiles": cluster_tiles(m, n), "cublas_ms": med["cublas"],
+            "max_rel_err": err, "counts": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--shapes", type=lambda t: [parse_shape(s) for s in t.split(";")],
+                    default=[parse_shape(s) for s in SHAPES])
+    ap.add_argument("--comm", type=lambda t: [int(x) for x in t.split(",")], default=[0, 2, 4, 8, 16],
+                    help="SMs given away, the first the reference (0: every SM)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    if any(c < 0 for c in a.comm):
+        ap.error("--comm: SM counts given away are >= 0")
+    lib = load_library(a.lib)
+    rows = []
+    for shape in a.shapes:
+        row = measure(lib, shape, a.comm, a.rounds, a.iters)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    raise SystemExit(main())

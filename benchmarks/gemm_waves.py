@@ -2,14 +2,15 @@
 gives its pull kernel cost the GEMM, against the waves of work tiles its persistent grid runs.
 
     python benchmarks/gemm_waves.py [--lib path/to/libgemm_allgather_compute.so] [--shapes M,K,N;...] \
-        [--comm 0,2,4,8,16] [--json out.json]
+        [--comm 0,2,4,8,16] [--configs pingpong,coop] [--swizzles 1,2,4,8] [--json out.json]
 
 The `fused` point runs ONE persistent GEMM (`cuco_ag_gemm_persistent`, the ping-pong 128x128 configuration, clusters
 of 2 CTAs) on sm_count - comm_ctas SMs while its pull kernel holds the rest (comm_ctas: 8 to 16 at W >= 2,
 `common_block.py`). A persistent grid of G CTAs runs T work tiles in ceil(T / G) waves, so giving SMs away costs
 the GEMM either nothing (the same waves) or a whole wave. This times the GEMM alone (no flags: nothing waits, no
 communication) at each SM count, in interleaved rounds of spin-held calls, beside cuBLAS (torch.matmul) on every
-SM, and checks its output against torch's.
+SM, and checks its output against torch's. Each of the library's two configurations (`pingpong`: 128x128 tiles,
+the fused point's; `coop`: cooperative 128x256) runs at every swizzle asked for, every count of SMs given away.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 SHAPES = ("8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,8192", "12288,5120,5120",
           "2048,8192,28672", "8192,4096,28672", "4096,7168,18432")
-PINGPONG_128x128 = 1   # cuco_ag_gemm_config (ag_gemm.h): the fused point's kGemmConfig
+#: cuco_ag_gemm_config (ag_gemm.h) and each configuration's tile columns; pingpong is the fused point's kGemmConfig
+CONFIGS = {"coop": (0, 256), "pingpong": (1, 128)}
 TILE, CLUSTER_M = 128, 2
 HOLD_CYCLES = 2_000_000
 
@@ -50,14 +52,14 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, k, n
 
 
-def cluster_tiles(m: int, n: int) -> int:
-    """The persistent scheduler's units: clusters of 2 row tiles by one 128-column tile."""
-    return -(-m // (TILE * CLUSTER_M)) * -(-n // TILE)
+def cluster_tiles(m: int, n: int, tile_n: int = TILE) -> int:
+    """The persistent scheduler's units: clusters of 2 row tiles of 128 rows by one tile_n-column tile."""
+    return -(-m // (TILE * CLUSTER_M)) * -(-n // tile_n)
 
 
-def waves(m: int, n: int, ctas: int) -> int:
+def waves(m: int, n: int, ctas: int, tile_n: int = TILE) -> int:
     """Waves of the GEMM's cluster tiles on `ctas` CTAs (ctas // 2 clusters)."""
-    return -(-cluster_tiles(m, n) // max(1, ctas // CLUSTER_M))
+    return -(-cluster_tiles(m, n, tile_n) // max(1, ctas // CLUSTER_M))
 
 
 def load_library(path: str | None) -> ctypes.CDLL:
@@ -73,9 +75,10 @@ def load_library(path: str | None) -> ctypes.CDLL:
     return lib
 
 
-def measure(lib: ctypes.CDLL, shape: tuple[int, int, int], comm: list[int], rounds: int,
-            iters: int) -> dict[str, Any]:
-    """The persistent GEMM at sm_count - c SMs for each c in `comm`, and torch.matmul, on one shape."""
+def measure(lib: ctypes.CDLL, shape: tuple[int, int, int], comm: list[int], configs: list[str], swizzles: list[int],
+            rounds: int, iters: int) -> dict[str, Any]:
+    """The persistent GEMM in each configuration and swizzle at sm_count - c SMs for each c in `comm`, and
+    torch.matmul, on one shape."""
     import torch
 
     from event_timing import event_times_ms
@@ -86,38 +89,37 @@ def measure(lib: ctypes.CDLL, shape: tuple[int, int, int], comm: list[int], roun
     a = torch.randn(m, k, device=dev, generator=gen).bfloat16()
     b = torch.randn(k, n, device=dev, generator=gen).bfloat16()
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    outs = {c: torch.empty(m, n, device=dev, dtype=torch.bfloat16) for c in comm}
-    args = {}
-    for c in comm:
-        x = Args(a.data_ptr(), b.data_ptr(), outs[c].data_ptr(), m, n, k, k, n, n, 0, m, 0, None, 0, None, m, m,
-                 1, (sms - c) & ~1, PINGPONG_128x128, 1)
-        args[c] = x
+    variants = [(cfg, sw, c) for cfg in configs for sw in swizzles for c in comm]
+    outs = {v: torch.empty(m, n, device=dev, dtype=torch.bfloat16) for v in variants}
+    args = {v: Args(a.data_ptr(), b.data_ptr(), outs[v].data_ptr(), m, n, k, k, n, n, 0, m, 0, None, 0, None, m, m,
+                    1, (sms - v[2]) & ~1, CONFIGS[v[0]][0], v[1]) for v in variants}
     stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)   # noqa: E731
 
-    def gemm(c: int) -> None:
-        rc = lib.cuco_ag_gemm_persistent(ctypes.byref(args[c]), stream())
+    def gemm(v: tuple[str, int, int]) -> None:
+        rc = lib.cuco_ag_gemm_persistent(ctypes.byref(args[v]), stream())
         if rc:
-            raise RuntimeError(f"cuco_ag_gemm_persistent on {args[c].sm_count} SMs: status {rc}")
+            raise RuntimeError(f"cuco_ag_gemm_persistent {v}: status {rc}")
 
-    fns = {**{f"persistent_{c}": (lambda c=c: gemm(c)) for c in comm}, "cublas": lambda: torch.matmul(a, b)}
+    fns = {**{v: (lambda v=v: gemm(v)) for v in variants}, "cublas": lambda: torch.matmul(a, b)}
     want = torch.matmul(a, b).float()
     for f in fns.values():
         f()
     torch.cuda.synchronize()
     scale = want.abs().max().item()
-    err = max((outs[c].float() - want).abs().max().item() / scale for c in comm)
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    err = max((outs[v].float() - want).abs().max().item() / scale for v in variants)
+    times: dict[Any, list[float]] = {name: [] for name in fns}
     for r in range(rounds):   # interleaved, the order turned each round
         for name in (list(times) if r % 2 == 0 else list(times)[::-1]):
             times[name].append(statistics.median(event_times_ms(fns[name], iters, 3,
                                                                 before=lambda: torch.cuda._sleep(HOLD_CYCLES))))
     med = {name: statistics.median(t) for name, t in times.items()}
-    rows = [{"comm_sms": c, "ctas": args[c].sm_count, "waves": waves(m, n, args[c].sm_count),
-             "ms": med[f"persistent_{c}"], "over_all_sms": med[f"persistent_{c}"] / med[f"persistent_{comm[0]}"],
-             "spread": (max(times[f"persistent_{c}"]) - min(times[f"persistent_{c}"])) / med[f"persistent_{c}"]}
-            for c in comm]
-    return {"shape": f"{m},{k},{n}", "sm_count": sms, "cluster_tiles": cluster_tiles(m, n), "cublas_ms": med["cublas"],
-            "max_rel_err": err, "counts": rows}
+    rows = [{"config": v[0], "swizzle": v[1], "comm_sms": v[2], "ctas": args[v].sm_count,
+             "waves": waves(m, n, args[v].sm_count, CONFIGS[v[0]][1]), "ms": med[v],
+             "over_cublas": med[v] / med["cublas"], "spread": (max(times[v]) - min(times[v])) / med[v]}
+            for v in variants]
+    return {"shape": f"{m},{k},{n}", "sm_count": sms, "cublas_ms": med["cublas"],
+            "cublas_spread": (max(times["cublas"]) - min(times["cublas"])) / med["cublas"], "max_rel_err": err,
+            "variants": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,18 +127,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lib", default=None)
     ap.add_argument("--shapes", type=lambda t: [parse_shape(s) for s in t.split(";")],
                     default=[parse_shape(s) for s in SHAPES])
-    ap.add_argument("--comm", type=lambda t: [int(x) for x in t.split(",")], default=[0, 2, 4, 8, 16],
-                    help="SMs given away, the first the reference (0: every SM)")
+    ap.add_argument("--comm", type=lambda t: [int(x) for x in t.split(",")], default=[0, 4, 8, 16],
+                    help="SMs given away (0: every SM)")
+    ap.add_argument("--configs", type=lambda t: t.split(","), default=["pingpong", "coop"])
+    ap.add_argument("--swizzles", type=lambda t: [int(x) for x in t.split(",")], default=[1, 2, 4, 8])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     if any(c < 0 for c in a.comm):
         ap.error("--comm: SM counts given away are >= 0")
+    if set(a.configs) - set(CONFIGS):
+        ap.error(f"--configs: each one of {', '.join(CONFIGS)}")
+    if set(a.swizzles) - {1, 2, 4, 8}:
+        ap.error("--swizzles: each one of 1, 2, 4, 8")
     lib = load_library(a.lib)
     rows = []
     for shape in a.shapes:
-        row = measure(lib, shape, a.comm, a.rounds, a.iters)
+        row = measure(lib, shape, a.comm, a.configs, a.swizzles, a.rounds, a.iters)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if a.json:

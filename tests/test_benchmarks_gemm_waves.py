@@ -30,3 +30,14 @@ def test_the_fused_points_sms_on_one_h200():
 def test_bad_shapes_are_refused_naming_the_form(bad):
     with pytest.raises(argparse.ArgumentTypeError, match="M,K,N|multiples"):
         gemm_waves.parse_shape(bad)
+
+
+def test_the_cooperative_tile_halves_the_cluster_tiles():
+    assert gemm_waves.cluster_tiles(8192, 8192, 256) * 2 == gemm_waves.cluster_tiles(8192, 8192)
+
+
+@pytest.mark.parametrize("flag", [["--configs", "pingpong,fast"], ["--swizzles", "3"], ["--comm", "-1"]])
+def test_bad_options_are_refused_before_the_gpu(flag, capsys):
+    with pytest.raises(SystemExit):
+        gemm_waves.main(["--lib", "/nonexistent.so", *flag])
+    assert "--" + flag[0].lstrip("-") in capsys.readouterr().err

@@ -4,13 +4,15 @@ gives its pull kernel cost the GEMM, against the waves of work tiles its persist
     python benchmarks/gemm_waves.py [--lib path/to/libgemm_allgather_compute.so] [--shapes M,K,N;...] \
         [--comm 0,2,4,8,16] [--configs pingpong,coop] [--swizzles 1,2,4,8] [--json out.json]
 
-The `fused` point runs ONE persistent GEMM (`cuco_ag_gemm_persistent`, the ping-pong 128x128 configuration, clusters
+The `fused` point runs ONE persistent GEMM (`cuco_ag_gemm_persistent`, clusters
 of 2 CTAs) on sm_count - comm_ctas SMs while its pull kernel holds the rest (comm_ctas: 8 to 16 at W >= 2,
 `common_block.py`). A persistent grid of G CTAs runs T work tiles in ceil(T / G) waves, so giving SMs away costs
 the GEMM either nothing (the same waves) or a whole wave. This times the GEMM alone (no flags: nothing waits, no
 communication) at each SM count, in interleaved rounds of spin-held calls, beside cuBLAS (torch.matmul) on every
-SM, and checks its output against torch's. Each of the library's two configurations (`pingpong`: 128x128 tiles,
-the fused point's; `coop`: cooperative 128x256) runs at every swizzle asked for, every count of SMs given away.
+SM, and checks its output against torch's. Each of the library's two configurations (`pingpong`: 128x128 tiles;
+`coop`: cooperative 128x256) runs at every swizzle asked for, every count of SMs given away; and `tuned`, the
+configuration and swizzle `cuco_ag_gemm_tune` measured fastest at that SM count (what the fused point now runs),
+against the best of that grid.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ SHAPES = ("8192,8192,8192", "16384,8192,3584", "4096,4096,4096", "32768,8192,819
           "2048,8192,28672", "8192,4096,28672", "4096,7168,18432")
 #: cuco_ag_gemm_config (ag_gemm.h) and each configuration's tile columns; pingpong is the fused point's kGemmConfig
 CONFIGS = {"coop": (0, 256), "pingpong": (1, 128)}
+TUNED = -1   # CUCO_AG_TUNED: what cuco_ag_gemm_tune chose
 TILE, CLUSTER_M = 128, 2
 HOLD_CYCLES = 2_000_000
 
@@ -72,6 +75,8 @@ def load_library(path: str | None) -> ctypes.CDLL:
         path = str(build_compute(workloads.get("gemm_allgather"), default_toolchain()).library)
     lib = ctypes.CDLL(path)
     lib.cuco_ag_gemm_persistent.argtypes = [ctypes.POINTER(Args), ctypes.c_void_p]
+    lib.cuco_ag_gemm_tune.argtypes = [ctypes.POINTER(Args), ctypes.c_int, ctypes.c_void_p,
+                                      ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
     return lib
 
 
@@ -89,11 +94,22 @@ def measure(lib: ctypes.CDLL, shape: tuple[int, int, int], comm: list[int], conf
     a = torch.randn(m, k, device=dev, generator=gen).bfloat16()
     b = torch.randn(k, n, device=dev, generator=gen).bfloat16()
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    variants = [(cfg, sw, c) for cfg in configs for sw in swizzles for c in comm]
+    # ("tuned", cap, c): CUCO_AG_TUNED after cuco_ag_gemm_tune at swizzles up to the largest asked for, as the
+    # fused point runs it
+    cap = max(swizzles)
+    variants = [(cfg, sw, c) for cfg in configs for sw in swizzles for c in comm] + [("tuned", cap, c) for c in comm]
     outs = {v: torch.empty(m, n, device=dev, dtype=torch.bfloat16) for v in variants}
     args = {v: Args(a.data_ptr(), b.data_ptr(), outs[v].data_ptr(), m, n, k, k, n, n, 0, m, 0, None, 0, None, m, m,
-                    1, (sms - v[2]) & ~1, CONFIGS[v[0]][0], v[1]) for v in variants}
+                    1, (sms - v[2]) & ~1, CONFIGS[v[0]][0] if v[0] in CONFIGS else TUNED, v[1]) for v in variants}
     stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)   # noqa: E731
+    chosen = {}
+    for v in variants:
+        if v[0] == "tuned":
+            cfg, sw = ctypes.c_int(), ctypes.c_int()
+            rc = lib.cuco_ag_gemm_tune(ctypes.byref(args[v]), cap, stream(), ctypes.byref(cfg), ctypes.byref(sw))
+            if rc:
+                raise RuntimeError(f"cuco_ag_gemm_tune {v}: status {rc}")
+            chosen[v] = (next(n for n, (c, _t) in CONFIGS.items() if c == cfg.value), sw.value)
 
     def gemm(v: tuple[str, int, int]) -> None:
         rc = lib.cuco_ag_gemm_persistent(ctypes.byref(args[v]), stream())
@@ -113,10 +129,16 @@ def measure(lib: ctypes.CDLL, shape: tuple[int, int, int], comm: list[int], conf
             times[name].append(statistics.median(event_times_ms(fns[name], iters, 3,
                                                                 before=lambda: torch.cuda._sleep(HOLD_CYCLES))))
     med = {name: statistics.median(t) for name, t in times.items()}
-    rows = [{"config": v[0], "swizzle": v[1], "comm_sms": v[2], "ctas": args[v].sm_count,
-             "waves": waves(m, n, args[v].sm_count, CONFIGS[v[0]][1]), "ms": med[v],
-             "over_cublas": med[v] / med["cublas"], "spread": (max(times[v]) - min(times[v])) / med[v]}
-            for v in variants]
+    rows = []
+    for v in variants:
+        cfg, sw = chosen.get(v, v[:2])
+        row = {"config": v[0], "swizzle": v[1], "comm_sms": v[2], "ctas": args[v].sm_count,
+               "waves": waves(m, n, args[v].sm_count, CONFIGS[cfg][1]), "ms": med[v],
+               "over_cublas": med[v] / med["cublas"], "spread": (max(times[v]) - min(times[v])) / med[v]}
+        if v in chosen:
+            best = min(med[u] for u in variants if u[2] == v[2] and u not in chosen)
+            row.update({"chosen_config": cfg, "chosen_swizzle": sw, "over_best_of_grid": med[v] / best})
+        rows.append(row)
     return {"shape": f"{m},{k},{n}", "sm_count": sms, "cublas_ms": med["cublas"],
             "cublas_spread": (max(times["cublas"]) - min(times["cublas"])) / med["cublas"], "max_rel_err": err,
             "variants": rows}

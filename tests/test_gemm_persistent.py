@@ -144,6 +144,31 @@ def test_bad_arguments_are_rejected_with_the_fix_and_never_launched(checks, fiel
     assert checks.mock_launches() == before
 
 
+def test_the_tuned_configuration_passes_the_check_and_others_outside_the_enum_do_not(checks):
+    a = good_args()
+    a.config = -1  # CUCO_AG_TUNED: what cuco_ag_gemm_tune chose, the swizzle its cap
+    assert check(checks, a) == (0, "")
+    a.config = -2
+    rc, why = check(checks, a)
+    assert rc == 11 and "CUCO_AG_TUNED" in why
+
+
+@pytest.mark.parametrize("max_swizzle, field, value, code", [
+    (3, None, None, 16),     # not 1, 2, 4 or 8
+    (4, "M", 384, 6),        # the call itself is bad: the check's code
+])
+def test_tuning_refuses_bad_input_before_any_launch(checks, max_swizzle, field, value, code):
+    checks.cuco_ag_gemm_tune.argtypes = [ctypes.POINTER(Args), ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                         ctypes.c_void_p]
+    a = good_args()
+    if field:
+        setattr(a, field, value)
+    before = checks.mock_launches()
+    rc = checks.cuco_ag_gemm_tune(ctypes.byref(a), max_swizzle, None, None, None)
+    assert rc == code
+    assert checks.mock_launches() == before
+
+
 def test_flag_geometry_is_ignored_without_flags(checks):
     a = good_args()
     a.flags, a.chunks_per_rank = 0, 0

@@ -1,5 +1,7 @@
-// Argument checks and dispatch of cuco_ag_gemm_persistent (no CUTLASS here: this unit compiles in seconds).
+// Argument checks, dispatch and tuning of cuco_ag_gemm_persistent (no CUTLASS here: this unit compiles in seconds).
 #include <stdio.h>
+
+#include <mutex>
 
 #include "ag_gemm.h"
 
@@ -12,6 +14,59 @@ constexpr int64_t kTileM = 128, kRowsPerCluster = 256, kAlign = 8;  // both conf
 static int fail(char* why, int len, int code, const char* msg) {
   if (why && len > 0) snprintf(why, (size_t)len, "%s", msg);
   return code;
+}
+
+static bool is_swizzle(int s) { return s == 1 || s == 2 || s == 4 || s == 8; }
+
+static int launch(const cuco_ag_gemm_args* a, int sms, cudaStream_t stream) {
+  switch (a->config) {
+    case CUCO_AG_COOP_128x256: return run_coop128x256(a, sms, stream);
+    case CUCO_AG_PINGPONG_128x128: return run_pingpong128x128(a, sms, stream);
+    default: return 11;
+  }
+}
+
+// What cuco_ag_gemm_tune chose, per (M, N, K, SMs, swizzle cap, device); a small ring, most recent kept.
+struct Tuned {
+  int64_t M, N, K;
+  int sms, max_swizzle, device, config, swizzle;
+};
+constexpr int kTunedEntries = 64;
+static std::mutex g_tuned_lock;
+static Tuned g_tuned[kTunedEntries];
+static int g_tuned_used = 0, g_tuned_next = 0;
+
+static bool same_call(const Tuned& t, const cuco_ag_gemm_args* a, int sms, int cap, int device) {
+  return t.M == a->M && t.N == a->N && t.K == a->K && t.sms == sms && t.max_swizzle == cap && t.device == device;
+}
+
+// The tuned choice for `a` (its swizzle the cap), or ping-pong at the cap when none was measured.
+static void tuned_choice(const cuco_ag_gemm_args* a, int sms, int device, int* config, int* swizzle) {
+  const int cap = a->swizzle > 0 ? a->swizzle : 1;
+  *config = CUCO_AG_PINGPONG_128x128, *swizzle = cap;
+  std::lock_guard<std::mutex> guard(g_tuned_lock);
+  for (int i = 0; i < g_tuned_used; ++i)
+    if (same_call(g_tuned[i], a, sms, cap, device)) *config = g_tuned[i].config, *swizzle = g_tuned[i].swizzle;
+}
+
+static void remember(const Tuned& t) {
+  std::lock_guard<std::mutex> guard(g_tuned_lock);
+  for (int i = 0; i < g_tuned_used; ++i)
+    if (g_tuned[i].M == t.M && g_tuned[i].N == t.N && g_tuned[i].K == t.K && g_tuned[i].sms == t.sms &&
+        g_tuned[i].max_swizzle == t.max_swizzle && g_tuned[i].device == t.device) {
+      g_tuned[i] = t;
+      return;
+    }
+  g_tuned[g_tuned_next] = t;
+  g_tuned_next = (g_tuned_next + 1) % kTunedEntries;
+  if (g_tuned_used < kTunedEntries) ++g_tuned_used;
+}
+
+static int resolve_sms(int sm_count, int* sms, int* device) {
+  if (cudaGetDevice(device) != cudaSuccess) return 14;
+  *sms = sm_count;
+  if (*sms == 0 && cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *device) != cudaSuccess) return 14;
+  return 0;
 }
 }  // namespace cuco_ag_gemm
 
@@ -57,8 +112,9 @@ extern "C" int cuco_ag_gemm_check(const cuco_ag_gemm_args* a, char* why, int len
     }
     if ((uintptr_t)a->flags % 4) return fail(why, len, 10, "flags must be 4-byte aligned");
   }
-  if (a->config < 0 || a->config >= CUCO_AG_NUM_CONFIGS) {
-    snprintf(msg, sizeof msg, "config=%d: pick 0..%d (cuco_ag_gemm_config)", a->config, CUCO_AG_NUM_CONFIGS - 1);
+  if (a->config != CUCO_AG_TUNED && (a->config < 0 || a->config >= CUCO_AG_NUM_CONFIGS)) {
+    snprintf(msg, sizeof msg, "config=%d: pick 0..%d or CUCO_AG_TUNED (cuco_ag_gemm_config)", a->config,
+             CUCO_AG_NUM_CONFIGS - 1);
     return fail(why, len, 11, msg);
   }
   if (a->swizzle != 0 && a->swizzle != 1 && a->swizzle != 2 && a->swizzle != 4 && a->swizzle != 8)
@@ -71,16 +127,59 @@ extern "C" int cuco_ag_gemm_persistent(const cuco_ag_gemm_args* a, cudaStream_t 
   using namespace cuco_ag_gemm;
   int rc = cuco_ag_gemm_check(a, nullptr, 0);
   if (rc) return rc;
-  int sms = a->sm_count;
-  if (sms == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 14;
+  int sms = a->sm_count, device = 0;
+  if (sms == 0 || a->config == CUCO_AG_TUNED) {
+    if ((rc = resolve_sms(a->sm_count, &sms, &device))) return rc;
   }
-  switch (a->config) {
-    case CUCO_AG_COOP_128x256: return run_coop128x256(a, sms, stream);
-    case CUCO_AG_PINGPONG_128x128: return run_pingpong128x128(a, sms, stream);
-    default: return 11;
-  }
+  if (a->config != CUCO_AG_TUNED) return launch(a, sms, stream);
+  cuco_ag_gemm_args chosen = *a;
+  tuned_choice(a, sms, device, &chosen.config, &chosen.swizzle);
+  return launch(&chosen, sms, stream);
+}
+
+extern "C" int cuco_ag_gemm_tune(const cuco_ag_gemm_args* a, int max_swizzle, cudaStream_t stream, int* config,
+                                 int* swizzle) {
+  using namespace cuco_ag_gemm;
+  if (!is_swizzle(max_swizzle)) return 16;
+  if (!a) return cuco_ag_gemm_check(a, nullptr, 0);
+  cuco_ag_gemm_args t = *a;
+  t.flags = nullptr, t.epoch_at = nullptr;  // nothing waits: the GEMM's own speed
+  t.config = CUCO_AG_COOP_128x256, t.swizzle = max_swizzle;
+  int rc = cuco_ag_gemm_check(&t, nullptr, 0);
+  if (rc) return rc;
+  int sms = 0, device = 0;
+  if ((rc = resolve_sms(a->sm_count, &sms, &device))) return rc;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) rc = 17;
+  // Two rounds over every (configuration, swizzle), each its best of the two: a round's launches run back to back
+  // with the same clocks, and the second round sees every kernel loaded and every parameter set built.
+  constexpr int kRounds = 2, kReps = 2;
+  float best_ms[CUCO_AG_NUM_CONFIGS][4];
+  for (auto& row : best_ms)
+    for (float& v : row) v = 3.4e38f;
+  for (int round = 0; round < kRounds && !rc; ++round)
+    for (int cfg = 0; cfg < CUCO_AG_NUM_CONFIGS && !rc; ++cfg)
+      for (int i = 0, sw = 1; sw <= max_swizzle && !rc; ++i, sw *= 2) {
+        t.config = cfg, t.swizzle = sw;
+        if ((rc = launch(&t, sms, stream))) break;  // untimed: builds the parameters, loads the kernel
+        if (cudaEventRecord(e0, stream) != cudaSuccess) rc = 17;
+        for (int r = 0; r < kReps && !rc; ++r) rc = launch(&t, sms, stream);
+        float ms = 0;
+        if (!rc && (cudaEventRecord(e1, stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+                    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess))
+          rc = 17;
+        if (!rc && ms < best_ms[cfg][i]) best_ms[cfg][i] = ms;
+      }
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  if (rc) return rc;
+  Tuned pick{a->M, a->N, a->K, sms, max_swizzle, device, CUCO_AG_PINGPONG_128x128, max_swizzle};
+  float fastest = 3.4e38f;
+  for (int cfg = 0; cfg < CUCO_AG_NUM_CONFIGS; ++cfg)
+    for (int i = 0, sw = 1; sw <= max_swizzle; ++i, sw *= 2)
+      if (best_ms[cfg][i] < fastest) fastest = best_ms[cfg][i], pick.config = cfg, pick.swizzle = sw;
+  remember(pick);
+  if (config) *config = pick.config;
+  if (swizzle) *swizzle = pick.swizzle;
+  return 0;
 }

@@ -22,6 +22,8 @@ enum cuco_ag_gemm_order {
 };
 
 enum cuco_ag_gemm_config {
+  CUCO_AG_TUNED = -1,            // what cuco_ag_gemm_tune measured fastest for this M, N, K, sm_count and device,
+                                 // `swizzle` the largest it could pick; untuned: ping-pong at that swizzle
   CUCO_AG_COOP_128x256 = 0,      // cooperative, tile 128x256x64, cluster 2x1x1
   CUCO_AG_PINGPONG_128x128 = 1,  // ping-pong, tile 128x128x64, cluster 2x1x1
   CUCO_AG_NUM_CONFIGS = 2,
@@ -49,6 +51,16 @@ typedef struct cuco_ag_gemm_args {
 
 // 0 when `a` can run; else a nonzero code and a sentence (naming the fix) in why[0..why_len).
 int cuco_ag_gemm_check(const cuco_ag_gemm_args* a, char* why, int why_len);
+
+// Time each configuration at each swizzle up to max_swizzle (1, 2, 4 or 8) for `a`'s M, N, K and sm_count on the
+// current device, with no flags (nothing waits), and remember the fastest for the calls with config CUCO_AG_TUNED
+// and swizzle max_swizzle. The fastest differs by shape and by SM count (a configuration's tiles run in waves of the
+// persistent grid): on one H200 the best of the grid was within 2 % of cuBLAS on eight shapes where a fixed one was
+// up to 1.41x slower (benchmarks/results/gemm_waves/README.md). It synchronises `stream` and writes C: call it at
+// setup, never while a graph is captured. 0 on success, *config and *swizzle (either may be NULL) the choice; else a
+// cuco_ag_gemm_check code, 14 (no current device), 16 (max_swizzle not 1, 2, 4 or 8), 17 (the timing failed) or
+// 100 + a cutlass::Status.
+int cuco_ag_gemm_tune(const cuco_ag_gemm_args* a, int max_swizzle, cudaStream_t stream, int* config, int* swizzle);
 
 // Enqueue the GEMM on `stream`. 0 on success; else the code of cuco_ag_gemm_check, 14 (no current device),
 // 15 (the kernel asked for a workspace) or 100 + a cutlass::Status.

@@ -1,6 +1,7 @@
 // Argument checks, dispatch and tuning of cuco_ag_gemm_persistent (no CUTLASS here: this unit compiles in seconds).
 #include <stdio.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "ag_gemm.h"
@@ -151,33 +152,43 @@ extern "C" int cuco_ag_gemm_tune(const cuco_ag_gemm_args* a, int max_swizzle, cu
   if ((rc = resolve_sms(a->sm_count, &sms, &device))) return rc;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) rc = 17;
-  // Two rounds over every (configuration, swizzle), each its best of the two: a round's launches run back to back
-  // with the same clocks, and the second round sees every kernel loaded and every parameter set built.
-  constexpr int kRounds = 2, kReps = 2;
-  float best_ms[CUCO_AG_NUM_CONFIGS][4];
-  for (auto& row : best_ms)
-    for (float& v : row) v = 3.4e38f;
+  // Every (configuration, swizzle) timed one launch at a time, each after the stream has drained (as a caller's
+  // launch meets the GPU, not at the clocks of a long run of back-to-back GEMMs), in rounds whose order turns, the
+  // median of each one's samples; the first launch of each is untimed (it builds the parameters, loads the kernel).
+  constexpr int kRounds = 3, kReps = 2, kVariants = CUCO_AG_NUM_CONFIGS * 4;
+  float samples[kVariants][kRounds * kReps];
+  int nvar = 0, var_cfg[kVariants], var_sw[kVariants];
+  for (int cfg = 0; cfg < CUCO_AG_NUM_CONFIGS; ++cfg)
+    for (int sw = 1; sw <= max_swizzle; sw *= 2) var_cfg[nvar] = cfg, var_sw[nvar] = sw, ++nvar;
+  for (int v = 0; v < nvar && !rc; ++v) {
+    t.config = var_cfg[v], t.swizzle = var_sw[v];
+    rc = launch(&t, sms, stream);
+  }
   for (int round = 0; round < kRounds && !rc; ++round)
-    for (int cfg = 0; cfg < CUCO_AG_NUM_CONFIGS && !rc; ++cfg)
-      for (int i = 0, sw = 1; sw <= max_swizzle && !rc; ++i, sw *= 2) {
-        t.config = cfg, t.swizzle = sw;
-        if ((rc = launch(&t, sms, stream))) break;  // untimed: builds the parameters, loads the kernel
-        if (cudaEventRecord(e0, stream) != cudaSuccess) rc = 17;
-        for (int r = 0; r < kReps && !rc; ++r) rc = launch(&t, sms, stream);
+    for (int j = 0; j < nvar && !rc; ++j) {
+      const int v = round % 2 ? nvar - 1 - j : j;
+      t.config = var_cfg[v], t.swizzle = var_sw[v];
+      for (int r = 0; r < kReps && !rc; ++r) {
         float ms = 0;
+        if (cudaStreamSynchronize(stream) != cudaSuccess || cudaEventRecord(e0, stream) != cudaSuccess) rc = 17;
+        if (!rc) rc = launch(&t, sms, stream);
         if (!rc && (cudaEventRecord(e1, stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
                     cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess))
           rc = 17;
-        if (!rc && ms < best_ms[cfg][i]) best_ms[cfg][i] = ms;
+        samples[v][round * kReps + r] = ms;
       }
+    }
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
   if (rc) return rc;
   Tuned pick{a->M, a->N, a->K, sms, max_swizzle, device, CUCO_AG_PINGPONG_128x128, max_swizzle};
   float fastest = 3.4e38f;
-  for (int cfg = 0; cfg < CUCO_AG_NUM_CONFIGS; ++cfg)
-    for (int i = 0, sw = 1; sw <= max_swizzle; ++i, sw *= 2)
-      if (best_ms[cfg][i] < fastest) fastest = best_ms[cfg][i], pick.config = cfg, pick.swizzle = sw;
+  for (int v = 0; v < nvar; ++v) {
+    float* x = samples[v];
+    std::sort(x, x + kRounds * kReps);
+    const float median = 0.5f * (x[(kRounds * kReps - 1) / 2] + x[kRounds * kReps / 2]);
+    if (median < fastest) fastest = median, pick.config = var_cfg[v], pick.swizzle = var_sw[v];
+  }
   remember(pick);
   if (config) *config = pick.config;
   if (swizzle) *swizzle = pick.swizzle;

@@ -125,7 +125,6 @@ CE_FUSED = FUSED_GEMM + r"""
 // kernels, which the GEMM's spinning producers must never starve (at W = 1 nothing is pushed or waited for, and the
 // GEMM takes every SM).
 constexpr int kFlagSms = 2;  // one cluster of 2 CTAs
-static int fused_gemm_sms(const cuco_ctx* ctx, const Geo& g) { return ctx->sm_count - (g.W > 1 ? kFlagSms : 0); }
 @NEEDS@
 """ + CE_PUSH_OPEN + r"""  // chunk[p][c] is arrive[p][c] here: raised by the peer
   // that pushed it, and by local_pieces for this rank's own rows
@@ -133,7 +132,8 @@ static int fused_gemm_sms(const cuco_ctx* ctx, const Geo& g) { return ctx->sm_co
   arrivals.chunk = f.sym + sym_arrive(g, 0, 0);
   (void)a_full;
   if (g.W > 1 && (rc = local_pieces(ctx, st, g, arrivals, side))) return rc;  // local rows first
-@PRE@""" + CE_CHUNK_PUSHES + r"""@POST@  return persistent_gemm(ctx, st, g, arrivals, fused_gemm_sms(ctx, g), main, g.W > 1);
+@PRE@""" + CE_CHUNK_PUSHES + r"""@POST@  const int sms = ctx->sm_count - (g.W > 1 ? kFlagSms : 0);
+  return persistent_gemm(ctx, st, g, arrivals, sms, main, g.W > 1);
 }
 """
 

@@ -119,15 +119,10 @@ def prologue(point: Directives) -> str:
         barrier = fill(BARRIER_KERNEL, {"SCOPE": point.sync_scope,
                                         "TEAM_NAME": point.sync_scope if point.sync_scope == "world" else "LSA",
                                         "WORLD": "true" if point.sync_scope == "world" else "false"})
-    if point.backend == "nvshmem":
-        setup = ("// backend=nvshmem: this module attaches its NVSHMEM device state (the harness brought NVSHMEM up).\n"
-                 "static int block_setup(cuco_ctx* ctx, State*) { return cuco::kit::nvshmem_attach(ctx); }")
-    elif point.placement == "fused" and point.backend == "lsa":
-        setup = ("// placement=fused: the persistent GEMM's configuration and swizzle are measured once (below).\n"
-                 "static int tune_fused_gemm(cuco_ctx* ctx, State* st);\n"
-                 "static int block_setup(cuco_ctx* ctx, State* st) { return tune_fused_gemm(ctx, st); }")
-    else:
-        setup = "static int block_setup(cuco_ctx*, State*) { return 0; }  // nothing to prepare beyond the frozen setup"
+    setup = ("// backend=nvshmem: this module attaches its NVSHMEM device state (the harness brought NVSHMEM up).\n"
+             "static int block_setup(cuco_ctx* ctx, State*) { return cuco::kit::nvshmem_attach(ctx); }"
+             if point.backend == "nvshmem" else
+             "static int block_setup(cuco_ctx*, State*) { return 0; }  // nothing to prepare beyond the frozen setup")
     return fill(PROLOGUE, {"LABEL": point.label(), "ISSUER": ISSUER_TYPES[point.issuer], "ISSUER_NAME": point.issuer,
                            "CHUNK": point.chunk_bytes, "CHUNK_NAME": format_bytes(point.chunk_bytes),
                            "BARRIER_KERNEL": barrier, "BLOCK_SETUP": setup}, what="GEMM+AllGather prologue")

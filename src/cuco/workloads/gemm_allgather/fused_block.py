@@ -16,12 +16,14 @@ from cuco.workloads.gemm_allgather.common_block import barrier_launch
 from cuco.workloads.gemm_allgather.lsa_blocks import PULL_KERNEL, pull_snippets, side_barriers
 
 #: The persistent GEMM of the fused placement, shared by the pull kernel's and the copy engines' versions.
-FUSED_GEMM = r"""// The persistent GEMM's configuration (tile shape, schedule) and raster swizzle are chosen by measurement at setup
-// (cuco_ag_gemm_tune, CUCO_AG_TUNED): the fastest differs by shape and by the SMs the GEMM runs on, by up to 1.41x
-// on one H200 (benchmarks/results/gemm_waves/README.md). The swizzle stays at most the largest whose band
-// (swizzle x 256 rows) fits in the local rows, so that local-first order really starts on local rows only.
+FUSED_GEMM = r"""// The persistent GEMM's runtime choices (no recompilation: cuco/compute/gemm_allgather.h).
+constexpr int kGemmConfig = CUCO_AG_PINGPONG_128x128;  // best on 5 of 6 shapes on one H200 (gemm_persistent_1gpu)
+
+// Raster swizzle: 4 was best or within 1% of best on all six bench shapes on one H200 (8 cost up to 28%, at
+// 16384x8192x3584); smaller where its band (swizzle x 256 rows) would not fit in the local rows, so that
+// local-first order really starts on local rows only.
 static int local_swizzle(const Geo& g) {
-  int s = 8;
+  int s = 4;
   while (s > 1 && (int64_t)s * 256 > g.Mr) s /= 2;
   return s;
 }
@@ -45,12 +47,17 @@ static int local_pieces(cuco_ctx* ctx, State* st, const Geo& g, const Flags& f, 
   return 0;
 }
 
-// The persistent GEMM over A_full on `sm_count` SMs (even: clusters of 2 CTAs), local row tiles first; a tile's TMA
-// loads wait for its flags[p][c] to reach this launch's epoch (null flags: nothing waits).
-static cuco_ag_gemm_args gemm_args(cuco_ctx* ctx, State* st, const Geo& g, const uint32_t* flags, int sm_count,
-                                   bool local_in_flight) {
+// ONE persistent GEMM over A_full on `sm_count` SMs (even: clusters of 2 CTAs), local row tiles first; a tile's TMA
+// loads wait for its chunk[p][c] flag to reach this launch's epoch: remote tiles always (W > 1), local ones too when
+// `local_in_flight` (local_pieces copies them); otherwise the main stream copies the local block first (W = 1).
+static int persistent_gemm(cuco_ctx* ctx, State* st, const Geo& g, const Flags& f, int sm_count, cudaStream_t main,
+                           bool local_in_flight) {
+  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
+  if (!local_in_flight && cudaMemcpyAsync(a_full + (size_t)g.me * g.Mr * g.K * 2, ctx->buffers[BUF_A_LOCAL].ptr,
+                                          (size_t)g.Mr * g.K * 2, cudaMemcpyDeviceToDevice, main) != cudaSuccess)
+    return 64;
   cuco_ag_gemm_args a = {};
-  a.A = ctx->buffers[BUF_A_FULL].ptr;
+  a.A = a_full;
   a.B = ctx->buffers[BUF_B].ptr;
   a.C = ctx->buffers[BUF_C].ptr;
   a.M = g.M;
@@ -62,39 +69,14 @@ static cuco_ag_gemm_args gemm_args(cuco_ctx* ctx, State* st, const Geo& g, const
   a.local_row_begin = (int64_t)g.me * g.Mr;  // where local-first order starts
   a.local_row_end = local_in_flight ? a.local_row_begin : (int64_t)(g.me + 1) * g.Mr;  // rows that never wait
   a.order = CUCO_AG_ORDER_LOCAL_FIRST;
-  a.flags = flags;
+  a.flags = g.W > 1 || local_in_flight ? f.chunk : nullptr;  // chunk[p][c], raised as each chunk lands
   a.epoch_at = st->epoch_at;  // the GEMM reads this launch's epoch on the device (graph-safe)
   a.rows_per_rank = g.Mr;
   a.chunk_rows = g.chunk_rows;
   a.chunks_per_rank = g.nchunks;
   a.sm_count = sm_count & ~1;
-  a.config = CUCO_AG_TUNED;
-  a.swizzle = local_swizzle(g);  // the largest the tuned choice may take
-  return a;
-}
-
-static int fused_gemm_sms(const cuco_ctx* ctx, const Geo& g);  // the SMs the placement leaves the GEMM (below)
-
-// Setup: the library times its configurations and swizzles for this GEMM on the SMs it will run on; the launches
-// take the fastest.
-static int tune_fused_gemm(cuco_ctx* ctx, State* st) {
-  const Geo g = geo_of(ctx);
-  const cuco_ag_gemm_args a = gemm_args(ctx, st, g, nullptr, fused_gemm_sms(ctx, g), false);
-  const int rc = cuco_ag_gemm_tune(&a, a.swizzle, ctx->stream, nullptr, nullptr);
-  return rc ? 2100 + rc : 0;
-}
-
-// ONE persistent GEMM over A_full: remote tiles always wait for their chunk (W > 1), local ones too when
-// `local_in_flight` (local_pieces copies them); otherwise the main stream copies the local block first (W = 1).
-static int persistent_gemm(cuco_ctx* ctx, State* st, const Geo& g, const Flags& f, int sm_count, cudaStream_t main,
-                           bool local_in_flight) {
-  char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
-  if (!local_in_flight && cudaMemcpyAsync(a_full + (size_t)g.me * g.Mr * g.K * 2, ctx->buffers[BUF_A_LOCAL].ptr,
-                                          (size_t)g.Mr * g.K * 2, cudaMemcpyDeviceToDevice, main) != cudaSuccess)
-    return 64;
-  // chunk[p][c], raised as each chunk lands
-  const cuco_ag_gemm_args a = gemm_args(ctx, st, g, g.W > 1 || local_in_flight ? f.chunk : nullptr, sm_count,
-                                        local_in_flight);
+  a.config = kGemmConfig;
+  a.swizzle = local_swizzle(g);
   const int rc = cuco_ag_gemm_persistent(&a, main);
   return rc ? 2000 + rc : 0;
 }
@@ -103,14 +85,10 @@ static int persistent_gemm(cuco_ctx* ctx, State* st, const Geo& g, const Flags& 
 
 FUSED = PULL_KERNEL + FUSED_GEMM + r"""// placement=fused: pull kernel (side stream, comm_ctas() SMs) | local block into A_full, then ONE persistent
 // GEMM over A_full on the remaining SMs, whose producer warp waits for each remote tile's chunk flag.
-static int fused_gemm_sms(const cuco_ctx* ctx, const Geo& g) {
-  return ctx->sm_count - (g.W > 1 ? comm_ctas(g) : 0);  // at W = 1 nothing is pulled: the GEMM gets every SM
-}
-
 static int enqueue(cuco_ctx* ctx, State* st) {
   const Geo g = geo_of(ctx);
   const Flags f = flags_of(ctx, g);
-  const int ncomm = ctx->sm_count - fused_gemm_sms(ctx, g);
+  const int ncomm = g.W > 1 ? comm_ctas(g) : 0;  // at W = 1 nothing is pulled: the GEMM gets every SM
   cudaStream_t main = ctx->stream, side = ctx->side_stream;
   char* a_full = (char*)ctx->buffers[BUF_A_FULL].ptr;
   int rc = 0;

@@ -54,10 +54,12 @@ int cuco_ag_gemm_check(const cuco_ag_gemm_args* a, char* why, int why_len);
 
 // Time each configuration at each swizzle up to max_swizzle (1, 2, 4 or 8) for `a`'s M, N, K and sm_count on the
 // current device, with no flags (nothing waits), and remember the fastest for the calls with config CUCO_AG_TUNED
-// and swizzle max_swizzle. The fastest differs by shape and by SM count (a configuration's tiles run in waves of the
-// persistent grid): on one H200 the best of the grid was within 2 % of cuBLAS on eight shapes where a fixed one was
-// up to 1.41x slower (benchmarks/results/gemm_waves/README.md). It synchronises `stream` and writes C: call it at
-// setup, never while a graph is captured. 0 on success, *config and *swizzle (either may be NULL) the choice; else a
+// and swizzle max_swizzle. Each is timed as single launches on a drained stream (median of six, rounds in turned
+// order). The fastest differs by shape, by SM count and by how the launch meets the GPU: on one H200, timed behind
+// a GPU spin, the best of the grid was within 2 % of cuBLAS where the fixed ping-pong choice was up to 1.13x slower,
+// but this function's own timing chose ping-pong on most of those shapes, and its choice was no faster than the fixed
+// one there (benchmarks/results/gemm_waves/README.md). It synchronises `stream` and writes C: call it at setup,
+// never while a graph is captured. 0 on success, *config and *swizzle (either may be NULL) the choice; else a
 // cuco_ag_gemm_check code, 14 (no current device), 16 (max_swizzle not 1, 2, 4 or 8), 17 (the timing failed) or
 // 100 + a cutlass::Status.
 int cuco_ag_gemm_tune(const cuco_ag_gemm_args* a, int max_swizzle, cudaStream_t stream, int* config, int* swizzle);

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import statistics
 import sys
 from typing import Any, NamedTuple
@@ -347,16 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    from probe_rows import collect
+
     lib = load_library(a.lib)
-    rows = []
-    for name, world in a.shapes:
-        for me in sorted({world - 1 if w == "last" else int(w) for w in a.ranks.split(",")} & set(range(world))):
-            row = measure(lib, name, world, me, a.rounds, a.iters)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
+
+    def ranks(world: int) -> list[int]:
+        return sorted({world - 1 if w == "last" else int(w) for w in a.ranks.split(",")} & set(range(world)))
+
+    collect((measure(lib, name, world, me, a.rounds, a.iters) for name, world in a.shapes for me in ranks(world)),
+            a.json)
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import statistics
 import sys
 from typing import Any
@@ -163,15 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--configs: each one of {', '.join(CONFIGS)}")
     if set(a.swizzles) - {1, 2, 4, 8}:
         ap.error("--swizzles: each one of 1, 2, 4, 8")
+    from probe_rows import collect
+
     lib = load_library(a.lib)
-    rows = []
-    for shape in a.shapes:
-        row = measure(lib, shape, a.comm, a.configs, a.swizzles, a.rounds, a.iters)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
+    collect((measure(lib, shape, a.comm, a.configs, a.swizzles, a.rounds, a.iters) for shape in a.shapes), a.json)
     return 0
 
 

@@ -11,8 +11,8 @@ the GEMM either nothing (the same waves) or a whole wave. This times the GEMM al
 communication) at each SM count, in interleaved rounds of spin-held calls, beside cuBLAS (torch.matmul) on every
 SM, and checks its output against torch's. Each of the library's two configurations (`pingpong`: 128x128 tiles;
 `coop`: cooperative 128x256) runs at every swizzle asked for, every count of SMs given away; and `tuned`, the
-configuration and swizzle `cuco_ag_gemm_tune` measured fastest at that SM count (what the fused point now runs),
-against the best of that grid.
+configuration and swizzle `cuco_ag_gemm_tune` measured fastest at that SM count (a library call; the fused point
+keeps its fixed ping-pong choice), against the best of that grid.
 """
 
 from __future__ import annotations

@@ -103,8 +103,10 @@ def test_gathered_forms_are_points_of_their_own():
     assert "stream_wait_epoch" not in gathered and "return 0;" in gathered and "f.sf.done(me)" in gathered
     assert "&arrival" not in gathered
     fused = _block("lsa/fused/team/warp/whole/attend=gathered")  # the FMHA waits in the kernel for causal calls
-    assert "main, &arrival, ctx->sm_count - kCommCtas" in fused and "if (!c[k].suffix)" in fused
-    assert "gather_kernel<<<kCommCtas" in fused
+    assert "main, &arrival, fmha_ctas" in fused and "if (!c[k].suffix)" in fused
+    # the waiting calls on the fewest CTAs that keep their waves; the pulls on every other SM
+    assert "fmha_ctas = cuco_attn::fused_fmha_ctas(g, ctx->sm_count, kCommCtas)" in fused
+    assert "gather_kernel<<<ctx->sm_count - fmha_ctas" in fused
 
 
 def test_a_label_from_before_the_attend_directive_names_the_ring():

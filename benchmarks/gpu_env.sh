@@ -5,7 +5,7 @@ export NVSHMEM_REMOTE_TRANSPORT=${NVSHMEM_REMOTE_TRANSPORT:-none}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export CUCO_CACHE_DIR=${CUCO_CACHE_DIR:-/tmp/cuco-cache}
 # The compile cache carried in (.devcache/cache.tgz: `gpu_w.sh W cache-save` on an earlier machine, or
-# benchmarks/prebuild_compute.sh on a machine without a GPU) unpacked into CUCO_CACHE_DIR; entries are keyed by
+# benchmarks/prebuild/compute.sh on a machine without a GPU) unpacked into CUCO_CACHE_DIR; entries are keyed by
 # sources, toolchain and paths, so a stale one is never used.
 unpack_cache() {
   [ -f .devcache/cache.tgz ] || return 0

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Runs on a machine without a GPU (not under gpu_env.sh, unlike the scripts of benchmarks/).
 # The workloads' compute libraries built here, on a machine without a GPU, so that the GPU machine's compile cache
 # finds them instead of spending minutes of device time on them. The cache key names the NCCL and CUTLASS install
 # paths and NCCL's version, so this builds under the GPU machine's: NCCL at DEVICE_NCCL (default: where the GPU
@@ -6,7 +7,7 @@
 # here, and CUTLASS unpacked from .whl/ into /tmp/site as benchmarks/gpu_env.sh does there. The libraries join
 # .devcache/cache.tgz (carried with `carry: [".devcache"]`; gpu_env.sh unpacks it). Run from the repository root,
 # which must be at the GPU machine's path too (the key names csrc/include's path).
-#   bash benchmarks/prebuild_compute.sh [workload ...]      (default: attention_cp gemm_allgather moe; kv_transfer's
+#   bash benchmarks/prebuild/compute.sh [workload ...]      (default: attention_cp gemm_allgather moe; kv_transfer's
 #                                                            library links cuBLASLt, whose path this does not mirror)
 set -euo pipefail
 DEVICE_NCCL=${DEVICE_NCCL:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}

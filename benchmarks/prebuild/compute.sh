@@ -27,7 +27,10 @@ if [ ! -e "$DEVICE_NCCL" ]; then
   echo "# $DEVICE_NCCL -> $unpacked/nvidia/nccl" >&2
 fi
 if [ ! -d /tmp/site/cutlass_library ]; then
-  ls .whl/nvidia_cutlass*.whl >/dev/null 2>&1 || { echo "no .whl/nvidia_cutlass*.whl: see benchmarks/gpu_env.sh" >&2; exit 2; }
+  if ! ls .whl/nvidia_cutlass*.whl >/dev/null 2>&1; then
+    echo "no .whl/nvidia_cutlass*.whl: see benchmarks/gpu_env.sh" >&2
+    exit 2
+  fi
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/nvidia_cutlass*.whl
 fi
 

@@ -158,11 +158,16 @@ def waves(tiles: int, ctas: int) -> int:
     return -(-tiles // ctas)
 
 
+def tiles(half: int, hq: int) -> int:
+    """Work tiles of one zigzag chunk's call: 128 query rows by one query head each."""
+    return -(-half // 128) * hq
+
+
 def fit_ctas(half: int, hq: int, sm_count: int, min_free: int = COMM_CTAS) -> int:
     """The waiting calls' CTAs as the fused point takes them (mirrors cuco_attn::fused_fmha_ctas, causal): the fewest
     that give the waves of sm_count - min_free; the pulls take the rest."""
-    tiles, cap = -(-half // 128) * hq, max(1, sm_count - min_free)
-    return -(-tiles // waves(tiles, cap))
+    t, cap = tiles(half, hq), max(1, sm_count - min_free)
+    return -(-t // waves(t, cap))
 
 
 class Arrival(ctypes.Structure):
@@ -257,7 +262,8 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
     # the waiting form's flags, all up: what its in-kernel waits and its SM cap cost when nothing is late
     flags, epoch = torch.ones(world, device=dev, dtype=torch.int32), torch.ones(1, device=dev, dtype=torch.int32)
     arrival = Arrival(flags.data_ptr(), epoch.data_ptr(), 1, half if causal else sr, 0, world, int(causal))
-    capped = torch.cuda.get_device_properties(dev).multi_processor_count - COMM_CTAS
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    capped = sms - COMM_CTAS
 
     def gathered(o_gather: Any = o_gather, wait: tuple[Any, int] | None = None) -> None:
         """The gathered calls; wait = (arrival or None, SM cap): the suffix calls through the waiting FMHA."""
@@ -279,10 +285,9 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
         return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
                                                                 enable_gqa=hq != hkv)[0].transpose(0, 1)
 
-    # the waiting FMHA three ways, to tell its costs apart: as the fused point runs it (flags up, SMs capped); on
-    # every SM (the cap's cost); on every SM with no flags (the per-tile waits' cost; against `gathered`: the
-    # persistent scheduler's)
-    sms = capped + COMM_CTAS
+    # the waiting FMHA four ways, to tell its costs apart: as the fused point ran it (flags up, SMs capped); on
+    # every SM (the cap's cost); on every SM with no flags (the in-kernel waits' cost; against `gathered`: the
+    # persistent scheduler's); on the fitted CTAs (as the fused point runs it now)
     fit = fit_ctas(half, hq, sms) if causal else capped
     waits = {"waiting": (ctypes.byref(arrival), capped), "waiting_all_sms": (ctypes.byref(arrival), 0),
              "waiting_no_flags": (None, 0), "waiting_fit": (ctypes.byref(arrival), fit)}
@@ -316,8 +321,8 @@ def measure(lib: ctypes.CDLL, name: str, world: int, me: int, rounds: int, iters
             "persistent_cost": med["waiting_no_flags_ms"] / med["gathered_ms"],
             "fit_ctas": fit, "fit_over_capped": med["waiting_fit_ms"] / med["waiting_ms"],
             "fit_over_gathered": med["waiting_fit_ms"] / med["gathered_ms"],
-            **({f"waves_{n}": waves(-(-half // 128) * hq, c) for n, c in (("capped", capped), ("fit", fit),
-                                                                            ("all_sms", sms))} if causal else {}),
+            **({f"waves_{n}": waves(tiles(half, hq), c) for n, c in (("capped", capped), ("fit", fit),
+                                                                       ("all_sms", sms))} if causal else {}),
             "ring_over_share": med["ring_ms"] / share, "gathered_over_share": med["gathered_ms"] / share}
 
 

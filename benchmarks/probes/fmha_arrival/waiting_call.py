@@ -24,7 +24,7 @@ CASES = ("plain", "no_flags_all_sms", "no_flags_capped", "flags_up", "late_side_
 
 # the compute library's loader and its arrival struct: the gather probe's (benchmarks/attention_gather_compute.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from attention_gather_compute import Arrival, load_library  # noqa: E402  (a benchmark script)
+from attention_gather_compute import COMM_CTAS, Arrival, load_library  # noqa: E402  (a benchmark script)
 
 
 def run_case(case: str, d: int) -> str:
@@ -35,7 +35,7 @@ def run_case(case: str, d: int) -> str:
     torch.manual_seed(d)
     q = torch.randn(half, hq, d, device="cuda").bfloat16()
     k, v = (torch.randn(4 * half, hkv, d, device="cuda").bfloat16() for _ in range(2))
-    sms = torch.cuda.get_device_properties(0).multi_processor_count - 16
+    sms = torch.cuda.get_device_properties(0).multi_processor_count - COMM_CTAS
     epoch = torch.tensor([7], device="cuda", dtype=torch.int32)
     flags = torch.zeros(2, device="cuda", dtype=torch.int32)
 

@@ -37,24 +37,26 @@ static std::mutex g_tuned_lock;
 static Tuned g_tuned[kTunedEntries];
 static int g_tuned_used = 0, g_tuned_next = 0;
 
-static bool same_call(const Tuned& t, const cuco_ag_gemm_args* a, int sms, int cap, int device) {
-  return t.M == a->M && t.N == a->N && t.K == a->K && t.sms == sms && t.max_swizzle == cap && t.device == device;
+// Whether two entries are for the same call (what the choice depends on; not the choice itself).
+static bool same_call(const Tuned& a, const Tuned& b) {
+  return a.M == b.M && a.N == b.N && a.K == b.K && a.sms == b.sms && a.max_swizzle == b.max_swizzle &&
+         a.device == b.device;
 }
 
 // The tuned choice for `a` (its swizzle the cap), or ping-pong at the cap when none was measured.
 static void tuned_choice(const cuco_ag_gemm_args* a, int sms, int device, int* config, int* swizzle) {
   const int cap = a->swizzle > 0 ? a->swizzle : 1;
+  const Tuned call{a->M, a->N, a->K, sms, cap, device, 0, 0};
   *config = CUCO_AG_PINGPONG_128x128, *swizzle = cap;
   std::lock_guard<std::mutex> guard(g_tuned_lock);
   for (int i = 0; i < g_tuned_used; ++i)
-    if (same_call(g_tuned[i], a, sms, cap, device)) *config = g_tuned[i].config, *swizzle = g_tuned[i].swizzle;
+    if (same_call(g_tuned[i], call)) *config = g_tuned[i].config, *swizzle = g_tuned[i].swizzle;
 }
 
 static void remember(const Tuned& t) {
   std::lock_guard<std::mutex> guard(g_tuned_lock);
   for (int i = 0; i < g_tuned_used; ++i)
-    if (g_tuned[i].M == t.M && g_tuned[i].N == t.N && g_tuned[i].K == t.K && g_tuned[i].sms == t.sms &&
-        g_tuned[i].max_swizzle == t.max_swizzle && g_tuned[i].device == t.device) {
+    if (same_call(g_tuned[i], t)) {
       g_tuned[i] = t;
       return;
     }

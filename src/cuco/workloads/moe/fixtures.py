@@ -32,7 +32,7 @@ FUSED_BASE = "lsa/fused/signal/warp/1MiB/dispatch_dtype=bf16"
 #: Puts with signals: every row, the own ones included, is put on the side stream.
 NVSHMEM_BASE = "nvshmem/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"
 
-_ROWMAP = "    const int64_t m = rowmap[r];\n"
+_ROWMAP = "\n    const int64_t m = rowmap[r];\n"  # the bf16 gather's row lambda
 _GATE = "        const float gw = gate[j];"
 _CHUNK_WAIT = "  if ((rc = ffn_arriving(ctx, st, flag, chunk_rows(g), cs))) return rc;\n"
 _NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
@@ -51,7 +51,7 @@ def _edit(label: str, anchor: str, replacement: str, code: str | None = None) ->
 def dropped_token() -> str:
     """The first received row is never dispatched."""
     return _edit(DEFERRED_BASE, _ROWMAP,
-                 "    if (r == 0) continue;  // fixture: the first received token is never dispatched\n" + _ROWMAP)
+                 "\n    if (r == 0) return false;  // fixture: the first received token is never dispatched" + _ROWMAP)
 
 
 def dropped_slot_output() -> str:

@@ -32,7 +32,8 @@ FUSED_BASE = "lsa/fused/signal/warp/1MiB/dispatch_dtype=bf16"
 #: Puts with signals: every row, the own ones included, is put on the side stream.
 NVSHMEM_BASE = "nvshmem/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"
 
-_ROWMAP = "\n    const int64_t m = rowmap[r];\n"  # the bf16 gather's row lambda
+_ROW_LAMBDA = "[&](int64_t r, __nv_bfloat16*& dst, const __nv_bfloat16*& src) {"  # the bf16 gather's, per row
+_ROWMAP = _ROW_LAMBDA + "\n    const int64_t m = rowmap[r];\n"
 _GATE = "        const float gw = gate[j];"
 _CHUNK_WAIT = "  if ((rc = ffn_arriving(ctx, st, flag, chunk_rows(g), cs))) return rc;\n"
 _NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
@@ -51,7 +52,8 @@ def _edit(label: str, anchor: str, replacement: str, code: str | None = None) ->
 def dropped_token() -> str:
     """The first received row is never dispatched."""
     return _edit(DEFERRED_BASE, _ROWMAP,
-                 "\n    if (r == 0) return false;  // fixture: the first received token is never dispatched" + _ROWMAP)
+                 _ROW_LAMBDA + "\n    if (r == 0) return false;  // fixture: the first received token is never dispatched"
+                 + _ROWMAP[len(_ROW_LAMBDA):])
 
 
 def dropped_slot_output() -> str:

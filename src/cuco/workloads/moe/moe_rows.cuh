@@ -255,46 +255,63 @@ struct ChunkRows {
   __device__ bool done() const { return c >= nchunks; }
 };
 
-// gather_chunks_kernel's work by bulk copies (bf16 rows): launched with 32 threads and bulk_smem(H) bytes of
-// dynamic shared memory; thread 0 keeps bulk_stages(H) row loads in flight and stores each row as it lands; a
-// chunk's flag goes up once every CTA's stores of its rows are written (GPU scope, as arrive_chunk says).
+// gather_chunks_kernel's work by bulk copies (bf16 rows): launched with one warp and bulk_smem(H) bytes of dynamic
+// shared memory. Lane 0 keeps bulk_stages(H) row loads in flight and stores each row as it lands; the warp reads
+// the row map 32 rows ahead (one read per row by lane 0 alone held it to about one row per microsecond); a chunk's
+// flag goes up once every CTA's stores of its rows are written (GPU scope, as arrive_chunk says).
 __global__ void __launch_bounds__(32) gather_chunks_bulk_kernel(
     Geo g, PeerBases x, const int64_t* rowmap, const int64_t* total, int64_t chunk_rows, int nchunks,
     uint32_t* counter, uint32_t* flag, const uint32_t* epoch_at, __nv_bfloat16* recv) {
   extern __shared__ __align__(128) unsigned char smem[];
-  if (threadIdx.x != 0) return;
+  const int lane = (int)threadIdx.x;
   const int stages = bulk_stages(g.H);
   const uint32_t bytes = (uint32_t)(g.H * 2);
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem);
   unsigned char* ring = smem + bulk_bar_bytes();
-  for (int s = 0; s < stages; ++s) bulk::init(bar + s);
-  bulk::fence_init();
+  if (lane == 0) {
+    for (int s = 0; s < stages; ++s) bulk::init(bar + s);
+    bulk::fence_init();
+  }
+  __syncwarp();
   const uint32_t epoch = *epoch_at;
-  auto src_of = [&](int64_t r) {
-    const int64_t m = rowmap[r];
-    return reinterpret_cast<const __nv_bfloat16*>(x.p[(int)(m >> 32)]) + ((m & 0xffffffffll) / g.K) * g.H;
-  };
   ChunkRows loads(chunk_rows, *total, nchunks), stores = loads;
-  for (int k = 0; k < stages && !loads.done(); ++k, loads.next())
-    bulk::load(ring + (size_t)k * bytes, src_of(loads.r), bytes, bar + k);
+  int64_t issued = 0, ahead_m = 0;
+  auto issue = [&](int slot) {  // the next row's load into `slot`; every lane calls it
+    if (issued % 32 == 0) {  // lane j reads the row map entry of the (issued + j)-th row
+      ChunkRows ahead = loads;
+      for (int j = 0; j < lane && !ahead.done(); ++j) ahead.next();
+      ahead_m = ahead.done() ? 0 : rowmap[ahead.r];
+    }
+    const int64_t m = __shfl_sync(0xffffffffu, ahead_m, (int)(issued % 32));
+    if (lane == 0)
+      bulk::load(ring + (size_t)slot * bytes,
+                 reinterpret_cast<const __nv_bfloat16*>(x.p[(int)(m >> 32)]) + ((m & 0xffffffffll) / g.K) * g.H,
+                 bytes, bar + slot);
+    ++issued;
+    loads.next();
+  };
+  for (int k = 0; k < stages && !loads.done(); ++k) issue(k);
   int published = 0;
   for (int64_t k = 0; !stores.done(); ++k, stores.next()) {
     if (published < stores.c) {  // every row of the chunks before this one is stored: written, then published
-      bulk::stores_done();
-      for (; published < stores.c; ++published) arrive_chunk(counter, flag, published, gridDim.x, epoch);
+      if (lane == 0) {
+        bulk::stores_done();
+        for (int c = published; c < stores.c; ++c) arrive_chunk(counter, flag, c, gridDim.x, epoch);
+      }
+      published = stores.c;
     }
     const int s = (int)(k % stages);
     bulk::wait(bar + s, (uint32_t)((k / stages) & 1));
-    bulk::store(recv + stores.r * g.H, ring + (size_t)s * bytes, bytes);
+    if (lane == 0) bulk::store(recv + stores.r * g.H, ring + (size_t)s * bytes, bytes);
     if (k > 0 && !loads.done()) {  // the previous row's slot takes row k - 1 + stages once its store has read it
-      const int f = (int)((k - 1) % stages);
-      bulk::stores_read_but_last();
-      bulk::load(ring + (size_t)f * bytes, src_of(loads.r), bytes, bar + f);
-      loads.next();
+      if (lane == 0) bulk::stores_read_but_last();
+      issue((int)((k - 1) % stages));
     }
   }
-  bulk::stores_done();
-  for (; published < nchunks; ++published) arrive_chunk(counter, flag, published, gridDim.x, epoch);
+  if (lane == 0) {
+    bulk::stores_done();
+    for (int c = published; c < nchunks; ++c) arrive_chunk(counter, flag, c, gridDim.x, epoch);
+  }
 }
 
 // Push this rank's slots into their owners' receive rows (split_put_wait). own: only slots of this rank's

@@ -45,7 +45,8 @@ __device__ inline void copy_row(__nv_bfloat16* __restrict__ dst, const __nv_bflo
 
 // Rows one issuer group keeps in flight at once in the dispatch's gathers and pushes. One row at a time left a
 // 16-CTA pull kernel beside the FFN at about 10 GB/s per SM (the fused point's chunk gather: 358 us for 59 MB at
-// W = 1 on one H200, against 32 us for the same rows on every SM): a CTA's one row of H = 7168 is 14 KB in flight.
+// W = 1 on one H200, against 32 us for the same rows on every SM; 279 us with four): a CTA's one row of H = 7168
+// is 14 KB in flight.
 constexpr int kRowBatch = 4;
 
 // Up to kRowBatch bf16 rows of H channels copied together (src[b] == nullptr: no row b): every row's kRowUnroll
@@ -154,163 +155,20 @@ __global__ void gather_kernel(Geo g, PeerBases x, PeerBases pub, PubLayout P, co
                             Rows<kGroup>::groups());
 }
 
-// A chunk's arrival, counted per arriving thread (one per warp or per CTA, after a warp or CTA barrier): the last
-// of `arrivals` publishes flag[c] = epoch, and the counter self-resets. GPU scope: the chunk pipeline's rows and
-// flags are this GPU's and so is the FFN that waits on them; a system-scope fence per warp and chunk cost the
-// gather about 6 us per chunk (W = 1, H200: 0.20 ms for 4 MiB chunks, 0.47 ms for 1 MiB ones, alone).
-__device__ inline void arrive_chunk(uint32_t* counter, uint32_t* flag, int c, uint32_t arrivals, uint32_t epoch) {
-  __threadfence();
-  if (atomicAdd(counter + c, 1u) == arrivals - 1) {
-    atomicExch(counter + c, 0u);
-    __threadfence();
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag + c), "r"(epoch) : "memory");
-  }
-}
-
-// Chunk pipeline: rows [c*chunk_rows, (c+1)*chunk_rows) chunk after chunk, each warp on to the next chunk as soon
-// as its rows of this one are stored (no CTA barrier); the last warp to finish a chunk publishes its flag. Every
-// chunk up to nchunks gets its flag, empty ones too. The epoch is read from the device word at epoch_at (written
-// by an earlier kernel of the launch: graph-safe). issuer=cta moves each row with the whole CTA, so its CTAs
-// meet at a barrier per chunk.
+// Chunk pipeline: rows [c*chunk_rows, (c+1)*chunk_rows) chunk after chunk; the last CTA to finish a chunk
+// publishes flag[c] = epoch (counters self-reset). Every chunk up to nchunks gets its flag, empty ones too. The
+// epoch is read from the device word at epoch_at (written by an earlier kernel of the launch: graph-safe).
 template <int kGroup, bool kFp8>
 __global__ void gather_chunks_kernel(Geo g, PeerBases x, PeerBases pub, PubLayout P, const int64_t* rowmap,
                                      const int64_t* total, int64_t chunk_rows, int nchunks, uint32_t* counter,
                                      uint32_t* flag, const uint32_t* epoch_at, __nv_bfloat16* recv) {
   const uint32_t epoch = *epoch_at;
   const int64_t n = *total;
-  const uint32_t arrivals = kGroup == 0 ? gridDim.x : gridDim.x * (blockDim.x / 32);
   for (int c = 0; c < nchunks; ++c) {
     const int64_t lo = c * chunk_rows, hi = lo + chunk_rows < n ? lo + chunk_rows : n;
     gather_rows<kGroup, kFp8>(g, x, pub, P, rowmap, lo, hi, SRC_ALL, nullptr, recv, Rows<kGroup>::group(),
                               Rows<kGroup>::groups());
-    if (kGroup == 0) {
-      __syncthreads();
-      if (threadIdx.x == 0) arrive_chunk(counter, flag, c, arrivals, epoch);
-    } else {
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) arrive_chunk(counter, flag, c, arrivals, epoch);
-    }
-  }
-}
-
-// ---- the chunk pipeline by TMA bulk copies (fused, issuer=cta: each CTA moves whole rows, one thread issuing) --
-// The SM's loads and stores moved about 13 GB/s per SM beside the FFN whatever the rows in flight (the fused
-// point's 16-CTA chunk gather: 358 us for 59 MB at W = 1 with one row per CTA in flight, 279 us with four); bulk
-// copies go global -> shared -> global through the TMA unit, a ring of rows in flight per CTA.
-
-// Rows in flight per CTA: as many as about 200 KB of shared memory holds, 2 to 16.
-__host__ __device__ inline int bulk_stages(int64_t H) {
-  const int64_t fit = (200 * 1024) / (H * 2);
-  return (int)(fit < 2 ? 2 : fit > 16 ? 16 : fit);
-}
-__host__ __device__ inline size_t bulk_bar_bytes() { return 128; }  // 16 mbarriers, 8 bytes each
-__host__ __device__ inline size_t bulk_smem(int64_t H) { return bulk_bar_bytes() + (size_t)bulk_stages(H) * H * 2; }
-
-namespace bulk {
-__device__ __forceinline__ uint32_t saddr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(saddr(bar)) : "memory");
-}
-__device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-// bytes from global (local or a peer's, over NVLink) into shared memory; bar completes when they have landed
-__device__ __forceinline__ void load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(bar)), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               ::"r"(saddr(dst)), "l"(src), "r"(bytes), "r"(saddr(bar)) : "memory");
-}
-__device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
-  asm volatile("{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               " @!done bra WAIT_%=;\n}" ::"r"(saddr(bar)), "r"(parity) : "memory");
-}
-// bytes from shared memory to global, one bulk group each
-__device__ __forceinline__ void store(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(saddr(src)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-// every store but the last one issued has read its shared memory
-__device__ __forceinline__ void stores_read_but_last() {
-  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-}
-// every store issued so far written, and ordered before this thread's later (generic) flag stores
-__device__ __forceinline__ void stores_done() {
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-}  // namespace bulk
-
-// One CTA's rows of the chunk pipeline in order: rows lo + blockIdx.x, lo + blockIdx.x + gridDim.x, ... of each
-// chunk [lo, hi), chunk after chunk (chunks without a row of this CTA skipped).
-struct ChunkRows {
-  int64_t chunk_rows, n;
-  int nchunks, c;
-  int64_t r;
-  __device__ ChunkRows(int64_t chunk_rows_, int64_t n_, int nchunks_)
-      : chunk_rows(chunk_rows_), n(n_), nchunks(nchunks_), c(0), r(blockIdx.x) { settle(); }
-  __device__ int64_t hi(int chunk) const { return (chunk + 1) * chunk_rows < n ? (chunk + 1) * chunk_rows : n; }
-  __device__ void settle() {
-    while (c < nchunks && r >= hi(c)) r = ++c * chunk_rows + blockIdx.x;
-  }
-  __device__ void next() { r += gridDim.x, settle(); }
-  __device__ bool done() const { return c >= nchunks; }
-};
-
-// gather_chunks_kernel's work by bulk copies (bf16 rows): launched with one warp and bulk_smem(H) bytes of dynamic
-// shared memory. Lane 0 keeps bulk_stages(H) row loads in flight and stores each row as it lands; the warp reads
-// the row map 32 rows ahead (one read per row by lane 0 alone held it to about one row per microsecond); a chunk's
-// flag goes up once every CTA's stores of its rows are written (GPU scope, as arrive_chunk says).
-__global__ void __launch_bounds__(32) gather_chunks_bulk_kernel(
-    Geo g, PeerBases x, const int64_t* rowmap, const int64_t* total, int64_t chunk_rows, int nchunks,
-    uint32_t* counter, uint32_t* flag, const uint32_t* epoch_at, __nv_bfloat16* recv) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = (int)threadIdx.x;
-  const int stages = bulk_stages(g.H);
-  const uint32_t bytes = (uint32_t)(g.H * 2);
-  uint64_t* bar = reinterpret_cast<uint64_t*>(smem);
-  unsigned char* ring = smem + bulk_bar_bytes();
-  if (lane == 0) {
-    for (int s = 0; s < stages; ++s) bulk::init(bar + s);
-    bulk::fence_init();
-  }
-  __syncwarp();
-  const uint32_t epoch = *epoch_at;
-  ChunkRows loads(chunk_rows, *total, nchunks), stores = loads;
-  int64_t issued = 0, ahead_m = 0;
-  auto issue = [&](int slot) {  // the next row's load into `slot`; every lane calls it
-    if (issued % 32 == 0) {  // lane j reads the row map entry of the (issued + j)-th row
-      ChunkRows ahead = loads;
-      for (int j = 0; j < lane && !ahead.done(); ++j) ahead.next();
-      ahead_m = ahead.done() ? 0 : rowmap[ahead.r];
-    }
-    const int64_t m = __shfl_sync(0xffffffffu, ahead_m, (int)(issued % 32));
-    if (lane == 0)
-      bulk::load(ring + (size_t)slot * bytes,
-                 reinterpret_cast<const __nv_bfloat16*>(x.p[(int)(m >> 32)]) + ((m & 0xffffffffll) / g.K) * g.H,
-                 bytes, bar + slot);
-    ++issued;
-    loads.next();
-  };
-  for (int k = 0; k < stages && !loads.done(); ++k) issue(k);
-  int published = 0;
-  for (int64_t k = 0; !stores.done(); ++k, stores.next()) {
-    if (published < stores.c) {  // every row of the chunks before this one is stored: written, then published
-      if (lane == 0) {
-        bulk::stores_done();
-        for (int c = published; c < stores.c; ++c) arrive_chunk(counter, flag, c, gridDim.x, epoch);
-      }
-      published = stores.c;
-    }
-    const int s = (int)(k % stages);
-    bulk::wait(bar + s, (uint32_t)((k / stages) & 1));
-    if (lane == 0) bulk::store(recv + stores.r * g.H, ring + (size_t)s * bytes, bytes);
-    if (k > 0 && !loads.done()) {  // the previous row's slot takes row k - 1 + stages once its store has read it
-      if (lane == 0) bulk::stores_read_but_last();
-      issue((int)((k - 1) % stages));
-    }
-  }
-  if (lane == 0) {
-    bulk::stores_done();
-    for (int c = published; c < nchunks; ++c) arrive_chunk(counter, flag, c, gridDim.x, epoch);
+    if (cuco::lsa::cta_arrive_last(counter + c, gridDim.x)) cuco::lsa::store_release_sys(flag + c, epoch);
   }
 }
 

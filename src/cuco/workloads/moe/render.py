@@ -18,8 +18,7 @@ pull of the outputs). The directives choose how dispatch meets the FFN:
   that lands and no FFN is cut into calls.
 - sync_scope: world = LSA barriers; signal = per-source epoch flags (ready, outputs ready, done reading, rows
   arrived), no barrier at all.
-- issuer: thread / warp / cta rows per issuer group (fused with bf16 rows at issuer=cta: each CTA moves whole rows
-  by TMA bulk copies, a ring of them in flight, issued by one thread); copy_engine = DMA copies of whole token blocks into each
+- issuer: thread / warp / cta rows per issuer group; copy_engine = DMA copies of whole token blocks into each
   rank's staging area (deferred pulls them; stream_overlap pushes its own into every peer's, then a barrier),
   then a local gather.
 - chunk_bytes: rows per chunk of the fused pipeline = chunk_bytes / (2 H).
@@ -228,23 +227,14 @@ FUSED = r"""
   uint32_t* flag = local_flags(ctx);
   uint32_t* counter = flag + nchunks(g);
   if (cudaEventRecord(st->ev[0], cs) != cudaSuccess || cudaStreamWaitEvent(ss, st->ev[0], 0) != cudaSuccess) return 70;
-@CHUNK_GATHER@
+  gather_chunks_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
+      g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), chunk_rows(g),
+      nchunks(g), counter, flag, st->epoch_at, Pub<__nv_bfloat16>(st, st->P.recv));
   if ((rc = launch_ok())) return rc;
   if ((rc = ffn_arriving(ctx, st, flag, chunk_rows(g), cs))) return rc;
   // the pulls have ended before anything reuses their rows (and the exchange alone, with no FFN, waits here)
   if (cudaEventRecord(st->ev[1], ss) != cudaSuccess) return 71;
   if (cudaStreamWaitEvent(cs, st->ev[1], 0) != cudaSuccess) return 72;"""
-
-CHUNK_GATHER_SM = r"""  gather_chunks_kernel<kGroup, kFp8><<<kCommCtas, 256, 0, ss>>>(
-      g, st->x, st->pub, st->P, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), chunk_rows(g),
-      nchunks(g), counter, flag, st->epoch_at, Pub<__nv_bfloat16>(st, st->P.recv));"""
-
-CHUNK_GATHER_BULK = r"""  // issuer=cta: each CTA moves whole rows by TMA bulk copies, a ring of them in flight
-  if (cudaFuncSetAttribute(gather_chunks_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)bulk_smem(g.H)) != cudaSuccess) return 73;
-  gather_chunks_bulk_kernel<<<kCommCtas, 32, bulk_smem(g.H), ss>>>(
-      g, st->x, W<int64_t>(st, st->L.rowmap), W<int64_t>(st, st->L.total), chunk_rows(g), nchunks(g), counter, flag,
-      st->epoch_at, Pub<__nv_bfloat16>(st, st->P.recv));"""
 
 SYNC = {
     # (start, published, outputs ready, finished)
@@ -279,8 +269,7 @@ def _dispatch(point: Directives) -> str:
             arrived = "  if ((rc = signal_all(ctx, st, ss, SIG_ARRIVED))) return rc;  // my rows landed at every owner"
             wait = "  if ((rc = wait_all(ctx, st, cs, SIG_ARRIVED, kThisLaunch))) return rc;  // per-source arrival"
         return fill(SPLIT_PUT_WAIT, {"ARRIVED_SIGNAL": arrived, "ARRIVED_WAIT": wait}, what="split_put_wait")
-    bulk = point.issuer == "cta" and point.get("dispatch_dtype") == "bf16"
-    return fill(FUSED, {"CHUNK_GATHER": CHUNK_GATHER_BULK if bulk else CHUNK_GATHER_SM}, what="fused")
+    return FUSED
 
 
 def _outputs_at_sources(point: Directives) -> bool:

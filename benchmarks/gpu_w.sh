@@ -22,7 +22,8 @@
 # benchmarks/gemm_under_copy.py) |
 # fmha-variants (the FMHA's tile and schedule against other configurations and torch SDPA, W = 1, one GPU,
 # benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
-# GPU, benchmarks/moe_split_cost.py) | attention-gather (ring attention's compute at W ranks, the ring's steps against
+# GPU, benchmarks/moe_split_cost.py) | moe-gather-variants (MoE's fused points with kRowUnroll, kRowBatch and
+# kCommCtas replaced, whole and dispatch alone, one GPU, benchmarks/moe_gather_variants.py) | attention-gather (ring attention's compute at W ranks, the ring's steps against
 # one call per zigzag chunk over K/V gathered in global order, one GPU, benchmarks/attention_gather_compute.py) |
 # gemm-waves (GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, against its waves, one GPU,
 # benchmarks/gemm_waves.py) |
@@ -224,6 +225,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   moe-split-cost)
     # W = 1 work on one GPU: MoE's FFN of the busiest rank cut by source, timed six ways (benchmarks/moe_split_cost.py)
     probe moe_split_cost benchmarks/moe_split_cost.py --out "$OUT_DIR/moe_split_cost.json" ;;
+  moe-gather-variants)
+    # W = 1 work on one GPU: MoE's fused points with their row-copy constants replaced, whole and dispatch alone
+    probe moe_gather_variants benchmarks/moe_gather_variants.py --json "$OUT_DIR/moe_gather_variants.json" ;;
   gemm-waves)
     # W = 1 work on one GPU: GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, by waves
     probe gemm_waves benchmarks/gemm_waves.py --json "$OUT_DIR/gemm_waves.json" ;;

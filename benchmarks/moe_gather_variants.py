@@ -1,13 +1,14 @@
 """MoE's fused point by its row-copy constants, on one GPU: where the chunk gather's time goes.
 
-    python benchmarks/moe_gather_variants.py [--shape paper-r1] [--unroll 4,8] [--batch 1,4] [--ctas 16,32]
+    python benchmarks/moe_gather_variants.py [--shape paper-r1] [--unroll 4,8,28] [--batch 1,4] [--ctas 16,32]
         [--json out.json]            (`bash benchmarks/gpu_w.sh 1 moe-gather-variants`)
 
 The fused point's 16-CTA chunk gather took 3-7x deferred's gather at W = 1
 (`benchmarks/results/moe_fused_arrival/README.md`). Its time grew by about 6 us per chunk, the mark of load
 round trips taken one after another: a warp has one to three rows of a 4 MiB chunk and moves 4 words per lane per
-trip. This renders each fused point with `kRowUnroll` (16-byte words per thread per trip), `kRowBatch` (rows per
-issuer group at once) and `kCommCtas` (the gather's CTAs, which the FFN leaves) replaced. Each variant is timed
+trip. This renders each fused point with `kGatherUnroll` (16-byte words per thread per trip; 28 holds a whole row
+of H = 7168 per warp lane), `kRowBatch` (rows per issuer group at once) and `kCommCtas` (the gather's CTAs, which
+the FFN leaves) replaced. Each variant is timed
 twice: whole, verified under delayed arrival, and as its dispatch alone (FFN and combine off). `deferred` runs in
 the same harness processes as the control. If the round trips are the cause, the dispatch time falls with
 unroll x batch.
@@ -22,7 +23,7 @@ import re
 from typing import Any
 
 #: The candidate's constants a variant replaces, by the name this script gives them.
-CONSTANTS = {"unroll": "kRowUnroll", "batch": "kRowBatch", "ctas": "kCommCtas"}
+CONSTANTS = {"unroll": "kGatherUnroll", "batch": "kRowBatch", "ctas": "kCommCtas"}
 POINTS = ("lsa/fused/signal/warp/4MiB/dispatch_dtype=bf16", "lsa/fused/signal/cta/4MiB/dispatch_dtype=bf16")
 CONTROL = "lsa/deferred/world/cta/whole/dispatch_dtype=bf16"
 
@@ -56,7 +57,7 @@ def _ints(text: str) -> list[int]:
     return out
 
 
-def run(shape: str, grid: list[dict[str, int]], iters: int) -> list[dict[str, Any]]:
+def run(shape: str, points: list[str], grid: list[dict[str, int]], iters: int) -> list[dict[str, Any]]:
     """Compile every (point, variant) whole and as its dispatch alone, then time them in two harness processes."""
     from cuco.design_space import Directives
     from cuco.evaluate.cascade import Evaluator
@@ -66,7 +67,7 @@ def run(shape: str, grid: list[dict[str, int]], iters: int) -> list[dict[str, An
     from cuco.workloads.moe.render import render, render_exchange_path
 
     w = get("moe")
-    jobs = [(CONTROL, {})] + [(p, v) for p in POINTS for v in grid]
+    jobs = [(CONTROL, {})] + [(p, v) for p in points for v in grid]
     whole, alone = [], []
     for label, values in jobs:
         point = Directives.from_label(label)
@@ -95,13 +96,15 @@ def run(shape: str, grid: list[dict[str, int]], iters: int) -> list[dict[str, An
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="paper-r1")
-    ap.add_argument("--unroll", type=_ints, default=[4, 8])
+    ap.add_argument("--unroll", type=_ints, default=[4, 8, 28])
     ap.add_argument("--batch", type=_ints, default=[1, 4])
     ap.add_argument("--ctas", type=_ints, default=[16, 32])
+    ap.add_argument("--points", default=",".join(POINTS), help="comma-separated fused point labels")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    rows = run(args.shape, variants(args.unroll, args.batch, args.ctas), args.iters)
+    rows = run(args.shape, [p for p in args.points.split(",") if p], variants(args.unroll, args.batch, args.ctas),
+               args.iters)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"shape": args.shape, "world": 1, "rows": rows}, f, indent=1)

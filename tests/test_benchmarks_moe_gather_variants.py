@@ -27,7 +27,7 @@ def fused() -> str:
 @given(unroll=st.integers(1, 16), batch=st.integers(1, 8), ctas=st.integers(1, 64))
 def test_a_variant_changes_its_constants_and_nothing_else(fused, unroll, batch, ctas):
     out = mgv.with_constants(fused, {"unroll": unroll, "batch": batch, "ctas": ctas})
-    assert f"constexpr int kRowUnroll = {unroll};" in out
+    assert f"constexpr int kGatherUnroll = {unroll};" in out
     assert f"constexpr int kRowBatch = {batch};" in out
     assert f"constexpr int kCommCtas = {ctas};" in out
     changed = [(a, b) for a, b in zip(fused.splitlines(), out.splitlines()) if a != b]

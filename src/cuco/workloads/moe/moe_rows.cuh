@@ -48,24 +48,27 @@ __device__ inline void copy_row(__nv_bfloat16* __restrict__ dst, const __nv_bflo
 // W = 1 on one H200, against 32 us for the same rows on every SM; 279 us with four): a CTA's one row of H = 7168
 // is 14 KB in flight.
 constexpr int kRowBatch = 4;
+// 16-byte words per thread per trip in copy_rows (the gathers and pushes; single rows, fp8 and the combine keep
+// kRowUnroll, the same 4): apart so that benchmarks/moe_gather_variants.py can vary it alone
+constexpr int kGatherUnroll = 4;
 
-// Up to kRowBatch bf16 rows of H channels copied together (src[b] == nullptr: no row b): every row's kRowUnroll
-// words per thread are loaded before any is stored.
+// Up to kRowBatch bf16 rows of H channels copied together (src[b] == nullptr: no row b): every row's
+// kGatherUnroll words per thread are loaded before any is stored.
 template <int kGroup>
 __device__ inline void copy_rows(__nv_bfloat16* const (&dst)[kRowBatch], const __nv_bfloat16* const (&src)[kRowBatch],
                                  int64_t H) {
   const int64_t n = H / 8, lanes = Rows<kGroup>::size(), lane = Rows<kGroup>::lane();
-  for (int64_t base = lane; base < n; base += lanes * kRowUnroll) {
-    int4 v[kRowBatch][kRowUnroll];
+  for (int64_t base = lane; base < n; base += lanes * kGatherUnroll) {
+    int4 v[kRowBatch][kGatherUnroll];
 #pragma unroll
     for (int b = 0; b < kRowBatch; ++b)
 #pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u)
+      for (int u = 0; u < kGatherUnroll; ++u)
         if (src[b] && base + u * lanes < n) v[b][u] = __ldcg(reinterpret_cast<const int4*>(src[b]) + base + u * lanes);
 #pragma unroll
     for (int b = 0; b < kRowBatch; ++b)
 #pragma unroll
-      for (int u = 0; u < kRowUnroll; ++u)
+      for (int u = 0; u < kGatherUnroll; ++u)
         if (src[b] && base + u * lanes < n) reinterpret_cast<int4*>(dst[b])[base + u * lanes] = v[b][u];
   }
 }

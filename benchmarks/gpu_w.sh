@@ -24,8 +24,8 @@
 # benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
 # GPU, benchmarks/moe_split_cost.py) | moe-gather-variants (MoE's fused points with kGatherUnroll, kRowBatch and
 # kCommCtas replaced, whole and dispatch alone, one GPU, benchmarks/moe_gather_variants.py) | attention-gather
-# (ring attention's compute at W ranks, the ring's steps against
-# one call per zigzag chunk over K/V gathered in global order, one GPU, benchmarks/attention_gather_compute.py) |
+# (ring attention's compute at W ranks, the ring's steps against one call per zigzag chunk over K/V gathered in
+# global order, one GPU, benchmarks/attention_gather_compute.py) |
 # gemm-waves (GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, against its waves, one GPU,
 # benchmarks/gemm_waves.py) |
 # merge-accuracy (ring attention's max |O - O_fp32| / max |O_fp32| at W = 1, 2 and W on one global problem,

@@ -33,7 +33,8 @@ FUSED_BASE = "lsa/fused/signal/warp/1MiB/dispatch_dtype=bf16"
 NVSHMEM_BASE = "nvshmem/split_put_wait/signal/cta/whole/dispatch_dtype=bf16"
 
 _ROW_LAMBDA = "[&](int64_t r, __nv_bfloat16*& dst, const __nv_bfloat16*& src) {"  # the bf16 gather's, per row
-_ROWMAP = _ROW_LAMBDA + "\n    const int64_t m = rowmap[r];\n"
+_ROWMAP_LINE = "\n    const int64_t m = rowmap[r];\n"
+_ROWMAP = _ROW_LAMBDA + _ROWMAP_LINE
 _GATE = "        const float gw = gate[j];"
 _CHUNK_WAIT = "  if ((rc = ffn_arriving(ctx, st, flag, chunk_rows(g), cs))) return rc;\n"
 _NV_WAIT_OWN = "  nv_wait_own_kernel<<<1, 32, 0, cs>>>(g, st->P, pub, shadow);\n"
@@ -53,7 +54,7 @@ def dropped_token() -> str:
     """The first received row is never dispatched."""
     return _edit(DEFERRED_BASE, _ROWMAP,
                  _ROW_LAMBDA + "\n    if (r == 0) return false;  // fixture: the first received token is never dispatched"
-                 + _ROWMAP[len(_ROW_LAMBDA):])
+                 + _ROWMAP_LINE)
 
 
 def dropped_slot_output() -> str:

@@ -25,10 +25,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from record import machine, record_lines  # noqa: E402  (a sibling script)
+from record import fmt, machine, record_lines  # noqa: E402  (a sibling script)
 from results_rows import (merge_torch, newest_row, open_meta, put_error, put_row, save_meta,  # noqa: E402
                           torch_rows)  # (a sibling script)
-from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
+from search_rows import search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
 

@@ -24,9 +24,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from record import machine, paired_difference, record_lines  # noqa: E402  (a sibling script)
+from record import fmt, machine, paired_difference, record_lines  # noqa: E402  (a sibling script)
 from results_rows import merge_torch, newest_row, save_meta, torch_rows  # noqa: E402  (a sibling script)
-from search_rows import candidate_row, fmt, search_row, timed_points  # noqa: E402  (a sibling script)
+from search_rows import candidate_row, search_row, timed_points  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
 SWEEP = [f"s{s}-kv{kv}" for s in (2048, 3072, 4096) for kv in (512, 768, 1024)]

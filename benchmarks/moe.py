@@ -22,10 +22,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from record import machine, record_lines  # noqa: E402  (a sibling script)
+from record import fmt, machine, record_lines  # noqa: E402  (a sibling script)
 from results_rows import (merge_torch, newest_row, open_meta, put_error, put_row, save_meta,  # noqa: E402
                           torch_rows)  # (a sibling script)
-from search_rows import fmt, search_row  # noqa: E402  (a sibling script)
+from search_rows import search_row  # noqa: E402  (a sibling script)
 
 RESULTS = HERE / "results"
 SHAPES = ["paper-r3", "dsv3-r1", "dsv3-r3", "paper-r2", "paper-r4", "paper-r5"]
@@ -52,7 +52,7 @@ def anchor_ms(shape: Any, world: int) -> dict[str, Any]:
         ends = torch.cumsum(torch.tensor(rows, device=dev), 0).to(torch.int32)
         x = (torch.rand(int(sum(rows)), h, device=dev) - 0.5).bfloat16()
 
-        per_rank.append(time_ms(lambda: torch_ffn(x, w1, w2, ends), iters=30)[0])
+        per_rank.append(time_ms(lambda x=x: torch_ffn(x, w1, w2, ends), iters=30)[0])
         del x
     return {"anchor_compute_ms": max(per_rank), "anchor_per_rank_ms": per_rank, "torch": torch.__version__}
 

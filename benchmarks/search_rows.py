@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from record import fmt, search_costs  # noqa: F401  (fmt: the tables' number format, used by the scripts)
+from record import search_costs
 
 #: Proposals planned and evaluated together. An 8-evaluation search in one batch of 8 was open-loop: every
 #: proposal was planned from the seed alone, so the exploit half stepped around the seed's point (ring attention

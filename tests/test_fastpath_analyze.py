@@ -87,7 +87,6 @@ def test_not_cuda_is_rejected():
     with pytest.raises(FastPathError, match="does not parse"):
         analyze_file(FIX / "bad_not_cuda.txt")
     with pytest.raises(FastPathError, match="not a text file"):
-        p = FIX.parent.parent / "__pycache__"
         bin_path = Path(__file__).with_name("_binary_fixture.bin")
         bin_path.write_bytes(b"\xff\xfe\x00\x81")
         try:

@@ -2,7 +2,6 @@
 prompt that quotes and locates errors, the iteration bound, and litellm's mock_response when available."""
 
 import importlib.util
-import os
 from pathlib import Path
 
 import attrs

@@ -4,7 +4,6 @@ double of the harness binary)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os

@@ -12,7 +12,6 @@ import functools
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading

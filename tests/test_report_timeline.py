@@ -4,7 +4,6 @@ overlap is measured from it, and (GPU) a traced harness run of a real candidate 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given

@@ -18,7 +18,6 @@ import attrs
 
 from cuco import libraries as libs
 from cuco import atomic
-from cuco.errors import CucoError
 from cuco.libraries import Library, LibraryError
 
 #: The NCCL device API (LSA, ncclDevComm) first shipped in 2.28.

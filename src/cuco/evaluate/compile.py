@@ -20,8 +20,7 @@ import attrs
 
 from cuco import atomic
 from cuco.builder import build, build_key, include_identity, is_cached
-from cuco.compile_log import (MAX_ERRORS, MAX_EXCERPT_CHARS, SOURCE_NAME, elide_quotes, shorten_paths,
-                              trim_log)
+from cuco.compile_log import SOURCE_NAME, elide_quotes, shorten_paths, trim_log
 from cuco.errors import CucoError
 from cuco.toolchain import MIN_NCCL, CompileResult, Toolchain, ToolchainError, cache_dir as default_cache_dir, \
     csrc_dir, pid_alive

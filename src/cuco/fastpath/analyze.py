@@ -13,7 +13,7 @@ from cuco.fastpath import parse as P
 from cuco.fastpath.dataflow import dataflow_edges
 from cuco.fastpath.provenance import Storage, storage_classes
 from cuco.fastpath.model import (
-    COLLECTIVE_KINDS, SIGNATURES, Allocation, Analysis, Collective, CommCall, Edge, FastPathError, Free,
+    COLLECTIVE_KINDS, SIGNATURES, Allocation, Analysis, Collective, CommCall, FastPathError, Free,
     GroupSpan, KernelDef, KernelLaunch, KernelParam, Loop, Problem, Span, SyncPoint,
 )
 

@@ -30,7 +30,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
 def _cmd_space(args: argparse.Namespace) -> int:
     from cuco.design_space import Topology
-    from cuco.run import resolve
+    from cuco.target import resolve
 
     wl = resolve(args.workload)   # a built-in workload, a workload folder or a host program, as `cuco run` takes
     if args.world < 1:

@@ -1,8 +1,8 @@
 """The owner of one run: open -> seed -> search -> summary -> close. `cuco run` and `cuco.run_workload` go
 through it; every option is read once, here.
 
-What is run: a built-in workload by name, a workload folder outside the package (the kit's layout, its
-`__init__.py` defines WORKLOAD), or a user's host program (`.cu`, cuco.program). Order, so that a kill at any
+What is run: a built-in workload by name, a workload folder outside the package, or a user's host program
+(`.cu`, cuco.program), as cuco.target resolves it. Order, so that a kill at any
 point loses at most the step in flight: checks (nothing written; for a program also its reference, built and run
 twice), the run lock, manifest.json, the candidate database, the fast path (stored before it is evaluated), the
 search, summary.json and best/.
@@ -11,10 +11,8 @@ search, summary.json and best/.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +31,7 @@ from cuco.problem import Problem, Runner
 from cuco.run_checks import check_gpus, check_resume, check_run_dir, make_manifest, make_run_dir
 from cuco.run_options import DEFAULT_BUDGET_USD, DEFAULT_EVALUATIONS, RunOptions, check_options, run_budget, run_dir_of
 from cuco.run_summary import RunSummary, point_of
+from cuco.target import load_workload_folder, resolve
 
 __all__ = ["DEFAULT_BUDGET_USD", "DEFAULT_EVALUATIONS", "Run", "RunOptions", "RunSummary", "load_workload_folder",
            "parent_code_from", "point_of", "resolve", "run_workload", "write_best"]
@@ -42,49 +41,6 @@ BEST_DIR = "best"
 ENVIRONMENT_KEYS = ("device", "nccl_version", "cuda_runtime_version", "driver_version", "driver_release", "date",
                     "shape", "world", "iters", "runs")
 log = logging.getLogger("cuco")
-
-
-def resolve(target: str, build: Any = None, launcher: str = "auto") -> Problem:
-    """The problem `target` names: a built-in workload, a workload folder, or a host program (.cu), which is built
-    with `build` (a cuco.fastpath.verify.BuildOptions; None: none) and gets its ranks as `launcher` says."""
-    from cuco import workloads
-
-    is_program = Path(target).suffix in (".cu", ".cpp", ".cc", ".cxx")
-    if launcher != "auto" and not is_program:
-        raise CucoError(f"--launcher {launcher} applies to a host program (.cu); {target} is a workload: drop it")
-
-    if target in workloads.available():
-        return workloads.get(target)
-    path = Path(target)
-    if path.is_dir():
-        return load_workload_folder(path)
-    if path.suffix in (".cu", ".cpp", ".cc", ".cxx") or path.is_file():
-        from cuco.program.workload import ProgramWorkload
-
-        return ProgramWorkload.load(path, *([build] if build is not None else []), launcher=launcher)
-    raise CucoError(f"unknown workload {target!r}; available: {', '.join(workloads.available())}; or pass a workload "
-                    "folder or a host CUDA+NCCL program (.cu)")
-
-
-def load_workload_folder(folder: Path) -> Problem:
-    """WORKLOAD from a folder laid out like cuco/workloads/<name>/ (docs/workloads.md)."""
-    init = folder / "__init__.py"
-    if not init.is_file():
-        raise CucoError(f"{folder}: a workload folder has an __init__.py defining WORKLOAD (docs/workloads.md)")
-    name = f"cuco_user_workload_{folder.resolve().name}"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(folder)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # the user's code: say where it failed, whatever it raised
-        sys.modules.pop(name, None)
-        raise CucoError(f"{folder}: importing the workload failed: {type(exc).__name__}: {exc}") from None
-    workload = getattr(module, "WORKLOAD", None)
-    if workload is None:
-        raise CucoError(f"{init}: defines no WORKLOAD; set WORKLOAD = cuco.workload.Workload(...)")
-    return workload
 
 
 class Run:

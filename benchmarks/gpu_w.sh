@@ -23,7 +23,9 @@
 # fmha-variants (the FMHA's tile and schedule against other configurations and torch SDPA, W = 1, one GPU,
 # benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
 # GPU, benchmarks/moe_split_cost.py) | moe-gather-variants (MoE's fused points with kGatherUnroll, kRowBatch and
-# kCommCtas replaced, whole and dispatch alone, one GPU, benchmarks/moe_gather_variants.py) | attention-gather
+# kCommCtas replaced, whole and dispatch alone, one GPU, benchmarks/moe_gather_variants.py) | kv-gemm-sms (KV
+# transfer's beside points with the layer's GEMMs on every SM or on the SMs their transfer kernels leave, one GPU,
+# SHAPE=S,KV,L, benchmarks/kv_gemm_sms.py) | attention-gather
 # (ring attention's compute at W ranks, the ring's steps against one call per zigzag chunk over K/V gathered in
 # global order, one GPU, benchmarks/attention_gather_compute.py) |
 # gemm-waves (GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, against its waves, one GPU,
@@ -229,6 +231,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
   moe-gather-variants)
     # W = 1 work on one GPU: MoE's fused points with their row-copy constants replaced, whole and dispatch alone
     probe moe_gather_variants benchmarks/moe_gather_variants.py --json "$OUT_DIR/moe_gather_variants.json" ;;
+  kv-gemm-sms)
+    # W = 1 work on one GPU: KV transfer's beside points with the layer's GEMMs on every SM or on those left spare
+    name="kv_gemm_sms_$(echo "${SHAPE:-2048,512,4}" | tr , x)"
+    probe "$name" benchmarks/kv_gemm_sms.py --shape "${SHAPE:-2048,512,4}" --json "$OUT_DIR/$name.json" ;;
   gemm-waves)
     # W = 1 work on one GPU: GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, by waves
     probe gemm_waves benchmarks/gemm_waves.py --json "$OUT_DIR/gemm_waves.json" ;;

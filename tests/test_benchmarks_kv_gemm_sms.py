@@ -1,0 +1,67 @@
+"""benchmarks/kv_gemm_sms.py without a GPU: each beside point is timed both ways and differs only in its plan's SM
+count, the controls are rendered as the space renders them, and a candidate the script cannot change is refused."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import kv_gemm_sms as kgs  # noqa: E402
+
+from cuco.design_space import Directives, Topology  # noqa: E402
+from cuco.workloads.kv_transfer.render import _beside_compute, render, space  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def all_codes() -> dict[str, str]:
+    return kgs.codes(list(kgs.CONTROLS + kgs.BESIDE))
+
+
+def test_every_point_named_is_legal_at_w1_and_the_beside_ones_are_beside():
+    sp = space(Topology(world=1))
+    for label in kgs.CONTROLS + kgs.BESIDE:
+        point = sp.complete(Directives.from_label(label))
+        assert sp.check(point) is None, label
+        assert _beside_compute(point) == (label in kgs.BESIDE), label
+
+
+def test_a_beside_point_is_timed_both_ways_differing_in_one_line(all_codes):
+    for label in kgs.BESIDE:
+        spare, every = all_codes[f"{label}#spare"], all_codes[f"{label}#all"]
+        assert spare == render(Directives.from_label(label))  # spare is the point as the space renders it
+        changed = [(a, b) for a, b in zip(spare.splitlines(), every.splitlines()) if a != b]
+        assert changed == [("  const int sms = ctx->sm_count - kCommCtas;", "  const int sms = 0;")]
+
+
+def test_the_controls_plan_every_sm_and_are_timed_once(all_codes):
+    for label in kgs.CONTROLS:
+        assert all_codes[label] == render(Directives.from_label(label))
+        assert "const int sms = 0;" in all_codes[label]
+        assert f"{label}#all" not in all_codes
+    assert len(all_codes) == len(kgs.CONTROLS) + 2 * len(kgs.BESIDE)
+
+
+def test_bad_variants_and_unknown_candidates_are_refused_naming_the_fix():
+    code = render(Directives.from_label(kgs.BESIDE[0]))
+    with pytest.raises(ValueError, match="unknown variant 'half'"):
+        kgs.with_sms(code, "half")
+    with pytest.raises(ValueError, match="update this script"):
+        kgs.with_sms("__global__ void k() {}", "all")
+
+
+def test_the_summary_gives_medians_and_spreads():
+    runs = [{"host_ms": 1.0, "a_ms": 2.0, "compute_ms": 0.5, "comm_ms": None},
+            {"host_ms": 3.0, "a_ms": 2.2, "compute_ms": 0.7, "comm_ms": None},
+            {"host_ms": 2.0, "a_ms": None, "compute_ms": 0.6, "comm_ms": None}]
+    out = kgs.summary(runs, ["a"])
+    assert out["host"] == {"median_ms": 2.0, "spread": 1.0}
+    assert out["a"]["median_ms"] == pytest.approx(2.1) and out["a"]["spread"] == pytest.approx(0.2 / 2.1)
+    assert out["comm"] == {"median_ms": None, "spread": None}
+
+
+def test_repeats_below_one_are_refused():
+    with pytest.raises(SystemExit, match="at least 1"):
+        kgs.main(["--repeats", "0"])

@@ -30,6 +30,8 @@ HEAD_TEMPLATE = r"""
 #include <stdio.h>
 #include <string.h>
 
+#include <new>
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -60,6 +62,9 @@ struct State : cuco::kit::Base {
   char* pair_sym = nullptr;        // the pair rank's symmetric workspace (its flags), as this rank maps it
   cudaEvent_t ev_join = nullptr;   // side stream -> main stream, inside a launch
   cudaEvent_t ev_decode = nullptr;       // decode stream -> main stream, inside a launch
+  cudaEvent_t* ev_ready = nullptr;  // per chunk of a layer: its K/V are computed (compute stream -> side stream)
+  int n_ready = 0;
+  cudaEvent_t ev_sent[2] = {};      // per projection slot: the transfer that read it is done (side -> compute)
 };
 
 // A buffer of the pair rank as this rank addresses it (this rank's own buffer at W = 1).
@@ -97,6 +102,42 @@ static int layer_front(cuco_ctx* ctx, State* st, int64_t l, cudaStream_t s) {
 static int layer_back(cuco_ctx* ctx, State* st, int64_t l, cudaStream_t s) {
   return cuco_kvt_finish(st->plan, own(ctx, BUF_W), layer_input(ctx, st, l), (int)(l & 1),
                          cuco_kvt_act(st->plan, (int)(l & 1)), s);
+}
+
+// The prefill's two streams ordered by events: the side stream's transfer of chunk c of a layer waits for the
+// compute stream to have written that chunk's K/V (ready), and the compute stream's projection into a slot waits for
+// the transfer that last read the slot (sent). An event wait holds no SM, where a waiting kernel would hold one for
+// the whole of the layer it waits through (and cost every GEMM a wave where its tiles fill the GPU exactly). A wait
+// binds the last record made before it, so one event per chunk of a layer, and one per slot, serve every layer.
+// Recorded inside a graph capture, they become the graph's edges: replays keep the order.
+static int make_events(State* st, int nready) {
+  st->ev_ready = new (std::nothrow) cudaEvent_t[nready]();
+  if (!st->ev_ready) return 24;
+  st->n_ready = nready;
+  for (int i = 0; i < nready; ++i)
+    if (cudaEventCreateWithFlags(&st->ev_ready[i], cudaEventDisableTiming) != cudaSuccess) return 24;
+  for (cudaEvent_t& e : st->ev_sent)
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return 24;
+  return 0;
+}
+static void destroy_events(State* st) {
+  for (int i = 0; i < st->n_ready; ++i)
+    if (st->ev_ready[i]) cudaEventDestroy(st->ev_ready[i]);
+  delete[] st->ev_ready;
+  for (cudaEvent_t e : st->ev_sent)
+    if (e) cudaEventDestroy(e);
+}
+static int mark_ready(State* st, int c, cudaStream_t s) {  // chunk c's K/V are written, after the work on s
+  return c >= 0 && c < st->n_ready && cudaEventRecord(st->ev_ready[c], s) == cudaSuccess ? 0 : 69;
+}
+static int after_ready(State* st, int c, cudaStream_t s) {  // s waits for the last mark_ready of chunk c
+  return c >= 0 && c < st->n_ready && cudaStreamWaitEvent(s, st->ev_ready[c], 0) == cudaSuccess ? 0 : 69;
+}
+static int mark_sent(State* st, int64_t l, cudaStream_t s) {  // layer l's slot was read, after the work on s
+  return cudaEventRecord(st->ev_sent[l & 1], s) == cudaSuccess ? 0 : 69;
+}
+static int after_sent(State* st, int64_t l, cudaStream_t s) {  // s waits until layer l's transfer read its slot
+  return cudaStreamWaitEvent(s, st->ev_sent[l & 1], 0) == cudaSuccess ? 0 : 69;
 }
 
 // Copy-engine transfer of layer l's K and V rows (projection output) into the pair's staging area: one strided
@@ -224,6 +265,7 @@ struct Candidate {
   }
   static void teardown(State* st) {
     cuco_kvt_destroy(st->plan);
+    destroy_events(st);
     if (st->ev_join) cudaEventDestroy(st->ev_join);
     if (st->ev_decode) cudaEventDestroy(st->ev_decode);
   }

@@ -13,7 +13,7 @@ V in the decode rank's pages under the decode rank's block table. The directives
   staging area; the decode rank's wait half waits for each chunk (a flag, or one barrier) and scatters it into its
   pages with its own table.
 - fused: the K/V projection is issued in chunks of whole blocks and each chunk's blocks leave for the decode pages
-  straight from the projection output as soon as its GEMM is done (a stream-ordered flag, no SM held). cuBLASLt has
+  straight from the projection output as soon as its GEMM is done (an event, no SM held). cuBLASLt has
   no custom epilogue, so this is the closest form of "writes from the projection epilogue": per-chunk puts behind
   per-chunk GEMMs, not stores inside the GEMM.
 - sync_scope: world = LSA barriers; signal = per-layer (or per-chunk) epoch flags in the decode rank's symmetric
@@ -108,6 +108,7 @@ static Needs block_needs(const cuco_ctx* ctx) {
 // The layer plan: GEMMs on @PLAN_SMS_NAME@, K/V projection chunks of @PLAN_CHUNK_NAME@.
 static int block_setup(cuco_ctx* ctx, State* st) {
   if (!(st->role & ROLE_PREFILL)) return 0;
+  if (int rc = make_events(st, flags_of(st->g).nchunks)) return rc;  // the streams' order (make_events)
   const int sms = @PLAN_SMS@;
   const int64_t chunk_rows = @PLAN_CHUNK@;
   return cuco_kvt_create(&st->plan, st->g.S, st->g.D, sms, chunk_rows) ? 30 : 0;

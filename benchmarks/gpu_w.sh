@@ -24,7 +24,7 @@
 # benchmarks/fmha_variants.py; build its binaries here first) | moe-split-cost (MoE's FFN cut by source, six ways, one
 # GPU, benchmarks/moe_split_cost.py) | moe-gather-variants (MoE's fused points with kGatherUnroll, kRowBatch and
 # kCommCtas replaced, whole and dispatch alone, one GPU, benchmarks/moe_gather_variants.py) | kv-gemm-sms (KV
-# transfer's beside points with the layer's GEMMs on every SM or on the SMs their transfer kernels leave, one GPU,
+# transfer's beside points with the layer's GEMMs on every SM or on the SMs their transfer kernels leave, at W,
 # SHAPE=S,KV,L, benchmarks/kv_gemm_sms.py) | attention-gather
 # (ring attention's compute at W ranks, the ring's steps against one call per zigzag chunk over K/V gathered in
 # global order, one GPU, benchmarks/attention_gather_compute.py) |
@@ -232,9 +232,9 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     # W = 1 work on one GPU: MoE's fused points with their row-copy constants replaced, whole and dispatch alone
     probe moe_gather_variants benchmarks/moe_gather_variants.py --json "$OUT_DIR/moe_gather_variants.json" ;;
   kv-gemm-sms)
-    # W = 1 work on one GPU: KV transfer's beside points with the layer's GEMMs on every SM or on those left spare
-    name="kv_gemm_sms_$(echo "${SHAPE:-2048,512,4}" | tr , x)"
-    probe "$name" benchmarks/kv_gemm_sms.py --shape "${SHAPE:-2048,512,4}" --json "$OUT_DIR/$name.json" ;;
+    # KV transfer's beside points with the layer's GEMMs on every SM or on those left spare (W = 1 or a pair)
+    name="kv_gemm_sms_w${W}_$(echo "${SHAPE:-2048,512,4}" | tr , x)"
+    probe "$name" benchmarks/kv_gemm_sms.py --world "$W" --shape "${SHAPE:-2048,512,4}" --json "$OUT_DIR/$name.json" ;;
   gemm-waves)
     # W = 1 work on one GPU: GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, by waves
     probe gemm_waves benchmarks/gemm_waves.py --json "$OUT_DIR/gemm_waves.json" ;;

@@ -1,16 +1,17 @@
 """KV transfer's points whose transfer kernels run beside the layer compute, with the layer's GEMMs on every SM or
-on the SMs those kernels leave, on one GPU: what keeping 16 SMs free for the whole stack costs.
+on the SMs those kernels leave: what keeping kCommCtas SMs free for the whole stack costs.
 
-    python benchmarks/kv_gemm_sms.py [--shape 2048,512,4] [--points LABEL,...] [--repeats 5] [--json out.json]
-        (`bash benchmarks/gpu_w.sh 1 kv-gemm-sms`)
+    python benchmarks/kv_gemm_sms.py [--world 1] [--shape 2048,512,4] [--points LABEL,...] [--repeats 5] \
+        [--json out.json]            (`bash benchmarks/gpu_w.sh W kv-gemm-sms`)
 
-Such a point plans its cuBLASLt GEMMs on sm_count - kCommCtas SMs (`const int sms = ...;` in its block_setup) so
-that its transfer kernels always find SMs. The transfer of one layer takes tens of microseconds and the layer about
-1.4 ms, so the GEMMs give up 12 % of the GPU for the whole stack to keep it free for a few percent of the time.
-The other way is every SM for the GEMMs, the transfer kernels on the high-priority side stream taking SMs as the
-GEMMs' CTAs retire. This renders each point both ways (`spare`: as the space renders it; `all`: `sms = 0`) and
-times them with the host seed, `deferred` and the copy-engine point (which plan every SM) in one harness process
-per repeat, interleaved repeats (the order reversed every other one), the first verified, full-entropy inputs.
+The points plan their cuBLASLt GEMMs on every SM (block_setup's `const int sms = 0;`): their transfer kernels run
+on the high-priority side stream and take SMs as the GEMMs' CTAs retire. Until `02be844` such a point planned the
+GEMMs on sm_count - kCommCtas SMs, so that its transfer kernels always found SMs free: the GEMMs gave up 12 % of the
+GPU for the whole stack to keep it free for the few percent of the time a layer's transfer takes. This renders each
+point both ways (`all`: as the space renders it; `spare`: `sms = ctx->sm_count - kCommCtas`) and times them with
+the host seed, `deferred` and the copy-engine point (no transfer kernel) in one harness process per repeat,
+interleaved repeats (the order reversed every other one), the first verified, full-entropy inputs. At W = 1 the
+transfer is a copy within the GPU; at W >= 2 it crosses the link, and takes longer beside the GEMMs.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-#: The points whose transfer kernels run beside the compute (render.py's _beside_compute), timed both ways.
+#: The points whose transfer kernels (kCommCtas CTAs on the side stream) run beside the compute, timed both ways.
 BESIDE = ("lsa/stream_overlap/world/cta/whole", "lsa/stream_overlap/signal/cta/whole",
           "lsa/split_put_wait/signal/cta/1MiB", "lsa/fused/signal/cta/1MiB", "lsa/fused/world/cta/1MiB")
-#: Points that plan every SM already: the controls.
+#: Points with no transfer kernel beside the compute: the controls, timed as rendered.
 CONTROLS = ("lsa/deferred/world/cta/whole", "lsa/stream_overlap/world/copy_engine/whole")
 #: How a variant sets the plan's SM count (block_setup's `const int sms = ...;`).
-SMS = {"spare": "ctx->sm_count - kCommCtas", "all": "0"}
+SMS = {"all": "0", "spare": "ctx->sm_count - kCommCtas"}
 _SMS_LINE = re.compile(r"const int sms = [^;]+;")
 
 
 def with_sms(code: str, variant: str) -> str:
-    """`code` with its layer plan's SM count set as `variant` says ("spare" or "all")."""
+    """`code` with its layer plan's SM count set as `variant` says ("all" or "spare")."""
     if variant not in SMS:
         raise ValueError(f"unknown variant {variant!r}: choose from {sorted(SMS)}")
     if len(_SMS_LINE.findall(code)) != 1:
@@ -46,7 +47,7 @@ def with_sms(code: str, variant: str) -> str:
 
 
 def codes(points: Sequence[str]) -> dict[str, str]:
-    """Source per timed name: each beside point as `<label>#spare` and `<label>#all`, each control as rendered."""
+    """Source per timed name: each beside point as `<label>#all` and `<label>#spare`, each control as rendered."""
     from cuco.design_space import Directives
     from cuco.workloads.kv_transfer.render import render
 
@@ -74,6 +75,7 @@ def summary(runs: list[dict[str, Any]], names: Sequence[str]) -> dict[str, dict[
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--world", type=int, default=1, help="1 or even (prefill -> decode pairs)")
     ap.add_argument("--shape", default="2048,512,4", help="S,KV,L or a named shape (default: 4 layers of s2048-kv512)")
     ap.add_argument("--points", default=",".join(CONTROLS + BESIDE))
     ap.add_argument("--repeats", type=int, default=5)
@@ -82,9 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.repeats < 1:
         raise SystemExit("--repeats must be at least 1")
+    if a.world < 1 or (a.world > 1 and a.world % 2):
+        raise SystemExit(f"--world {a.world}: KV transfer pairs prefill and decode ranks; use 1 or an even size")
     from record import _built, _one_run, source_commit
 
-    ev, sos = _built("kv_transfer", a.shape, 1, codes([p for p in a.points.split(",") if p]), "timing at")
+    ev, sos = _built("kv_transfer", a.shape, a.world, codes([p for p in a.points.split(",") if p]), "timing at")
     names = [k for k in sos if k != "host"]
     runs = []
     for i in range(a.repeats):
@@ -95,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         runs.append(run)
         print(json.dumps({k: v for k, v in run.items() if k.endswith("_ms")}), flush=True)
-    row = {"shape": a.shape, "world": 1, "repeats": a.repeats, "iters": a.iters, "inputs": "full",
+    row = {"shape": a.shape, "world": a.world, "repeats": a.repeats, "iters": a.iters, "inputs": "full",
            "statuses": runs[0]["status"], "figures": summary(runs, names),
            "per_repeat_ms": [{k: r.get(f"{k}_ms") for k in ["host", *names, "compute", "comm"]} for r in runs],
            "device": runs[0]["device"], "nccl_version": runs[0]["nccl_version"], "date": runs[0]["date"],

@@ -1,8 +1,9 @@
 """benchmarks/kv_gemm_sms.py without a GPU: each beside point is timed both ways and differs only in its plan's SM
-count, the controls are rendered as the space renders them, and a candidate the script cannot change is refused."""
+count, the controls are rendered as the space renders them, and bad input is refused before anything compiles."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import kv_gemm_sms as kgs  # noqa: E402
 
 from cuco.design_space import Directives, Topology  # noqa: E402
-from cuco.workloads.kv_transfer.render import _beside_compute, render, space  # noqa: E402
+from cuco.workloads.kv_transfer.render import render, space  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -20,27 +21,30 @@ def all_codes() -> dict[str, str]:
     return kgs.codes(list(kgs.CONTROLS + kgs.BESIDE))
 
 
-def test_every_point_named_is_legal_at_w1_and_the_beside_ones_are_beside():
-    sp = space(Topology(world=1))
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_every_point_named_is_legal_and_only_the_beside_ones_run_transfer_kernels_beside(world):
+    sp = space(Topology(world=world))
     for label in kgs.CONTROLS + kgs.BESIDE:
         point = sp.complete(Directives.from_label(label))
-        assert sp.check(point) is None, label
-        assert _beside_compute(point) == (label in kgs.BESIDE), label
+        assert sp.check(point) is None, (label, world)
+        # a transfer kernel of kCommCtas CTAs on the side stream, while the compute stream runs the layers
+        beside = re.search(r"kGroup,\s*kCommCtas, ss\);", render(point)) is not None
+        assert beside == (label in kgs.BESIDE), label
 
 
 def test_a_beside_point_is_timed_both_ways_differing_in_one_line(all_codes):
     for label in kgs.BESIDE:
-        spare, every = all_codes[f"{label}#spare"], all_codes[f"{label}#all"]
-        assert spare == render(Directives.from_label(label))  # spare is the point as the space renders it
-        changed = [(a, b) for a, b in zip(spare.splitlines(), every.splitlines()) if a != b]
-        assert changed == [("  const int sms = ctx->sm_count - kCommCtas;", "  const int sms = 0;")]
+        every, spare = all_codes[f"{label}#all"], all_codes[f"{label}#spare"]
+        assert every == render(Directives.from_label(label))  # all is the point as the space renders it
+        changed = [(a, b) for a, b in zip(every.splitlines(), spare.splitlines()) if a != b]
+        assert changed == [("  const int sms = 0;", "  const int sms = ctx->sm_count - kCommCtas;")]
 
 
 def test_the_controls_plan_every_sm_and_are_timed_once(all_codes):
     for label in kgs.CONTROLS:
         assert all_codes[label] == render(Directives.from_label(label))
         assert "const int sms = 0;" in all_codes[label]
-        assert f"{label}#all" not in all_codes
+        assert f"{label}#all" not in all_codes and f"{label}#spare" not in all_codes
     assert len(all_codes) == len(kgs.CONTROLS) + 2 * len(kgs.BESIDE)
 
 
@@ -62,6 +66,8 @@ def test_the_summary_gives_medians_and_spreads():
     assert out["comm"] == {"median_ms": None, "spread": None}
 
 
-def test_repeats_below_one_are_refused():
+def test_repeats_below_one_and_odd_worlds_are_refused():
     with pytest.raises(SystemExit, match="at least 1"):
         kgs.main(["--repeats", "0"])
+    with pytest.raises(SystemExit, match="use 1 or an even size"):
+        kgs.main(["--world", "3"])

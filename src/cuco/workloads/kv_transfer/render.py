@@ -6,7 +6,7 @@ V in the decode rank's pages under the decode rank's block table. The directives
 - deferred: after all L layers, one transfer per layer straight from the prefill pages into the decode pages (the
   decode table read through LSA), on every SM.
 - stream_overlap: layer l's pages leave on the high-priority side stream (kCommCtas CTAs) as soon as layer l's K/V
-  are written, while layer l+1 computes on the other SMs; issuer=copy_engine instead copies layer l's K/V rows
+  are written, while layer l+1 computes; issuer=copy_engine instead copies layer l's K/V rows
   (two strided DMA copies, no SM) into the decode rank's staging area, which the decode rank scatters into its
   pages after a barrier.
 - split_put_wait: put kernels (side stream) move each computed layer, chunk by chunk, into the decode rank's
@@ -36,7 +36,7 @@ from cuco.workloads.kv_transfer.gin_block import render_gin
 
 CHUNK_SIZES = (WHOLE, 4 * MiB, 1 * MiB, MiB // 4)
 GROUP_OF = {"thread": 1, "warp": 32, "cta": 0, "copy_engine": 0}
-COMM_CTAS = 16  # CTAs of a transfer kernel beside the layer compute (the GEMMs keep the other SMs)
+COMM_CTAS = 16  # CTAs of a transfer kernel beside the layer compute (on the side stream, as SMs come free)
 COMPUTE_ON = "constexpr bool kCompute = true;"
 
 
@@ -105,11 +105,13 @@ static Needs block_needs(const cuco_ctx* ctx) {
   return n;
 }
 
-// The layer plan: GEMMs on @PLAN_SMS_NAME@, K/V projection chunks of @PLAN_CHUNK_NAME@.
+// The layer plan: GEMMs on every SM, K/V projection chunks of @PLAN_CHUNK_NAME@. Transfer kernels beside the
+// compute run on the high-priority side stream and take their SMs as the GEMMs' CTAs retire: a few percent of the
+// time, where a plan that kept kCommCtas SMs free would give them up for the whole stack.
 static int block_setup(cuco_ctx* ctx, State* st) {
   if (!(st->role & ROLE_PREFILL)) return 0;
   if (int rc = make_events(st, flags_of(st->g).nchunks)) return rc;  // the streams' order (make_events)
-  const int sms = @PLAN_SMS@;
+  const int sms = 0;
   const int64_t chunk_rows = @PLAN_CHUNK@;
   return cuco_kvt_create(&st->plan, st->g.S, st->g.D, sms, chunk_rows) ? 30 : 0;
 }
@@ -175,17 +177,10 @@ def _parts(point: Directives) -> dict[str, str]:
     return {"PREFILL": prefill, "MIDDLE": "", "DECODE": "", "FINISH": _DIRECT_WORLD_FINISH}
 
 
-def _beside_compute(point: Directives) -> bool:
-    """Transfer kernels run on kCommCtas SMs while the layer computes (the GEMMs leave them free)."""
-    return point.placement in ("split_put_wait", "fused") or (
-        point.placement == "stream_overlap" and point.issuer != "copy_engine")
-
-
 def block(point: Directives) -> str:
     """The EVOLVE block of `point`: its constants, block_needs(), block_setup() and enqueue()."""
     if point.backend == "gin":
         return render_gin(point, COMM_CTAS)
-    beside = _beside_compute(point)
     fused = point.placement == "fused"
     return fill(BLOCK, {
         "LABEL": point.label(),
@@ -195,8 +190,6 @@ def block(point: Directives) -> str:
         "CHUNK": point.chunk_bytes,
         "CHUNK_NAME": "whole" if point.chunk_bytes == WHOLE else f"{point.chunk_bytes // 1024}KiB",
         "BARRIERS": "1" if point.sync_scope == "world" else "0",
-        "PLAN_SMS": "ctx->sm_count - kCommCtas" if beside else "0",
-        "PLAN_SMS_NAME": "the SMs the transfer kernels leave free" if beside else "every SM",
         "PLAN_CHUNK": "token_chunks(st->g, kChunkBytes).chunk_rows" if fused else "0",
         "PLAN_CHUNK_NAME": "the chunk size" if fused else "none (one GEMM per layer)",
         **_parts(point),

@@ -40,7 +40,8 @@ def test_space_covers_every_placement_and_issuer():
 
 @pytest.mark.parametrize("label, wanted", [
     ("lsa/fused/signal/warp/1MiB", ["kGroup = 32", "kChunkBytes = 1048576", "cuco_kvt_project_kv_rows",
-                                    "ctx->sm_count - kCommCtas", "f.arrived(l, c)"]),
+                                    "const int sms = 0;", "kCommCtas, ss);", "mark_ready(st, c, cs)",
+                                    "after_ready(st, c, ss)", "f.arrived(l, c)"]),
     ("lsa/stream_overlap/world/copy_engine/whole", ["copy_engine_rows", "barrier(ctx, cs)", "n.lsa_barriers = 1"]),
     ("lsa/split_put_wait/signal/cta/256KiB", ["wait_own(ctx, st, f.arrived(l, c)", "f.done()", "kGroup = 0"]),
     ("gin/split_put_wait/signal/cta/whole", ["gin.put(", "n.gin_required = 1", "ncclCoopCta"]),
@@ -49,6 +50,19 @@ def test_the_block_holds_the_points_mechanism(label, wanted):
     block = split(WL.render(Directives.from_label(label)))[1]
     missing = [w for w in wanted if w not in block]
     assert not missing, missing
+
+
+def test_lsa_points_order_the_prefills_streams_by_events_and_plan_every_sm():
+    # a kernel waiting between the two streams of one GPU held an SM through every layer it waited on, and a plan
+    # keeping kCommCtas SMs free gave them up for the whole stack: 3-8 % at W = 1 (benchmarks/results/kv_gemm_sms/)
+    for point in SPACE.points():
+        if point.backend != "lsa":
+            continue
+        block = split(WL.render(point))[1]
+        assert "stream_wait_epoch" not in block and "stream_set_epoch" not in block, point.label()
+        assert "const int sms = 0;" in block, point.label()
+        if "after_ready(" in block:
+            assert "mark_ready(" in block, point.label()
 
 
 def test_the_transfer_path_variant_only_switches_compute_off():

@@ -301,23 +301,6 @@ def test_cuco_run_refuses_a_bad_program_before_writing_anything(tmp_path):
     assert res.returncode != 0 and "drop --shape" in res.stderr and not (tmp_path / "r").exists()
 
 
-def test_a_workload_folder_outside_the_package_is_run_by_path(tmp_path):
-    from cuco.run import load_workload_folder, resolve
-
-    folder = tmp_path / "my_workload"
-    folder.mkdir()
-    (folder / "__init__.py").write_text("from cuco.workloads.gemm_allgather import WORKLOAD as _W\n"
-                                        "import attrs\nWORKLOAD = attrs.evolve(_W, name='my_ag')\n")
-    assert resolve(str(folder)).name == "my_ag"
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(Exception, match="__init__.py defining WORKLOAD"):
-        load_workload_folder(tmp_path / "empty")
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "__init__.py").write_text("raise RuntimeError('boom')\n")
-    with pytest.raises(Exception, match="importing the workload failed: RuntimeError: boom"):
-        resolve(str(tmp_path / "broken"))
-
-
 def test_best_is_written_whole_with_its_point_timing_and_verification(tmp_path):
     from cuco.candidate import LevelResult
     from cuco.run import write_best

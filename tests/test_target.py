@@ -35,6 +35,14 @@ def test_a_program_suffix_goes_to_the_program_loader_even_when_the_file_is_missi
     assert "unknown workload" not in str(err.value)
 
 
+def test_a_workload_folder_outside_the_package_is_resolved_by_path(tmp_path):
+    folder = tmp_path / "my_workload"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("from cuco.workloads.gemm_allgather import WORKLOAD as _W\n"
+                                        "import attrs\nWORKLOAD = attrs.evolve(_W, name='my_ag')\n")
+    assert resolve(str(folder)).name == "my_ag"
+
+
 def test_a_folder_needs_an_init_defining_workload(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CucoError, match="__init__.py defining WORKLOAD"):

@@ -233,8 +233,10 @@ b = build_compute(wl, default_toolchain()) if wl.compute else None; print('$wl',
     probe moe_gather_variants benchmarks/moe_gather_variants.py --json "$OUT_DIR/moe_gather_variants.json" ;;
   kv-gemm-sms)
     # KV transfer's beside points with the layer's GEMMs on every SM or on those left spare (W = 1 or a pair)
-    name="kv_gemm_sms_w${W}_$(echo "${SHAPE:-2048,512,4}" | tr , x)"
-    probe "$name" benchmarks/kv_gemm_sms.py --world "$W" --shape "${SHAPE:-2048,512,4}" --json "$OUT_DIR/$name.json" ;;
+    # (TRANSFER_ALONE=1: each point's transfer path alone, its GB/s)
+    name="kv_gemm_sms_w${W}_$(echo "${SHAPE:-2048,512,4}" | tr , x)${TRANSFER_ALONE:+_transfer}"
+    probe "$name" benchmarks/kv_gemm_sms.py --world "$W" --shape "${SHAPE:-2048,512,4}" --json "$OUT_DIR/$name.json" \
+      ${TRANSFER_ALONE:+--transfer-alone} ${POINTS:+--points "$POINTS"} ;;
   gemm-waves)
     # W = 1 work on one GPU: GEMM+AllGather's persistent GEMM on the SMs the fused point's pulls leave, by waves
     probe gemm_waves benchmarks/gemm_waves.py --json "$OUT_DIR/gemm_waves.json" ;;

@@ -46,13 +46,17 @@ def with_sms(code: str, variant: str) -> str:
     return _SMS_LINE.sub(f"const int sms = {SMS[variant]};", code)
 
 
-def codes(points: Sequence[str]) -> dict[str, str]:
-    """Source per timed name: each beside point as `<label>#all` and `<label>#spare`, each control as rendered."""
+def codes(points: Sequence[str], transfer_alone: bool = False) -> dict[str, str]:
+    """Source per timed name: each beside point as `<label>#all` and `<label>#spare`, each control as rendered; with
+    `transfer_alone`, each point's transfer path alone (its layer compute off), once."""
     from cuco.design_space import Directives
-    from cuco.workloads.kv_transfer.render import render
+    from cuco.workloads.kv_transfer.render import render, render_transfer_path
 
     out: dict[str, str] = {}
     for label in points:
+        if transfer_alone:
+            out[label] = render_transfer_path(Directives.from_label(label))
+            continue
         code = render(Directives.from_label(label))
         if label in CONTROLS:
             out[label] = code
@@ -73,6 +77,12 @@ def summary(runs: list[dict[str, Any]], names: Sequence[str]) -> dict[str, dict[
     return out
 
 
+def transfer_gbps(shape_dims: Sequence[int], ms: float | None) -> float | None:
+    """The KV bytes of every layer (2 x S x KV x L bf16) over `ms`, in GB/s (None without a time)."""
+    s, kv, layers = shape_dims
+    return 2 * s * kv * layers * 2 / (ms * 1e-3) / 1e9 if ms else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world", type=int, default=1, help="1 or even (prefill -> decode pairs)")
@@ -80,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--points", default=",".join(CONTROLS + BESIDE))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--transfer-alone", action="store_true",
+                    help="time each point's transfer path alone (layer compute off; not verifiable) and its GB/s")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     if a.repeats < 1:
@@ -88,19 +100,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--world {a.world}: KV transfer pairs prefill and decode ranks; use 1 or an even size")
     from record import _built, _one_run, source_commit
 
-    ev, sos = _built("kv_transfer", a.shape, a.world, codes([p for p in a.points.split(",") if p]), "timing at")
+    ev, sos = _built("kv_transfer", a.shape, a.world, codes([p for p in a.points.split(",") if p], a.transfer_alone),
+                     "timing at")
     names = [k for k in sos if k != "host"]
     runs = []
     for i in range(a.repeats):
         order = ["host", *names] if i % 2 == 0 else ["host", *names[::-1]]
-        run = _one_run(ev, sos, order, "full", i == 0, a.iters)
+        # a transfer path alone moves whatever the buffers hold: it is timed, never verified
+        run = _one_run(ev, sos, order, "full", i == 0 and not a.transfer_alone, a.iters)
         if run["failures"]:
             print(f"kv_gemm_sms: repeat {i + 1} failed: {run['failures']}", flush=True)
             return 1
         runs.append(run)
         print(json.dumps({k: v for k, v in run.items() if k.endswith("_ms")}), flush=True)
+    figures = summary(runs, names)
+    if a.transfer_alone:
+        dims = tuple(ev.bench_shape.dims)
+        for name in names:
+            figures[name]["gbps"] = transfer_gbps(dims, figures[name]["median_ms"])
     row = {"shape": a.shape, "world": a.world, "repeats": a.repeats, "iters": a.iters, "inputs": "full",
-           "statuses": runs[0]["status"], "figures": summary(runs, names),
+           "transfer_alone": a.transfer_alone, "statuses": runs[0]["status"], "figures": figures,
            "per_repeat_ms": [{k: r.get(f"{k}_ms") for k in ["host", *names, "compute", "comm"]} for r in runs],
            "device": runs[0]["device"], "nccl_version": runs[0]["nccl_version"], "date": runs[0]["date"],
            "commit": source_commit()}

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import kv_gemm_sms as kgs  # noqa: E402
 
 from cuco.design_space import Directives, Topology  # noqa: E402
-from cuco.workloads.kv_transfer.render import render, space  # noqa: E402
+from cuco.workloads.kv_transfer.render import render, render_transfer_path, space  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +71,17 @@ def test_repeats_below_one_and_odd_worlds_are_refused():
         kgs.main(["--repeats", "0"])
     with pytest.raises(SystemExit, match="use 1 or an even size"):
         kgs.main(["--world", "3"])
+
+
+def test_transfer_alone_times_each_points_transfer_path_once():
+    out = kgs.codes(list(kgs.CONTROLS + kgs.BESIDE), transfer_alone=True)
+    assert list(out) == list(kgs.CONTROLS + kgs.BESIDE)
+    for label, code in out.items():
+        assert code == render_transfer_path(Directives.from_label(label))
+        assert "constexpr bool kCompute = false;" in code
+
+
+def test_transfer_gbps_counts_every_layers_k_and_v():
+    # 2 planes x 2048 tokens x 512 x 40 layers x 2 bytes = 167.8 MB in 0.5 ms
+    assert kgs.transfer_gbps((2048, 512, 40), 0.5) == pytest.approx(2 * 2048 * 512 * 40 * 2 / 0.5e-3 / 1e9)
+    assert kgs.transfer_gbps((2048, 512, 40), None) is None

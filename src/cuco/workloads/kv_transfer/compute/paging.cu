@@ -8,11 +8,7 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;  // 16-byte words of one job per thread per trip
-// Jobs an issuer group moves at once: kUnroll x kBatch words in flight per thread. With one job at a time a CTA
-// kept 16 KiB in flight, and 16 CTAs beside the compute moved 103 GB/s within one H200 (the transfer paths alone,
-// benchmarks/results/kv_gemm_sms/): Little's law at HBM's latency, and less at NVLink's.
-constexpr int kBatch = 4;
+constexpr int kUnroll = 4;
 
 // Element offset of row `t` (0..15) of block b, plane kv, on one side.
 __device__ __forceinline__ int64_t elem(const cuco_kvt_side& s, int64_t D, int kv, int64_t b, int t) {
@@ -25,9 +21,8 @@ __device__ __forceinline__ int4* base(const cuco_kvt_side& s) {
   return reinterpret_cast<int4*>(s.rows ? s.rows : s.pages);
 }
 
-// One job = (plane, block): 16 rows of D bf16. kGroup threads per job (0: the whole CTA); group g moves jobs g,
-// g + ngroups, g + 2 ngroups, ..., kBatch of them at once, each thread keeping kUnroll x kBatch 16-byte loads in
-// flight, which is what hides the latency of HBM, and of NVLink when a side is remote.
+// One job = (plane, block): 16 rows of D bf16. kGroup threads per job (0: the whole CTA); each thread keeps kUnroll
+// 16-byte loads in flight, which is what hides NVLink latency when a side is remote.
 template <int kGroup>
 __global__ void __launch_bounds__(kThreads) copy_blocks_kernel(cuco_kvt_side src, cuco_kvt_side dst, int64_t D,
                                                                int64_t b0, int64_t b1) {
@@ -37,29 +32,21 @@ __global__ void __launch_bounds__(kThreads) copy_blocks_kernel(cuco_kvt_side src
   const int64_t group = (int64_t)blockIdx.x * per_cta + threadIdx.x / lanes;
   const int64_t ngroups = (int64_t)gridDim.x * per_cta;
   const int64_t words_row = D / 8, words = CUCO_KVT_BLOCK * words_row, jobs = 2 * (b1 - b0);
-  for (int64_t j0 = group; j0 < jobs; j0 += ngroups * kBatch) {
+  for (int64_t j = group; j < jobs; j += ngroups) {
+    const int kv = (int)(j & 1);
+    const int64_t b = b0 + j / 2;
     for (int64_t w0 = 0; w0 < words; w0 += (int64_t)lanes * kUnroll) {
-      int4 v[kBatch][kUnroll];
+      int4 v[kUnroll];
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t j = j0 + k * ngroups, b = b0 + j / 2;
-        const int kv = (int)(j & 1);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t w = w0 + u * lanes + lane;
-          if (j < jobs && w < words)
-            v[k][u] = __ldcg(base(src) + (elem(src, D, kv, b, (int)(w / words_row)) / 8 + w % words_row));
-        }
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t w = w0 + u * lanes + lane;
+        if (w < words)
+          v[u] = __ldcg(base(src) + (elem(src, D, kv, b, (int)(w / words_row)) / 8 + w % words_row));
       }
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t j = j0 + k * ngroups, b = b0 + j / 2;
-        const int kv = (int)(j & 1);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t w = w0 + u * lanes + lane;
-          if (j < jobs && w < words) base(dst)[elem(dst, D, kv, b, (int)(w / words_row)) / 8 + w % words_row] = v[k][u];
-        }
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t w = w0 + u * lanes + lane;
+        if (w < words) base(dst)[elem(dst, D, kv, b, (int)(w / words_row)) / 8 + w % words_row] = v[u];
       }
     }
   }

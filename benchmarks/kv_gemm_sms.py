@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -68,10 +67,12 @@ def codes(points: Sequence[str], transfer_alone: bool = False) -> dict[str, str]
 
 def summary(runs: list[dict[str, Any]], names: Sequence[str]) -> dict[str, dict[str, float | None]]:
     """Per name and for the parts: the median over the repeats and the spread ((max - min) / median)."""
+    from record import _median
+
     out: dict[str, dict[str, float | None]] = {}
     for key in ["host", *names, "compute", "comm"]:
         values = [r[f"{key}_ms"] for r in runs if r.get(f"{key}_ms") is not None]
-        med = statistics.median(values) if values else None
+        med = _median(runs, f"{key}_ms")
         out[key] = {"median_ms": med,
                     "spread": (max(values) - min(values)) / med if values and med else None}
     return out

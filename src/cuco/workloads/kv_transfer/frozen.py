@@ -155,13 +155,11 @@ static int copy_engine_rows(cuco_ctx* ctx, State* st, int64_t l, cudaStream_t s)
 }
 
 // Flags. Symmetric (ctx->symmetric_workspace, written by the pair rank): Flags layout (arrived[l][c] | done).
-// Local (ctx->workspace): ready[L * nchunks] (stream-ordered "chunk c of layer l is computed") | sent[L].
+// Local (ctx->workspace): ready[L * nchunks] (stream-ordered "chunk c of layer l is computed"), which the GIN block
+// waits on (LSA points order their streams by events) | L more words, unused.
 static uint32_t* sym_flags(cuco_ctx* ctx) { return (uint32_t*)ctx->symmetric_workspace.ptr; }
 static uint32_t* ready_flag(cuco_ctx* ctx, const Flags& f, int64_t l, int c) {
   return (uint32_t*)ctx->workspace + f.arrived(l, c);
-}
-static uint32_t* sent_flag(cuco_ctx* ctx, const Flags& f, int64_t l) {
-  return (uint32_t*)ctx->workspace + f.L * f.nchunks + l;
 }
 static size_t local_flag_bytes(const Flags& f) { return 4 * (size_t)(f.L * f.nchunks + f.L) + 256; }
 static size_t sym_flag_bytes(const Flags& f) { return (4 * (size_t)f.words() + 255) / 256 * 256; }
